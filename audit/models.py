@@ -1,0 +1,77 @@
+"""The append-only audit ledger. This app imports nothing else of ours (DESIGN §1)."""
+
+from django.db import models
+
+from audit.hashing import event_hash
+
+
+class AppendOnlyError(Exception):
+    pass
+
+
+class AuditEventQuerySet(models.QuerySet):
+    def update(self, **kwargs):
+        raise AppendOnlyError("Audit events are append-only: they cannot be updated.")
+
+    def delete(self):
+        raise AppendOnlyError("Audit events are append-only: they cannot be deleted.")
+
+
+class AuditStreamHead(models.Model):
+    """The head of one hash chain. Locked (SELECT ... FOR UPDATE) by the writer so that two
+    transactions never append to the same stream at once; other streams are not blocked."""
+
+    stream = models.CharField(max_length=100, unique=True)
+    last_sequence = models.PositiveBigIntegerField(default=0)
+    last_hash = models.CharField(max_length=64, default="")
+
+    def __str__(self) -> str:
+        return f"{self.stream}@{self.last_sequence}"
+
+
+class AuditEvent(models.Model):
+    tenant = models.ForeignKey("accounts.Tenant", on_delete=models.PROTECT, related_name="+",
+                               null=True, blank=True)
+    stream = models.CharField(max_length=100)
+    sequence = models.PositiveBigIntegerField()
+    actor_type = models.CharField(max_length=20)  # user | agent | system
+    actor_id = models.CharField(max_length=200)
+    action = models.CharField(max_length=100)  # dotted, past tense: cases.case.transitioned
+    target_type = models.CharField(max_length=60, blank=True)
+    target_id = models.CharField(max_length=100, blank=True)
+    run_id = models.CharField(max_length=64, blank=True)
+    policy_version = models.CharField(max_length=40, blank=True)
+    decision = models.CharField(max_length=40, blank=True)  # allowed | denied | approved | rejected ...
+    evidence_refs = models.JSONField(default=list, blank=True)
+    payload = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField()
+    prev_hash = models.CharField(max_length=64, blank=True)
+    hash = models.CharField(max_length=64)
+
+    objects = AuditEventQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["stream", "sequence"]
+        constraints = [
+            models.UniqueConstraint(fields=["stream", "sequence"], name="audit_event_stream_sequence_unique"),
+        ]
+        indexes = [
+            models.Index(fields=["tenant", "created_at"]),
+            models.Index(fields=["target_type", "target_id"]),
+            models.Index(fields=["run_id"]),
+            models.Index(fields=["action"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.stream}#{self.sequence} {self.action}"
+
+    def save(self, *args, **kwargs):
+        if not self._state.adding:
+            raise AppendOnlyError("Audit events are append-only: they cannot be updated.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise AppendOnlyError("Audit events are append-only: they cannot be deleted.")
+
+    def compute_hash(self) -> str:
+        return event_hash(self)

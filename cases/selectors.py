@@ -1,0 +1,90 @@
+"""Reads, always scoped to the user's tenant. Another tenant's object is NotFound (404)."""
+
+from __future__ import annotations
+
+from django.db.models import Count, Q, QuerySet
+
+from cases.models import Case, CaseEvent, Evidence, Notice, NoticeStatus, Proposal, ProposalStatus
+from core.errors import NotFound
+
+
+def _tenant_id(user) -> int | None:
+    return getattr(user, "tenant_id", None)
+
+
+def case_list_for_user(*, user, status: str | None = None, search: str | None = None,
+                       risk_level: str | None = None) -> QuerySet[Case]:
+    qs = Case.objects.filter(tenant_id=_tenant_id(user)).select_related("assignee")
+    if status:
+        qs = qs.filter(status=status)
+    if risk_level:
+        qs = qs.filter(risk_level=risk_level)
+    if search:
+        qs = qs.filter(Q(reference__icontains=search) | Q(title__icontains=search) | Q(company__icontains=search)
+                       | Q(product__icontains=search))
+    return qs.annotate(pending_proposals=Count("proposals", filter=Q(proposals__status=ProposalStatus.PENDING)))
+
+
+def case_get_for_user(*, user, reference: str | None = None, pk: int | None = None) -> Case:
+    qs = Case.objects.filter(tenant_id=_tenant_id(user)).select_related("assignee", "tenant")
+    try:
+        if reference is not None:
+            return qs.get(reference=reference)
+        return qs.get(pk=pk)
+    except (Case.DoesNotExist, ValueError):
+        raise NotFound("No such case.") from None
+
+
+def evidence_list_for_case(*, user, case: Case) -> QuerySet[Evidence]:
+    return Evidence.objects.filter(tenant_id=_tenant_id(user), case=case)
+
+
+def evidence_get_for_user(*, user, pk: int) -> Evidence:
+    try:
+        return Evidence.objects.select_related("case").get(tenant_id=_tenant_id(user), pk=pk)
+    except (Evidence.DoesNotExist, ValueError):
+        raise NotFound("No such evidence.") from None
+
+
+def proposal_list_for_user(*, user, status: str | None = None, case: Case | None = None) -> QuerySet[Proposal]:
+    qs = Proposal.objects.filter(tenant_id=_tenant_id(user)).select_related("case", "decided_by")
+    if status:
+        qs = qs.filter(status=status)
+    if case is not None:
+        qs = qs.filter(case=case)
+    return qs
+
+
+def proposal_get_for_user(*, user, pk: int) -> Proposal:
+    try:
+        return Proposal.objects.select_related("case").get(tenant_id=_tenant_id(user), pk=pk)
+    except (Proposal.DoesNotExist, ValueError):
+        raise NotFound("No such proposal.") from None
+
+
+def notice_list_for_user(*, user, status: str | None = None, case: Case | None = None) -> QuerySet[Notice]:
+    qs = Notice.objects.filter(tenant_id=_tenant_id(user)).select_related("case")
+    if status:
+        qs = qs.filter(status=status)
+    if case is not None:
+        qs = qs.filter(case=case)
+    return qs
+
+
+def notice_get_for_user(*, user, pk: int) -> Notice:
+    try:
+        return Notice.objects.select_related("case").get(tenant_id=_tenant_id(user), pk=pk)
+    except (Notice.DoesNotExist, ValueError):
+        raise NotFound("No such notice.") from None
+
+
+def review_inbox_for_user(*, user) -> dict:
+    """What waits for a person's decision: pending proposals and notices pending approval."""
+    return {
+        "proposals": proposal_list_for_user(user=user, status=ProposalStatus.PENDING).order_by("created_at"),
+        "notices": notice_list_for_user(user=user, status=NoticeStatus.PENDING_APPROVAL).order_by("created_at"),
+    }
+
+
+def case_events_for_user(*, user, case: Case) -> QuerySet[CaseEvent]:
+    return CaseEvent.objects.filter(tenant_id=_tenant_id(user), case=case).order_by("sequence")

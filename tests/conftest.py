@@ -1,0 +1,88 @@
+"""Personas and helpers shared by the whole suite (STYLE: tests)."""
+
+import os
+
+import pytest
+from django.db import connection
+
+from accounts.models import Role
+from core.actors import Actor
+from tests.factories import TenantFactory, UserFactory, make_case
+
+
+def pytest_collection_modifyitems(config, items):
+    """PostgreSQL-only tests are skipped, visibly, when the suite runs on SQLite."""
+    is_postgres = os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://"))
+    if is_postgres:
+        return
+    skip = pytest.mark.skip(reason="needs PostgreSQL: set DATABASE_URL=postgres://... (.ci/run does)")
+    for item in items:
+        if "postgres" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_settings(settings, tmp_path):
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    settings.MEDIA_ROOT = str(tmp_path / "media")
+    settings.CELERY_TASK_ALWAYS_EAGER = False
+
+
+@pytest.fixture
+def tenant(db):
+    return TenantFactory(name="Acme Consumer Affairs", slug="acme")
+
+
+@pytest.fixture
+def other_tenant(db):
+    return TenantFactory(name="Other Regulator", slug="other")
+
+
+@pytest.fixture
+def analyst(tenant):
+    return UserFactory(username="analyst", tenant=tenant, role=Role.ANALYST)
+
+
+@pytest.fixture
+def analyst_b(tenant):
+    return UserFactory(username="analyst_b", tenant=tenant, role=Role.ANALYST)
+
+
+@pytest.fixture
+def supervisor(tenant):
+    return UserFactory(username="supervisor", tenant=tenant, role=Role.SUPERVISOR)
+
+
+@pytest.fixture
+def supervisor_b(tenant):
+    return UserFactory(username="supervisor_b", tenant=tenant, role=Role.SUPERVISOR)
+
+
+@pytest.fixture
+def auditor(tenant):
+    return UserFactory(username="auditor", tenant=tenant, role=Role.AUDITOR)
+
+
+@pytest.fixture
+def admin_user(tenant):
+    return UserFactory(username="admin", tenant=tenant, role=Role.ADMIN, is_staff=True)
+
+
+@pytest.fixture
+def outsider(other_tenant):
+    return UserFactory(username="outsider", tenant=other_tenant, role=Role.SUPERVISOR)
+
+
+@pytest.fixture
+def agent():
+    return Actor.agent("risk_assessor", "1.0")
+
+
+@pytest.fixture
+def case(analyst):
+    return make_case(actor=analyst)
+
+
+@pytest.fixture
+def is_postgres():
+    return connection.vendor == "postgresql"
