@@ -1,0 +1,65 @@
+"""The contract between the run executor and the model behind an agent (DESIGN §5).
+
+The executor builds a ModelRequest (rendered prompt messages + the structured context the
+prompt was rendered from + the pydantic schema the answer must satisfy) and calls
+`provider.complete(request)`. Every provider returns a ModelResponse whose `output` is an
+instance of `request.output_schema`, or raises:
+  - ModelOutputError: the model answered but its output failed validation twice (the first
+    failure is retried once with the validation error appended); `raw` and `errors` say why.
+  - ProviderError: transport trouble (timeout, 429, 5xx, connection refused); `retryable` says
+    whether a later attempt may succeed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pydantic import BaseModel
+
+
+class ProviderError(Exception):
+    def __init__(self, message: str, *, retryable: bool = True, status_code: int | None = None):
+        super().__init__(message)
+        self.retryable = retryable
+        self.status_code = status_code
+
+
+class ModelOutputError(Exception):
+    def __init__(self, message: str, *, raw: str, errors: str, attempts: int):
+        super().__init__(message)
+        self.raw = raw
+        self.errors = errors
+        self.attempts = attempts
+
+
+@dataclass
+class ModelRequest:
+    agent: str  # the specialist asking: "triage", "evidence_analyst", "risk_assessor", "chat", ...
+    output_schema: type[BaseModel]
+    # Chat-completions style messages: [{"role": "system"|"user"|"assistant", "content": str}].
+    # Evidence and user messages inside them are wrapped as delimited untrusted data.
+    messages: list[dict[str, str]]
+    # The structured facts the messages were rendered from (case snapshot, evidence excerpts with
+    # ids, findings so far, memory, thread turns). The offline analyst reasons over this directly.
+    context: dict[str, Any] = field(default_factory=dict)
+    max_output_tokens: int = 1200
+
+
+@dataclass
+class ModelResponse:
+    output: BaseModel
+    raw: str
+    provider: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_ms: int
+    attempts: int = 1
+
+
+class Provider(Protocol):
+    name: str
+    model: str
+
+    def complete(self, request: ModelRequest) -> ModelResponse: ...
