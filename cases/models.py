@@ -160,6 +160,9 @@ class CaseReferenceCounter(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["tenant", "year"], name="case_counter_unique")]
 
+    def __str__(self) -> str:
+        return f"{self.tenant_id}/{self.year}: {self.value}"
+
 
 class ImmutableModel(models.Model):
     """Rows written once. Updates through the ORM are refused; corrections are new rows."""
