@@ -12,6 +12,7 @@ import logging
 from datetime import date
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.files.base import ContentFile
 from django.core.mail import EmailMessage, get_connection
 from django.core.mail.message import make_msgid
@@ -163,7 +164,10 @@ def case_create(*, actor, tenant: Tenant, title: str, received_at: date | None =
     year = (received_at or timezone.now().date()).year
     case = Case(tenant=tenant, title=title.strip(), received_at=received_at, **fields)
     case.reference = _next_reference(tenant=tenant, year=year)
-    case.full_clean(exclude=["tenant", "status"])
+    try:
+        case.full_clean(exclude=["tenant", "status"])
+    except ValidationError as exc:
+        raise Invalid("The case could not be opened.", fields=exc.message_dict) from None
     case.save()
     payload = {f: getattr(case, f) for f in REPLAYED_FIELDS}
     _record(case=case, actor=actor, event_type="case.created", payload=payload,
