@@ -399,8 +399,8 @@ def _check_proposal_decidable(*, proposal: Proposal, case: Case, actor: Actor, v
                                                    and proposal.case_version != case.version):
         raise Stale(
             f"This proposal was made against version {proposal.case_version} of {case.reference}, which "
-            f"is now at version {case.version}; the case changed since. It can no longer be {verb}d — "
-            f"ask for a fresh proposal.")
+            f"is now at version {case.version}; the case changed since. It can no longer be "
+            f"{verb.removesuffix('e')}ed — ask for a fresh proposal.")
     if proposal.status != ProposalStatus.PENDING:
         raise NotAllowed(f"This proposal is already {proposal.get_status_display().lower()}.")
     if proposal.proposer_id == actor.identifier:
