@@ -172,3 +172,16 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
+
+# --- Conversations (issue 4) ---------------------------------------------------------------
+# Token budget for the thread part of a chat context (summary + recent turns); a thread may
+# override it. When a thread's context would exceed it, older turns are compacted into a summary.
+CONVERSATIONS_CONTEXT_TOKEN_BUDGET = env_int("CONVERSATIONS_CONTEXT_TOKEN_BUDGET", 3000, minimum=200)
+# The last N messages always enter a context verbatim (truncated per message if they must be).
+CONVERSATIONS_KEEP_RECENT = env_int("CONVERSATIONS_KEEP_RECENT", 6, minimum=1)
+# At most this many messages after the latest summary are read to build a context: the cost of a
+# context never depends on the length of the thread.
+CONVERSATIONS_CONTEXT_MAX_ROWS = env_int("CONVERSATIONS_CONTEXT_MAX_ROWS", 200, minimum=10)
+# At most this many messages are folded into a summary by one compaction run.
+CONVERSATIONS_COMPACTION_BATCH = env_int("CONVERSATIONS_COMPACTION_BATCH", 400, minimum=10)
+CONVERSATIONS_MESSAGE_MAX_CHARS = env_int("CONVERSATIONS_MESSAGE_MAX_CHARS", 8000, minimum=100)
