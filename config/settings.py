@@ -185,3 +185,11 @@ CONVERSATIONS_CONTEXT_MAX_ROWS = env_int("CONVERSATIONS_CONTEXT_MAX_ROWS", 200, 
 # At most this many messages are folded into a summary by one compaction run.
 CONVERSATIONS_COMPACTION_BATCH = env_int("CONVERSATIONS_COMPACTION_BATCH", 400, minimum=10)
 CONVERSATIONS_MESSAGE_MAX_CHARS = env_int("CONVERSATIONS_MESSAGE_MAX_CHARS", 8000, minimum=100)
+
+# --- Operations: notice dispatch task, Celery beat --------------------------------------------
+# A failed send (SMTP down, ...) leaves the notice `failed` (retryable); the dispatch task retries
+# it with exponential backoff: BACKOFF, 2*BACKOFF, 4*BACKOFF ... seconds, at most MAX_RETRIES times.
+ARBITER_NOTICE_DISPATCH_MAX_RETRIES = env_int("ARBITER_NOTICE_DISPATCH_MAX_RETRIES", 5, minimum=0)
+ARBITER_NOTICE_DISPATCH_RETRY_BACKOFF_SECONDS = env_int("ARBITER_NOTICE_DISPATCH_RETRY_BACKOFF_SECONDS", 30,
+                                                        minimum=1)
+CELERY_BEAT_SCHEDULE_FILENAME = env_str("CELERY_BEAT_SCHEDULE_FILENAME", str(VAR_DIR / "celerybeat-schedule"))

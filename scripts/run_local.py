@@ -1,0 +1,259 @@
+#!/usr/bin/env python
+"""`make run`: everything on one machine with no service installed.
+
+Prepares var/ (SQLite database, Celery filesystem broker, email outbox, media), migrates, loads
+the demo data (idempotent, so a second run reuses what is there), then runs three child
+processes side by side until Ctrl-C:
+
+    web     manage.py runserver HOST:PORT --noreload
+    worker  celery -A config worker --concurrency=1   (runs the tasks, in its own process)
+    beat    celery -A config beat                     (periodic tasks; schedule file in var/)
+
+Each child's output goes to this terminal with a prefix and to var/log/<name>.log. Ctrl-C or
+SIGTERM stops them all and exits 0; if one child dies on its own, the others are stopped and this
+exits 1 naming it. Settings come from the environment like everywhere else (DATABASE_URL,
+CELERY_BROKER_URL, ... see .env.example): the same script runs against PostgreSQL and Redis."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+STOP_GRACE_SECONDS = 15
+READY_TIMEOUT_SECONDS = 60
+
+
+def log(message: str) -> None:
+    print(f"[run] {message}", flush=True)
+
+
+def prepare() -> dict:
+    """Directories, migrations, demo data, static files. Returns what the banner needs."""
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.core.management import call_command
+    from django.db import connections
+
+    var_dir = Path(settings.VAR_DIR)
+    log_dir = var_dir / "log"
+    for directory in (var_dir, log_dir, Path(settings.EMAIL_FILE_PATH), Path(settings.MEDIA_ROOT),
+                      Path(settings.CELERY_BROKER_DIR)):
+        directory.mkdir(parents=True, exist_ok=True)
+
+    log(f"database: {_safe_url(settings.DATABASE_URL)}")
+    call_command("migrate", interactive=False, verbosity=1)
+    log("demo data: manage.py seed_demo")
+    call_command("seed_demo")
+    if not settings.DEBUG:
+        # runserver serves static files itself only with DEBUG; otherwise collect them and let
+        # `runserver --insecure` serve STATIC_ROOT (fine on a laptop, never in production).
+        call_command("collectstatic", interactive=False, verbosity=0)
+    connections.close_all()  # the children open their own connections
+
+    from cases.management.commands.seed_demo import USERS, demo_password
+
+    return {"debug": settings.DEBUG, "log_dir": log_dir, "outbox": settings.EMAIL_FILE_PATH,
+            "broker": _safe_url(settings.CELERY_BROKER_URL), "users": USERS,
+            "password_from_env": bool(os.environ.get("DEMO_PASSWORD")), "password": demo_password()}
+
+
+def _safe_url(url: str) -> str:
+    """A URL without its password, for printing."""
+    if "@" in url and "://" in url:
+        scheme, rest = url.split("://", 1)
+        credentials, host = rest.rsplit("@", 1)
+        user = credentials.split(":", 1)[0]
+        return f"{scheme}://{user}:***@{host}" if ":" in credentials else url
+    return url
+
+
+def port_is_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def wait_for_port(host: str, port: int, timeout: float, children: list[Child], stopping: threading.Event) -> bool:
+    deadline = time.monotonic() + timeout
+    connect_host = "127.0.0.1" if host in ("0.0.0.0", "") else host.strip("[]")
+    while time.monotonic() < deadline:
+        if stopping.is_set() or any(child.process.poll() is not None for child in children):
+            return False
+        try:
+            with socket.create_connection((connect_host, port), timeout=1):
+                return True
+        except OSError:
+            time.sleep(0.3)
+    return False
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: if this launcher is killed outright (SIGKILL, no chance to
+    clean up), Linux sends the child SIGTERM instead of leaving it running on its own."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except Exception:  # not Linux: nothing to do
+        pass
+
+
+class Child:
+    def __init__(self, name: str, argv: list[str], log_path: Path):
+        self.name = name
+        self.argv = argv
+        self.log_path = log_path
+        env = os.environ | {"PYTHONUNBUFFERED": "1"}
+        # Own session: a Ctrl-C in the terminal reaches only this launcher, which then stops the
+        # children in order instead of all of them racing on the same SIGINT.
+        self.process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
+                                        bufsize=1, start_new_session=True, preexec_fn=_die_with_parent)
+        self.thread: threading.Thread | None = None
+
+    def start_forwarding(self) -> None:
+        self.thread = threading.Thread(target=self._forward, name=f"forward-{self.name}", daemon=True)
+        self.thread.start()
+
+    def _forward(self) -> None:
+        prefix = f"[{self.name:<6}] "
+        with self.log_path.open("a", encoding="utf-8") as log_file:
+            for line in self.process.stdout:
+                log_file.write(line)
+                log_file.flush()
+                sys.stdout.write(prefix + line)
+                sys.stdout.flush()
+
+    def terminate(self) -> None:
+        if self.process.poll() is None:
+            try:
+                self.process.terminate()  # the main process only: celery's warm shutdown
+            except ProcessLookupError:
+                pass
+
+    def kill_group(self) -> None:
+        """SIGKILL whatever is left in the child's session (e.g. a celery pool process)."""
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def stop_all(children: list[Child]) -> None:
+    for child in children:
+        child.terminate()
+    deadline = time.monotonic() + STOP_GRACE_SECONDS
+    for child in children:
+        remaining = max(0.1, deadline - time.monotonic())
+        try:
+            child.process.wait(timeout=remaining)
+        except subprocess.TimeoutExpired:
+            log(f"{child.name} did not stop within {STOP_GRACE_SECONDS}s; killing it")
+        child.kill_group()
+        child.process.wait()
+        if child.thread is not None:
+            child.thread.join(timeout=2)
+
+
+def banner(info: dict, url: str) -> None:
+    users = info["users"]
+    password = "the value of DEMO_PASSWORD" if info["password_from_env"] else info["password"]
+    lines = [
+        "",
+        f"Arbiter is running at {url}",
+        f"  Django admin (operations): {url}admin/",
+        f"  Demo logins — password: {password}",
+    ]
+    for user in users:
+        lines.append(f"    {user.username:<12} {user.tenant:<10} {user.role:<11} {user.what}")
+    lines += [
+        f"  Celery worker + beat on {info['broker']}",
+        f"  Notices (emails) are written to {info['outbox']}",
+        f"  Logs: {info['log_dir']}/{{web,worker,beat}}.log",
+        "  Stop with Ctrl-C.",
+        "",
+    ]
+    print("\n".join(lines), flush=True)
+
+
+def main() -> int:
+    os.chdir(ROOT)
+    host = os.environ.get("HOST") or "127.0.0.1"
+    port = int(os.environ.get("PORT") or "8000")
+    if not port_is_free(host, port):
+        log(f"port {port} on {host} is already in use (another `make run`?). "
+            f"Stop it, or pick another port: make run PORT={port + 1}")
+        return 2
+
+    try:
+        info = prepare()
+    except KeyboardInterrupt:
+        log("interrupted while preparing; nothing was started")
+        return 130
+
+    python = sys.executable
+    celery = str(Path(python).with_name("celery"))
+    web_argv = [python, "manage.py", "runserver", f"{host}:{port}", "--noreload"]
+    if not info["debug"]:
+        web_argv.append("--insecure")
+    specs = [
+        ("web", web_argv),
+        ("worker", [celery, "-A", "config", "worker", "--loglevel=INFO", "--concurrency=1",
+                    "--hostname=arbiter-local@%h"]),
+        ("beat", [celery, "-A", "config", "beat", "--loglevel=INFO"]),
+    ]
+
+    stopping = threading.Event()
+
+    def request_stop(signum, frame):
+        if not stopping.is_set():
+            log(f"got {signal.Signals(signum).name}; stopping web, worker and beat")
+        stopping.set()
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+
+    # Start every child before any thread exists (preexec_fn is unsafe once threads run).
+    children = [Child(name, argv, info["log_dir"] / f"{name}.log") for name, argv in specs]
+    for child in children:
+        log(f"started {child.name} (pid {child.process.pid}): {' '.join(child.argv[1:])}")
+        child.start_forwarding()
+
+    url_host = "127.0.0.1" if host in ("0.0.0.0", "") else host
+    if wait_for_port(host, port, READY_TIMEOUT_SECONDS, children, stopping):
+        banner(info, f"http://{url_host}:{port}/")
+    elif not stopping.is_set() and all(child.process.poll() is None for child in children):
+        log(f"the web server did not answer on port {port} within {READY_TIMEOUT_SECONDS}s; see the log above")
+
+    exit_code = 0
+    while not stopping.is_set():
+        dead = next((child for child in children if child.process.poll() is not None), None)
+        if dead is not None:
+            log(f"{dead.name} exited on its own with code {dead.process.returncode}; stopping the others. "
+                f"Its log: {dead.log_path}")
+            exit_code = 1
+            break
+        stopping.wait(0.5)
+
+    stop_all(children)
+    log("stopped" if exit_code == 0 else "stopped after a failure")
+    return exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,220 @@
+"""`make run` for real: scripts/run_local.py starts the web server, a Celery worker and beat as
+separate processes on a fresh SQLite database, a notice approved in another process is sent by
+the worker, Ctrl-C/SIGTERM stops everything cleanly, a second run reuses the database, and a
+child that dies takes the launcher down with a non-zero exit.
+
+These tests start real processes and need no service: they use their own var/ directory and a
+free port, never the developer's database."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PYTHON = sys.executable
+
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Launcher:
+    """scripts/run_local.py in the background, its output collected line by line."""
+
+    def __init__(self, var_dir: Path, port: int):
+        self.env = {key: value for key, value in os.environ.items()
+                    if key not in {"DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE"}}
+        self.env |= {"DEBUG": "1", "ARBITER_VAR_DIR": str(var_dir), "HOST": "127.0.0.1", "PORT": str(port),
+                     "EMAIL_BACKEND": "django.core.mail.backends.filebased.EmailBackend"}
+        self.env.pop("EMAIL_FILE_PATH", None)
+        self.port = port
+        self.var_dir = var_dir
+        self.lines: list[str] = []
+        self.process = subprocess.Popen([PYTHON, "scripts/run_local.py"], cwd=ROOT, env=self.env,
+                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                        stdin=subprocess.DEVNULL)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    @property
+    def output(self) -> str:
+        return "\n".join(self.lines)
+
+    def wait_for(self, pattern: str, timeout: float = 120) -> re.Match:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            match = re.search(pattern, self.output)
+            if match:
+                return match
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.2)
+        raise AssertionError(f"{pattern!r} not seen in run_local output:\n{self.output[-4000:]}")
+
+    def child_pids(self) -> dict[str, int]:
+        return {name: int(pid) for name, pid in re.findall(r"\[run\] started (\w+) \(pid (\d+)\)", self.output)}
+
+    def manage(self, *args: str) -> str:
+        result = subprocess.run([PYTHON, "manage.py", *args], cwd=ROOT, env=self.env, capture_output=True,
+                                text=True, timeout=120)
+        assert result.returncode == 0, result.stdout + result.stderr
+        return result.stdout
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        for pid in self.child_pids().values():
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie (exited, not yet reaped by anyone) is not running any more.
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _left_running(pids: dict[str, int]) -> list[str]:
+    """Children, or anything they started in their session (a celery pool process), still running."""
+    sessions = set(pids.values())
+    left = [name for name, pid in pids.items() if _alive(pid)]
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().split(")")[-1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        state, session = fields[0], int(fields[3])
+        if session in sessions and state != "Z":
+            left.append(f"pid {stat.parent.name} in session {session}")
+    return left
+
+
+def _get(url: str) -> int:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return response.status
+
+
+ENQUEUE = """
+from django.db import transaction
+from accounts.models import User
+from cases.models import Notice
+from cases.services import notice_approve
+from cases.tasks import notice_dispatch_enqueue
+supervisor = User.objects.get(username="supervisor")
+notice = Notice.objects.filter(tenant=supervisor.tenant, status="pending_approval").order_by("pk").first()
+with transaction.atomic():
+    notice_approve(actor=supervisor, notice=notice, content_hash=notice.content_hash)
+    notice_dispatch_enqueue(notice_id=notice.pk, actor_user_id=supervisor.pk)
+print("ENQUEUED", notice.pk, notice.recipient)
+"""
+
+STATUS = """
+from cases.models import Notice
+notice = Notice.objects.get(pk={pk})
+print("STATUS", notice.status, notice.external_message_id)
+"""
+
+
+@pytest.fixture(scope="module")
+def var_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("run_local_var")
+
+
+def test_make_run_serves_pages_runs_tasks_in_the_worker_and_stops_cleanly(var_dir):
+    launcher = Launcher(var_dir, _free_port())
+    try:
+        launcher.wait_for(r"Arbiter is running at http://127\.0\.0\.1:\d+/")
+        assert "42 cases created" in launcher.output
+        for username in ("analyst", "analyst_b", "supervisor", "auditor", "admin", "analyst2", "supervisor2"):
+            assert re.search(rf"^\s+{username}\s+\w+\s+\w+", launcher.output, re.MULTILINE), username
+        assert _get(f"http://127.0.0.1:{launcher.port}/admin/login/") == 200
+        launcher.wait_for(r"\[worker\].*ready\.")
+        assert "ready." in (var_dir / "log" / "worker.log").read_text()
+
+        outbox = var_dir / "outbox"
+        assert not list(outbox.glob("*"))
+        notice_pk, recipient = re.search(r"ENQUEUED (\d+) (\S+)", launcher.manage("shell", "-c", ENQUEUE)).groups()
+
+        # The worker, a separate process, picks the task from the filesystem broker and sends.
+        launcher.wait_for(r"notice_dispatch_task\[[^\]]+\] succeeded in [\d.]+s: 'sent'", timeout=60)
+        emails = list(outbox.glob("*.log"))
+        assert len(emails) == 1
+        content = emails[0].read_text()
+        assert f"To: {recipient}" in content
+        assert f"X-Arbiter-Notice: {notice_pk}" in content
+        status = launcher.manage("shell", "-c", STATUS.format(pk=notice_pk))
+        assert re.search(r"STATUS sent <.+@arbiter\.example>", status)
+
+        pids = launcher.child_pids()
+        assert set(pids) == {"web", "worker", "beat"}
+        launcher.process.send_signal(signal.SIGTERM)
+        assert launcher.process.wait(timeout=60) == 0
+        assert "[run] stopped" in launcher.output
+        assert _left_running(pids) == []
+    finally:
+        launcher.stop()
+
+
+def test_a_second_run_reuses_the_database_and_a_dying_child_stops_everything(var_dir):
+    if not (var_dir / "arbiter.sqlite3").exists():
+        pytest.skip("needs the database left by the previous test")
+    launcher = Launcher(var_dir, _free_port())
+    try:
+        launcher.wait_for(r"Arbiter is running at")
+        assert "seed_demo: 0 cases created, 42 already present" in launcher.output
+        launcher.wait_for(r"\[worker\].*ready\.")
+        pids = launcher.child_pids()
+
+        os.kill(pids["worker"], signal.SIGKILL)
+
+        assert launcher.process.wait(timeout=60) == 1
+        assert "worker exited on its own with code -9; stopping the others" in launcher.output
+        assert _left_running(pids) == []
+    finally:
+        launcher.stop()
+
+
+def test_a_busy_port_is_refused_with_a_message_before_anything_starts(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        launcher = Launcher(tmp_path, port)
+        try:
+            assert launcher.process.wait(timeout=60) == 2
+        finally:
+            launcher.stop()
+    launcher._reader.join(timeout=5)
+    assert f"port {port} on 127.0.0.1 is already in use" in launcher.output
+    assert f"make run PORT={port + 1}" in launcher.output
+    assert not (tmp_path / "arbiter.sqlite3").exists()  # nothing was prepared
