@@ -1,0 +1,43 @@
+"""The offline analyst: a deterministic, network-free model behind every agent (DESIGN §5).
+
+`answer(agent, context)` returns the JSON-ready dict an agent's output schema expects;
+runs.providers.offline.OfflineAnalyst wraps it as a Provider. See context.py for the context keys
+each agent reads, signals.py for the risk scoring table, classifier.py for the product/issue model.
+"""
+
+from runs.offline.agents import (
+    adjudicator,
+    evidence_analyst,
+    notice_drafter,
+    policy_checker,
+    reflect,
+    risk_assessor,
+    triage,
+)
+from runs.offline.chat import chat, thread_summarizer
+from runs.schemas import (
+    Adjudication,
+    ChatReply,
+    EvidenceSummary,
+    NoticeDraftOutput,
+    PolicyCheck,
+    Reflection,
+    RiskAssessment,
+    ThreadSummaryOutput,
+    TriageOutput,
+)
+
+# agent name -> (the function answering it, the output schema it answers with)
+AGENTS = {
+    "triage": (triage, TriageOutput),
+    "evidence_analyst": (evidence_analyst, EvidenceSummary),
+    "risk_assessor": (risk_assessor, RiskAssessment),
+    "policy_checker": (policy_checker, PolicyCheck),
+    "adjudicator": (adjudicator, Adjudication),
+    "reflect": (reflect, Reflection),
+    "notice_drafter": (notice_drafter, NoticeDraftOutput),
+    "chat": (chat, ChatReply),
+    "thread_summarizer": (thread_summarizer, ThreadSummaryOutput),
+}
+
+__all__ = ["AGENTS"]

@@ -1,0 +1,477 @@
+"""The case-analysis specialists of the offline analyst. Each takes the structured context
+(runs/offline/context.py documents its keys) and returns a dict shaped like its output schema;
+the provider then validates it through the schema exactly as it would a real model's JSON."""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import timedelta
+
+from runs.offline.classifier import get_classifier
+from runs.offline.context import (
+    EvidenceText,
+    as_int,
+    case_of,
+    evidence_of,
+    parse_date,
+    prior_of,
+    today_of,
+)
+from runs.offline.signals import FLOORS, LEVELS, detect_signals, raise_to, score
+from runs.offline.text import date_mentions, money_amounts, set_aside_instructions, shorten, split_sentences
+
+# --- triage ---------------------------------------------------------------------------------
+# A recorded product is kept unless the narrative reads, with at least this probability, as a
+# different product that the recorded one scarcely explains (a likely mis-filed complaint).
+OVERRIDE_PROBABILITY = 0.85
+RECORDED_LABEL_CEILING = 0.05
+# A field taken from the case record is trusted at least this much (the consumer chose it).
+RECORDED_CONFIDENCE = 0.8
+
+_REMEDY = re.compile(
+    r"\b(?:refund\w*|reimburs\w*|remov\w*|delet\w*|correct\w*|fix\w*|want\w*|request\w*|asking|ask (?:that|for|you)"
+    r"|would like|forgiv\w*|discharg\w*|cancel\w*|waiv\w*|compensat\w*|return (?:my|the)|credit (?:back|my)"
+    r"|stop (?:the|all|calling|collect\w*|report\w*)|reduc\w*|lower my|adjust\w*|resolve\w*|demand\w*)\b",
+    re.IGNORECASE)
+_FIRST_PERSON_ASK = re.compile(r"\b(?:i|we)\s+(?:\w+\s+){0,2}(?:want|would like|request|am requesting|ask|need|demand)\b"
+                               r"|\bplease\b", re.IGNORECASE)
+
+
+def _classifier_text(case: dict, evidence: list[EvidenceText]) -> str:
+    title, _ = set_aside_instructions(str(case.get("title") or ""))
+    return " ".join([title] + [item.text for item in evidence]).strip()
+
+
+def requested_remedy(evidence: list[EvidenceText]) -> str:
+    candidates = []
+    for order, item in enumerate(evidence):
+        sentences = split_sentences(item.text)
+        for index, sentence in enumerate(sentences):
+            hits = len(_REMEDY.findall(sentence))
+            if not hits:
+                continue
+            weight = hits + (2 if _FIRST_PERSON_ASK.search(sentence) else 0)
+            weight += index / max(len(sentences), 1)  # requests usually close a narrative
+            candidates.append((weight, order, index, sentence))
+    if not candidates:
+        return "No specific remedy is stated in the evidence."
+    best = sorted(candidates, key=lambda c: (-c[0], c[1], c[2]))[:2]
+    best.sort(key=lambda c: (c[1], c[2]))
+    return shorten(" ".join(c[3] for c in best), 1000)
+
+
+def triage(context: dict) -> dict:
+    case = case_of(context)
+    evidence = evidence_of(context)
+    text = _classifier_text(case, evidence)
+    predicted = get_classifier().predict(text) if text else None
+    product_probabilities = {}
+    if predicted is not None:
+        model = get_classifier().product
+        probabilities = model.probabilities(get_classifier().vectorizer.transform([text]))[0]
+        product_probabilities = dict(zip(model.classes, (float(p) for p in probabilities), strict=True))
+
+    def choose(field: str) -> tuple[str | None, float]:
+        recorded = str(case.get(field) or "").strip()
+        guess = predicted[field] if predicted else None
+        if recorded:
+            if field == "product" and guess and guess.label != recorded \
+                    and guess.confidence >= OVERRIDE_PROBABILITY \
+                    and product_probabilities.get(recorded, 0.0) <= RECORDED_LABEL_CEILING:
+                return guess.label, guess.confidence
+            agreement = guess.confidence if guess and guess.label == recorded else 0.0
+            return recorded, max(RECORDED_CONFIDENCE, agreement)
+        if guess and guess.label:
+            return guess.label, guess.confidence
+        return None, 0.0
+
+    product, product_confidence = choose("product")
+    recorded_product = str(case.get("product") or "").strip()
+    if recorded_product and product != recorded_product and predicted:
+        # The product was overridden: the recorded issue and sub-product belong to the other
+        # product, so the classifier's (restricted to the new product) are used instead.
+        issue, issue_confidence = predicted["issue"].label, predicted["issue"].confidence
+        sub_product = predicted["sub_product"].label
+    else:
+        issue, issue_confidence = choose("issue")
+        sub_product, _ = choose("sub_product")
+    return {
+        "product": product or "Unclassified (no narrative to classify)",
+        "sub_product": sub_product or None,
+        "issue": issue or "Unclassified (no narrative to classify)",
+        "respondent": str(case.get("company") or "").strip() or "Respondent not recorded",
+        "requested_remedy": requested_remedy(evidence),
+        "confidence": round(0.6 * product_confidence + 0.4 * issue_confidence, 4),
+        "evidence_refs": [item.id for item in evidence if item.id is not None],
+    }
+
+
+# --- evidence analyst -----------------------------------------------------------------------
+MAX_KEY_POINTS = 5
+_TOKEN = re.compile(r"[a-z][a-z']+")
+_SALIENT = re.compile(r"\b(?:refund|fraud|identity|foreclos\w*|garnish\w*|dispute\w*|report\w*|payment\w*"
+                      r"|forbearance|forgiveness|balance|interest|late fee\w*|collection\w*|credit score)\b",
+                      re.IGNORECASE)
+
+
+def _sentence_score(sentence: str, idf: dict[str, float], index: int) -> float:
+    tokens = _TOKEN.findall(sentence.lower())
+    if len(tokens) < 6:
+        return 0.0  # headers ("Acct#: XXXX") and fragments say little
+    unique = set(tokens)
+    weight = sum(idf.get(token, 0.0) for token in unique) / math.sqrt(len(tokens))
+    weight += 1.5 if money_amounts(sentence) else 0.0
+    weight += 0.5 if date_mentions(sentence) else 0.0
+    weight += 0.75 * min(len(_SALIENT.findall(sentence)), 2)
+    weight += 0.75 if index == 0 else 0.0
+    return weight
+
+
+def evidence_analyst(context: dict) -> dict:
+    evidence = evidence_of(context)
+    notes = [item for item in evidence if item.set_aside]
+    if not any(item.text for item in evidence):
+        summary = "No readable evidence has been added to this case yet; nothing to summarise."
+        return {"summary": _with_notes(summary, notes), "key_points": [],
+                "evidence_refs": [item.id for item in evidence if item.id is not None]}
+    idf = get_classifier().idf()
+    ranked_per_item = []
+    for order, item in enumerate(evidence):
+        scored = [(_sentence_score(sentence, idf, index), order, index, sentence)
+                  for index, sentence in enumerate(split_sentences(item.text))]
+        scored = [entry for entry in scored if entry[0] > 0 and item.id is not None]
+        ranked_per_item.append(sorted(scored, key=lambda e: (-e[0], e[2])))
+    # Every item's best sentence first (so no document is ignored), then the best of the rest.
+    chosen = [ranked[0] for ranked in ranked_per_item if ranked][:MAX_KEY_POINTS]
+    rest = sorted((entry for ranked in ranked_per_item for entry in ranked[1:]), key=lambda e: (-e[0], e[1], e[2]))
+    chosen += rest[: max(0, MAX_KEY_POINTS - len(chosen))]
+    chosen.sort(key=lambda e: (e[1], e[2]))
+    key_points = [{"text": shorten(sentence, 400), "evidence_id": evidence[order].id}
+                  for _, order, _, sentence in chosen]
+    described = "; ".join(
+        f"E{item.id} “{shorten(item.title, 80) or 'untitled'}” ({len(item.text.split())} words)"
+        for item in evidence if item.id is not None)
+    body = " ".join(shorten(point["text"], 300) for point in key_points)
+    summary = f"{len(evidence)} evidence item(s) reviewed: {described}. Key facts: {body}"
+    return {"summary": _with_notes(shorten(summary, 3400), notes), "key_points": key_points,
+            "evidence_refs": sorted({item.id for item in evidence if item.id is not None})}
+
+
+def _with_notes(summary: str, notes: list[EvidenceText]) -> str:
+    if not notes:
+        return summary
+    where = ", ".join(f"E{item.id}" for item in notes)
+    count = sum(len(item.set_aside) for item in notes)
+    return (f"{summary} Note: {where} contains {count} sentence(s) addressed to the assistant (instructions); "
+            "they were treated as untrusted data and ignored.")
+
+
+# --- risk assessor --------------------------------------------------------------------------
+def risk_assessor(context: dict) -> dict:
+    case = case_of(context)
+    evidence = evidence_of(context)
+    signals = detect_signals(case, [{"id": item.id, "text": item.text} for item in evidence])
+    level, _points, explanation = score(signals)
+    lines = [f"Risk {level}: {explanation}."]
+    for signal in signals:
+        where = f"E{signal.evidence_id}" if signal.evidence_id is not None else "case record"
+        lines.append(f"{signal.code} ({where}): {signal.description}")
+    if not evidence:
+        lines.append("No evidence was available, so only the case record was assessed.")
+    cited = sorted({s.evidence_id for s in signals if s.evidence_id is not None})
+    return {
+        "risk_level": level,
+        "rationale": shorten(" ".join(lines), 4000),
+        "signals": [signal.as_dict() for signal in signals],
+        "evidence_refs": cited or [item.id for item in evidence if item.id is not None],
+        "confidence": 0.85 if any(item.text for item in evidence) else 0.4,
+    }
+
+
+# --- policy checker -------------------------------------------------------------------------
+CLOSED_STATUSES = {"decided", "closed"}
+_DEAD_NOTICE_STATUSES = {"rejected", "withdrawn"}
+SIGNAL_RULES = ("SCRA", "OLDER-AM", "FRAUD-ID", "MONEY-LOSS")
+
+
+def _policy_rules(context: dict) -> list[dict]:
+    rules = context.get("policy_rules")
+    if rules:
+        return [rule for rule in rules if isinstance(rule, dict) and rule.get("code")]
+    from cases.policy import RULES
+
+    return [{"code": rule.code, "title": rule.title, "description": rule.description,
+             "deadline_days": rule.deadline.days if rule.deadline else None} for rule in RULES]
+
+
+def _deadline_days(rule: dict) -> int | None:
+    for key in ("deadline_days", "deadline"):
+        value = rule.get(key)
+        if isinstance(value, int | float):
+            return int(value)
+        if isinstance(value, str) and (match := re.match(r"^(\d+)", value)):
+            return int(match.group(1))
+    return None
+
+
+def _response_notices(context: dict) -> list[dict]:
+    notices = [n for n in context.get("notices") or [] if isinstance(n, dict)]
+    return [n for n in notices if str(n.get("kind") or "response") == "response"
+            and str(n.get("status") or "") not in _DEAD_NOTICE_STATUSES]
+
+
+def _signals_for_policy(context: dict) -> dict[str, dict]:
+    risk = prior_of(context, "risk_assessor") or risk_assessor(context)
+    return {signal.get("code"): signal for signal in risk.get("signals") or [] if isinstance(signal, dict)}
+
+
+def _days_phrase(deadline, today) -> str:
+    days = (deadline - today).days
+    if days > 0:
+        return f"{days} day(s) left"
+    if days == 0:
+        return "due today"
+    return f"overdue by {-days} day(s)"
+
+
+def policy_checker(context: dict) -> dict:
+    case = case_of(context)
+    status = str(case.get("status") or "")
+    received = parse_date(case.get("received_at"))
+    today = today_of(context)
+    signals = _signals_for_policy(context)
+    notices = _response_notices(context)
+    sent = [n for n in notices if n.get("status") == "sent"]
+    applications = []
+    for rule in _policy_rules(context):
+        code = str(rule["code"])
+        days = _deadline_days(rule)
+        deadline = received + timedelta(days=days) if received and days is not None else None
+        if code == "ACK-15":
+            if sent:
+                applies, reason = False, f"Acknowledged: response notice N{sent[0].get('id')} was sent."
+            elif deadline:
+                applies, reason = True, (f"Received {received.isoformat()}; a response notice is due by "
+                                         f"{deadline.isoformat()} ({_days_phrase(deadline, today)}).")
+            else:
+                applies, reason = True, "Received date unknown: record it so the 15-day deadline can be computed."
+        elif code == "CLOSE-60":
+            if status in CLOSED_STATUSES:
+                applies, reason = False, f"The case is already {status}."
+            elif deadline:
+                applies, reason = True, (f"Received {received.isoformat()}; a decision is due by "
+                                         f"{deadline.isoformat()} ({_days_phrase(deadline, today)}).")
+            else:
+                applies, reason = True, "Received date unknown: record it so the 60-day deadline can be computed."
+        elif code in SIGNAL_RULES:
+            signal = signals.get(code)
+            applies = signal is not None
+            if signal is None:
+                reason = f"No {code} signal in the risk assessment."
+            else:
+                where = f"E{signal['evidence_id']}" if signal.get("evidence_id") is not None else "the case record"
+                reason = f"{signal.get('description', code)} (from {where})."
+        else:
+            applies, reason = False, f"The offline analyst has no check for rule {code}; an analyst must assess it."
+        applications.append({"code": code, "applies": applies, "reason": shorten(reason, 1000),
+                             "deadline": deadline.isoformat() if deadline and code in ("ACK-15", "CLOSE-60") else None})
+    from cases.policy import NOTICE_DUE_FROM_STATUSES
+
+    if status not in NOTICE_DUE_FROM_STATUSES:
+        notice_due, notice_reason = False, f"No notice is due while the case is {status or 'in an unknown status'}."
+    elif notices:
+        first = notices[0]
+        notice_due, notice_reason = False, (f"A response notice already exists (N{first.get('id')}, "
+                                            f"{first.get('status')}).")
+    else:
+        ack = next((a for a in applications if a["code"] == "ACK-15"), None)
+        by = f" by {ack['deadline']}" if ack and ack["deadline"] else ""
+        notice_due, notice_reason = True, (f"The case is {status} and no response notice has been drafted or sent; "
+                                           f"one is due{by} (ACK-15).")
+    return {"rules": applications, "notice_due": notice_due, "notice_reason": notice_reason}
+
+
+# --- adjudicator ----------------------------------------------------------------------------
+NEXT_TRANSITION = {"new": "triage", "triaged": "start_review", "ready_for_decision": "decide", "decided": "close"}
+MIN_WORDS_SUFFICIENT = 40
+_UNRESOLVED = "Unresolved"
+
+
+def _evidence_sufficient(evidence: list[EvidenceText], policy_codes: set[str]) -> tuple[bool, str]:
+    substantive = [item for item in evidence if len(item.text.split()) >= MIN_WORDS_SUFFICIENT]
+    if not substantive:
+        return False, f"no evidence item has at least {MIN_WORDS_SUFFICIENT} words of readable text"
+    if "FRAUD-ID" in policy_codes and len(evidence) < 2:
+        return False, "FRAUD-ID needs evidence of the disputed accounts beyond the complaint narrative"
+    return True, f"{len(substantive)} substantive evidence item(s)"
+
+
+def adjudicator(context: dict) -> dict:
+    case = case_of(context)
+    evidence = evidence_of(context)
+    triage_out = prior_of(context, "triage")
+    risk = prior_of(context, "risk_assessor") or risk_assessor(context)
+    policy = prior_of(context, "policy_checker") or policy_checker(context)
+    disputes = []
+
+    applied = {rule.get("code") for rule in policy.get("rules") or [] if rule.get("applies")}
+    assessed = risk.get("risk_level") if risk.get("risk_level") in LEVELS else "low"
+    minimum, because = "low", []
+    for code in sorted(applied & set(FLOORS)):
+        if LEVELS.index(FLOORS[code]) > LEVELS.index("low"):
+            because.append(code)
+            minimum = raise_to(minimum, FLOORS[code])
+    level = raise_to(assessed, minimum)
+    if level != assessed:
+        disputes.append({
+            "topic": "risk level",
+            "positions": [f"risk_assessor: {assessed}",
+                          f"policy_checker: {', '.join(because)} require(s) at least {minimum}"],
+            "resolution": f"Raised to {level}: policy minimums prevail over the assessed level.",
+        })
+
+    recorded_product = str(case.get("product") or "").strip()
+    if triage_out and recorded_product and triage_out.get("product") \
+            and triage_out["product"].strip().lower() != recorded_product.lower():
+        confident = float(triage_out.get("confidence") or 0) >= 0.5
+        disputes.append({
+            "topic": "product",
+            "positions": [f"triage: {triage_out['product']}", f"case record: {recorded_product}"],
+            "resolution": (f"Case record kept; an analyst should confirm whether the product is "
+                           f"{triage_out['product']}." if confident else
+                           f"{_UNRESOLVED}: triage confidence is too low to prefer either product."),
+        })
+
+    status = str(case.get("status") or "")
+    sufficient, sufficiency = _evidence_sufficient(evidence, applied)
+    if status == "under_review":
+        transition = "mark_ready" if sufficient else "request_evidence"
+        why = f"evidence is {'sufficient' if sufficient else 'insufficient'} ({sufficiency})"
+    elif status == "waiting_for_evidence":
+        transition = "receive_evidence" if sufficient else None
+        why = ("the requested evidence appears to be in" if sufficient
+               else f"still waiting: {sufficiency}")
+    else:
+        transition = NEXT_TRANSITION.get(status)
+        why = "the next lifecycle step" if transition else f"no further step from {status or 'an unknown status'}"
+    if transition == "close" and any(str(n.get("status")) in {"pending_approval", "approved", "sending", "failed"}
+                                     for n in context.get("notices") or [] if isinstance(n, dict)):
+        transition, why = None, "a notice is still in flight; close once it is sent or withdrawn"
+
+    confidences = [float(out["confidence"]) for out in (triage_out, risk)
+                   if out and isinstance(out.get("confidence"), int | float)]
+    confidence = sum(confidences) / len(confidences) if confidences else 0.5
+    unresolved = [d for d in disputes if d["resolution"].startswith(_UNRESOLVED)]
+    confidence = max(0.0, min(1.0, confidence - 0.15 * len(unresolved)))
+
+    reference = case.get("reference") or "the case"
+    product = (triage_out or {}).get("product") or recorded_product or "unclassified product"
+    issue = (triage_out or {}).get("issue") or case.get("issue") or "unclassified issue"
+    respondent = str(case.get("company") or "an unrecorded respondent").rstrip(". ")
+    signal_codes = [s.get("code") for s in risk.get("signals") or [] if isinstance(s, dict)]
+    summary = (
+        f"{reference} ({status or 'status unknown'}, v{case.get('version', '?')}): {product} / {issue}, "
+        f"against {respondent}. Risk {level}"
+        f"{' (signals: ' + ', '.join(signal_codes) + ')' if signal_codes else ' (no risk signals)'}. "
+        f"Policy: {', '.join(sorted(c for c in applied if c)) or 'no rule applies'}; "
+        f"notice due: {'yes' if policy.get('notice_due') else 'no'}. "
+        f"{len(disputes)} dispute(s). "
+        f"Recommended next step: {transition or 'none'} — {why}."
+    )
+    return {"summary": shorten(summary, 4000), "risk_level": level, "recommended_transition": transition,
+            "disputes": disputes, "confidence": round(confidence, 4)}
+
+
+# --- reflect --------------------------------------------------------------------------------
+_TOPIC_NODES = (("product", ["triage"]), ("issue", ["triage"]), ("risk", ["risk_assessor", "policy_checker"]),
+                ("evidence", ["evidence_analyst"]), ("polic", ["policy_checker"]))
+
+
+def reflect(context: dict) -> dict:
+    if int(as_int(context.get("replans_done")) or 0) >= 1:
+        return {"replan": False, "reason": "Already re-planned once; the findings stand as they are.", "revisit": []}
+    adjudication = prior_of(context, "adjudicator") or adjudicator(context)
+    unresolved = [d for d in adjudication.get("disputes") or []
+                  if not str(d.get("resolution") or "").strip() or str(d.get("resolution")).startswith(_UNRESOLVED)]
+    confidence = float(adjudication.get("confidence") or 0)
+    revisit: list[str] = []
+    reasons = []
+    for dispute in unresolved:
+        topic = str(dispute.get("topic") or "").lower()
+        nodes = next((nodes for key, nodes in _TOPIC_NODES if key in topic), ["evidence_analyst"])
+        revisit += [node for node in nodes if node not in revisit]
+        reasons.append(f"dispute on {topic or 'an unnamed topic'} is unresolved")
+    if confidence < 0.5:
+        weak = [name for name in ("triage", "risk_assessor")
+                if float((prior_of(context, name) or {}).get("confidence") or 0) < 0.5]
+        revisit += [node for node in (weak or ["triage", "risk_assessor"]) if node not in revisit]
+        reasons.append(f"adjudication confidence {confidence:.2f} is below 0.5")
+    if not reasons:
+        return {"replan": False, "reason": f"No unresolved dispute and confidence {confidence:.2f} ≥ 0.5; no re-plan.",
+                "revisit": []}
+    revisit.append("adjudicator")
+    return {"replan": True, "reason": shorten("Re-plan: " + "; ".join(reasons) + ".", 1000), "revisit": revisit}
+
+
+# --- notice drafter -------------------------------------------------------------------------
+def _deadline(context: dict, code: str, days: int) -> str | None:
+    policy = prior_of(context, "policy_checker") or {}
+    for rule in policy.get("rules") or []:
+        if rule.get("code") == code and rule.get("deadline"):
+            return rule["deadline"]
+    received = parse_date(case_of(context).get("received_at"))
+    return (received + timedelta(days=days)).isoformat() if received else None
+
+
+def notice_drafter(context: dict) -> dict:
+    case = case_of(context)
+    reference = case.get("reference") or "your complaint"
+    triage_out = prior_of(context, "triage") or {}
+    issue = str(triage_out.get("issue") or case.get("issue") or "the matter you raised").strip()
+    product = str(triage_out.get("product") or case.get("product") or "").strip()
+    respondent = str(case.get("company") or triage_out.get("respondent") or "the company concerned").strip().rstrip(".")
+    received = parse_date(case.get("received_at"))
+    final = str(case.get("status") or "") in CLOSED_STATUSES and str(case.get("resolution") or "").strip()
+    risk = prior_of(context, "risk_assessor") or {}
+    codes = {s.get("code") for s in risk.get("signals") or [] if isinstance(s, dict)}
+
+    name = str(case.get("complainant_name") or "").strip()
+    greeting = f"Dear {name}," if name and not re.search(r"redact|xxxx|\[", name, re.IGNORECASE) else "Dear Sir or Madam,"
+    about = f"about {issue[0].lower() + issue[1:]}" + (f" ({product})" if product else "")
+    received_phrase = f" on {received.strftime('%d %B %Y')}" if received else ""
+    paragraphs = [greeting]
+    if final:
+        subject = f"Your complaint {reference}: our response"
+        paragraphs += [
+            f"We have completed our review of your complaint {about} concerning {respondent}, which we "
+            f"received{received_phrase} under reference {reference}.",
+            f"Our decision: {shorten(str(case['resolution']), 1500)}",
+            f"If you disagree with this outcome, please reply quoting {reference} and tell us why.",
+        ]
+    else:
+        subject = f"Your complaint {reference}: acknowledgement of receipt"
+        close_by = _deadline(context, "CLOSE-60", 60)
+        paragraphs.append(
+            f"Thank you for your complaint {about} concerning {respondent}, which we received{received_phrase} "
+            f"and registered under reference {reference}. This letter acknowledges its receipt.")
+        care = []
+        if "FRAUD-ID" in codes:
+            care.append("Because you report possible fraud or identity theft, we have asked for the disputed "
+                        "accounts to be reviewed with priority.")
+        if "SCRA" in codes:
+            care.append("As your complaint concerns a servicemember, the protections that apply to servicemembers "
+                        "are part of our review.")
+        if "OLDER-AM" in codes:
+            care.append("Your complaint is being handled under our procedure for older consumers.")
+        if "URGENCY" in codes:
+            care.append("You describe a time-critical situation; please tell us at once of any date by which "
+                        "action is required.")
+        paragraphs.append(f"We are reviewing the information you provided with {respondent}. " + " ".join(care))
+        paragraphs.append(
+            (f"You will receive our response by {close_by} at the latest. " if close_by else
+             "We will send you our response as soon as our review is complete. ")
+            + f"If you have documents that support your complaint (statements, letters, records of calls), "
+              f"please reply quoting {reference}.")
+    paragraphs += ["Yours sincerely,\nConsumer Complaints Team"]
+    return {"subject": shorten(subject, 300), "body": "\n\n".join(p.strip() for p in paragraphs)}

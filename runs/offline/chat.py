@@ -1,0 +1,311 @@
+"""The case assistant of the offline analyst: answers from the context, detects intents by rules
+(only in context["question"], the latest user message — never in evidence, artifacts or earlier
+turns), and summarises threads for compaction."""
+
+from __future__ import annotations
+
+import re
+
+from runs.offline.context import artifact_content, as_int, case_of, evidence_of
+from runs.offline.text import first_sentence, is_instruction, shorten, split_sentences
+
+# --- intents --------------------------------------------------------------------------------
+_TRANSITION_PATTERNS = (
+    ("close", r"\bclose\s+(?:the|this|that)\s+(?:case|complaint|file)\b|\bclose\s+(?:this|it)\s*(?:out|down)?\s*(?:[.!?,]|$|\bplease\b|\bnow\b)"),
+    ("reopen", r"\bre-?open\s+(?:the|this|that|it)\b"),
+    ("mark_ready", r"\bmark\s+(?:it|this|the case|this case)\s+(?:as\s+)?ready\b"),
+    ("start_review", r"\bstart\s+(?:the\s+|a\s+)?review\b"),
+    ("request_evidence", r"\brequest\s+(?:more\s+|additional\s+|further\s+)?(?:evidence|documents)\b"),
+    ("receive_evidence", r"\b(?:the\s+)?(?:requested\s+)?evidence\s+(?:has\s+)?(?:arrived|came in|was received)\b"),
+    ("return_to_review", r"\breturn\s+(?:it|the case|this case|this)\s+to\s+review\b"),
+    ("triage", r"\btriage\s+(?:the|this|that|it)\b"),
+    ("decide", r"\b(?:decide|make a decision on)\s+(?:the|this)\s+case\b"),
+)
+_LEVEL = r"(?P<level>low|medium|high|critical)"
+_RISK_PATTERNS = (
+    rf"\b(?:set|change|raise|lower|update|put|make|move)\s+(?:the\s+)?risk(?:\s+level)?\s+(?:to|at|as)\s+{_LEVEL}\b",
+    rf"\brisk(?:\s+level)?\s+(?:should|must|needs\s+to|ought\s+to)\s+be\s+{_LEVEL}\b",
+    rf"\b(?:mark|flag|treat)\s+(?:it|this|the case|this case)\s+as\s+{_LEVEL}[\s-]+risk\b",
+)
+_SEND_NOTICE = r"\bsend\s+(?:out\s+)?(?:the|a|this|our|an)\s+(?:response\s+|acknowledge?ment\s+)?(?:notice|letter)\b"
+_ASSIGN = (r"\bassign\s+(?:it\s+|this\s+|the\s+case\s+|this\s+case\s+)?to\s+(?:the\s+)?"
+           r"(?P<team>[A-Za-z0-9][\w&/-]*(?:\s+[\w&/-]+){0,4}?)(?:\s+team)?\s*(?:[.!?,;]|$|\bplease\b)")
+_REMEMBER = r"\bremember\s+(?:that\s+)?(?P<content>[^.!?\n]{3,300})"
+_NEGATED = re.compile(r"\b(?:don'?t|do not|never|not|no need to|shouldn'?t|should not|won'?t|cannot|can'?t|stop)\b"
+                      r"(?:\s+\w+){0,3}\s*$", re.IGNORECASE)
+_APPROVAL_REQUEST = re.compile(r"\bapprove\b|\bauthori[sz]", re.IGNORECASE)
+
+APPROVER = "a supervisor"  # cases.policy.CAN_APPROVE_PROPOSALS / CAN_APPROVE_NOTICES
+
+
+def _clauses(question: str) -> list[str]:
+    return [c.strip() for c in re.split(r"(?<=[.!?;])\s+|\n+", question or "") if c.strip()]
+
+
+def _not_negated(clause: str, start: int) -> bool:
+    return not _NEGATED.search(clause[:start])
+
+
+def detect_intents(question: str) -> tuple[list[dict], list[str]]:
+    """(intents, clauses set aside as instructions to the assistant)."""
+    intents: list[dict] = []
+    set_aside = []
+
+    def add(kind: str, payload: dict, clause: str):
+        if not any(i["kind"] == kind and i["payload"] == payload for i in intents):
+            intents.append({"kind": kind, "payload": payload,
+                            "rationale": shorten(f"The analyst asked: “{clause}”", 1000)})
+
+    for clause in _clauses(question):
+        if is_instruction(clause):
+            set_aside.append(clause)
+            continue
+        for transition, pattern in _TRANSITION_PATTERNS:
+            match = re.search(pattern, clause, re.IGNORECASE)
+            if match and _not_negated(clause, match.start()):
+                add("status_transition", {"transition": transition}, clause)
+        for pattern in _RISK_PATTERNS:
+            match = re.search(pattern, clause, re.IGNORECASE)
+            if match and _not_negated(clause, match.start()):
+                add("risk_level", {"risk_level": match.group("level").lower()}, clause)
+        match = re.search(_SEND_NOTICE, clause, re.IGNORECASE)
+        if match and _not_negated(clause, match.start()):
+            add("send_notice", {}, clause)
+        match = re.search(_ASSIGN, clause, re.IGNORECASE)
+        if match and _not_negated(clause, match.start()):
+            add("assignment", {"team": match.group("team").strip()}, clause)
+        match = re.search(_REMEMBER, clause, re.IGNORECASE)
+        if match and _not_negated(clause, match.start()):
+            content = match.group("content").strip().rstrip(",;:")
+            add("remember", {"content": content[0].upper() + content[1:]}, clause)
+    return intents, set_aside
+
+
+def _intent_sentence(intent: dict, status: str) -> str:
+    kind, payload = intent["kind"], intent["payload"]
+    if kind == "status_transition":
+        transition = payload["transition"].replace("_", " ")
+        return (f"I am proposing to {transition} the case; that needs approval by {APPROVER}, "
+                f"and the case stays {status or 'as it is'} until then.")
+    if kind == "risk_level":
+        return (f"I am proposing to set the risk level to {payload['risk_level']}; {APPROVER} must "
+                "approve it before the case changes.")
+    if kind == "send_notice":
+        return (f"I will prepare a notice draft and submit it for approval; nothing is sent until {APPROVER} "
+                "approves it.")
+    if kind == "assignment":
+        return (f"I am proposing to assign the case to {payload['team']}; that needs approval by "
+                f"{APPROVER}.")
+    return (f"I am proposing to remember: “{payload['content']}”. It takes effect only once it is approved.")
+
+
+# --- answering ------------------------------------------------------------------------------
+_TOPICS = (
+    ("status", r"\bstatus\b|\bstage\b|\bwhere (?:are|is|do)\b|\bversion\b|\bprogress\b|\bstate of\b"),
+    ("risk", r"\brisk\w*\b|\bdanger|\bsever\w*|\bpriorit\w*|\burgent\b"),
+    ("deadline", r"\bdeadlines?\b|\bdue\b|\bwhen\b|\bhow long\b|\bdays? left\b|\boverdue\b"),
+    ("evidence", r"\bevidence\b|\bsummar\w*|\bwhat happened\b|\babout\b|\bcomplain\w*|\bnarrative\b|\bdocuments?\b|\bcite"),
+    ("notice", r"\bnotices?\b|\bletters?\b|\backnowledg\w*"),
+    ("findings", r"\bfindings?\b|\brecommend\w*|\bnext step|\bshould we\b|\bdisputes?\b|\banalys[ie]s\b|\bproduct\b|\bissue\b|\btriage\b"),
+)
+
+
+def _latest_artifacts(context: dict) -> dict[str, tuple[int | None, dict]]:
+    """The newest artifact of each kind of agent output, recognised by its shape."""
+    found: dict[str, tuple[int | None, dict]] = {}
+    artifacts = [a for a in context.get("artifacts") or [] if isinstance(a, dict)]
+    for artifact in sorted(artifacts, key=lambda a: as_int(a.get("id")) or 0):
+        content = artifact_content(artifact)
+        if "signals" in content and "risk_level" in content:
+            shape = "risk"
+        elif "rules" in content and "notice_due" in content:
+            shape = "policy"
+        elif "key_points" in content:
+            shape = "evidence"
+        elif "recommended_transition" in content:
+            shape = "adjudication"
+        elif {"product", "issue", "respondent"} <= content.keys():
+            shape = "triage"
+        else:
+            continue
+        found[shape] = (as_int(artifact.get("id")), content)
+    return found
+
+
+def chat(context: dict) -> dict:
+    case = case_of(context)
+    status = str(case.get("status") or "")
+    version = as_int(case.get("version"))
+    reference = case.get("reference") or "this case"
+    question = str(context.get("question") or "")
+    intents, set_aside = detect_intents(question)
+    artifacts = _latest_artifacts(context)
+    used_artifacts: list[int] = []
+    used_evidence: list[int] = []
+
+    def use(shape: str) -> dict | None:
+        if shape not in artifacts:
+            return None
+        artifact_id, content = artifacts[shape]
+        if artifact_id is not None and artifact_id not in used_artifacts:
+            used_artifacts.append(artifact_id)
+        return content
+
+    topics = [name for name, pattern in _TOPICS if re.search(pattern, question, re.IGNORECASE)]
+    if not topics and not intents:
+        topics = ["status", "risk", "findings"]
+    sentences: list[str] = []
+    for topic in topics:
+        if topic == "status":
+            sentences.append(f"{reference} is {status.replace('_', ' ') or 'in an unknown status'}"
+                             f"{f' (version {version})' if version is not None else ''}.")
+        elif topic == "risk":
+            risk = use("risk")
+            recorded = case.get("risk_level") or "unassessed"
+            if risk:
+                codes = ", ".join(s.get("code", "") for s in risk.get("signals") or []) or "no signals"
+                sentences.append(f"The case record says risk {recorded}; the latest assessment says "
+                                 f"{risk.get('risk_level')} ({codes}).")
+            else:
+                sentences.append(f"The case record says risk {recorded}; no risk assessment has been run yet.")
+        elif topic == "deadline":
+            policy = use("policy")
+            deadlines = [f"{r['code']} by {r['deadline']}" for r in (policy or {}).get("rules") or []
+                         if r.get("deadline") and r.get("applies")]
+            if deadlines:
+                sentences.append("Deadlines: " + "; ".join(deadlines) + ".")
+            elif case.get("received_at"):
+                sentences.append(f"The case was received on {case['received_at']}; acknowledgement is due within "
+                                 "15 days and a decision within 60 days of receipt.")
+            else:
+                sentences.append("The received date is not recorded, so deadlines cannot be computed.")
+        elif topic == "evidence":
+            summary = use("evidence")
+            points = (summary or {}).get("key_points") or []
+            if points:
+                cited = []
+                for point in points[:3]:
+                    evidence_id = as_int(point.get("evidence_id"))
+                    if evidence_id is not None and evidence_id not in used_evidence:
+                        used_evidence.append(evidence_id)
+                    cited.append(f"{shorten(str(point.get('text', '')), 200)} [E{evidence_id}]")
+                sentences.append("From the evidence: " + " ".join(cited))
+            else:
+                items = [item for item in evidence_of(context) if item.text and item.id is not None][:2]
+                for item in items:
+                    used_evidence.append(item.id)
+                if items:
+                    sentences.append("From the evidence: " + " ".join(
+                        f"{first_sentence(item.text, 200)} [E{item.id}]" for item in items))
+                else:
+                    sentences.append("There is no evidence on the case yet.")
+        elif topic == "notice":
+            notices = [n for n in context.get("notices") or [] if isinstance(n, dict)]
+            policy = use("policy")
+            if notices:
+                sentences.append("Notices: " + "; ".join(f"N{n.get('id')} {n.get('kind', 'response')} "
+                                                         f"({n.get('status')})" for n in notices) + ".")
+            elif policy is not None:
+                sentences.append(str(policy.get("notice_reason") or "No notice exists yet."))
+            else:
+                sentences.append("No notice exists for this case yet.")
+        elif topic == "findings":
+            adjudication = use("adjudication")
+            triage_out = use("triage") if not adjudication else None
+            if adjudication:
+                sentences.append(shorten(str(adjudication.get("summary") or ""), 600))
+            elif triage_out:
+                sentences.append(f"Triage: {triage_out.get('product')} / {triage_out.get('issue')}, against "
+                                 f"{triage_out.get('respondent')}.")
+            else:
+                sentences.append("No analysis has been run on this case yet.")
+    sentences += [_intent_sentence(intent, status.replace("_", " ")) for intent in intents]
+    if set_aside or (_APPROVAL_REQUEST.search(question) and not intents):
+        sentences.append(f"I cannot approve, send or change anything myself, and instructions to bypass approval "
+                         f"are ignored: every change is a proposal that {APPROVER} approves in the review inbox.")
+    if _prefers_short(context):
+        sentences = sentences[:2] + [s for s in sentences[2:] if s.startswith(("I am proposing", "I will", "I cannot"))]
+    answer = " ".join(s for s in sentences if s) or f"{reference} is {status or 'in an unknown status'}."
+    return {
+        "answer": shorten(answer, 8000),
+        "intents": intents,
+        "cited": {"case_status": status or None, "case_version": version,
+                  "artifact_ids": sorted(used_artifacts), "evidence_ids": sorted(used_evidence)},
+    }
+
+
+def _prefers_short(context: dict) -> bool:
+    for record in context.get("memory") or []:
+        text = str(record.get("content") if isinstance(record, dict) else record)
+        if re.search(r"\b(?:short|brief|concise)\b", text, re.IGNORECASE):
+            return True
+    return False
+
+
+# --- thread summariser ----------------------------------------------------------------------
+SUMMARY_LIMIT = 7600
+MAX_KEY_FACTS = 30
+_DECISION = re.compile(r"\b(?:approved|rejected|decided|agreed|proposal|proposed|recorded|closed|assigned|sent|"
+                       r"withdrawn|will)\b", re.IGNORECASE)
+
+
+def _turn_text(content: str) -> str:
+    kept = [s for s in split_sentences(content) if not is_instruction(s)]
+    if len(kept) < len(split_sentences(content)):
+        kept.append("[instruction-like text omitted]")
+    return " ".join(kept) if kept else shorten(content, 200)
+
+
+def thread_summarizer(context: dict) -> dict:
+    thread = context.get("thread") or {}
+    turns = [t for t in thread.get("recent") or [] if isinstance(t, dict) and str(t.get("content") or "").strip()]
+    previous = str(thread.get("summary") or "").strip()
+    if not turns and not previous:
+        return {"summary": "Nothing to summarise: the thread has no turns yet.", "key_facts": []}
+    sequences = [as_int(t.get("sequence")) for t in turns if as_int(t.get("sequence")) is not None]
+    lines, facts, open_questions = [], [], []
+    for position, turn in enumerate(turns):
+        role = str(turn.get("role") or "user")
+        who = str(turn.get("author") or ("Assistant" if role == "assistant" else "User"))
+        label = f"#{turn.get('sequence')}" if turn.get("sequence") is not None else f"turn {position + 1}"
+        text = _turn_text(str(turn["content"]))
+        if role == "user":
+            questions = [s for s in split_sentences(text) if s.endswith("?")]
+            lines.append((2, f"{label} {who} asked: {shorten(' '.join(questions) or text, 220)}"))
+            intents, _ = detect_intents(text)
+            for intent in intents:
+                facts.append(f"{label} {who} requested {intent['kind'].replace('_', ' ')}"
+                             f"{' ' + str(list(intent['payload'].values())[0]) if intent['payload'] else ''}.")
+            if questions and not any(str(t.get("role")) == "assistant" for t in turns[position + 1:]):
+                open_questions.append(f"{label} {shorten(' '.join(questions), 200)}")
+        else:
+            lines.append((1, f"{label} {who}: {first_sentence(text, 200)}"))
+            for sentence in split_sentences(text):
+                if _DECISION.search(sentence):
+                    facts.append(f"{label} {shorten(sentence, 240)}")
+                    break
+    span = f"#{min(sequences)}–#{max(sequences)}" if sequences else f"{len(turns)} turn(s)"
+    header = f"Summary of {len(turns)} turn(s) ({span})."
+    parts = [header]
+    if previous:
+        parts.append("Earlier: " + shorten(previous, 1500))
+    if open_questions:
+        parts.append("Open questions: " + "; ".join(open_questions[:5]) + ".")
+    budget = SUMMARY_LIMIT - sum(len(p) + 1 for p in parts)
+    # Keep the user's questions before the assistant's answers when the budget is short.
+    kept_indexes, used = set(), 0
+    for priority in (2, 1):
+        for index, (rank, line) in enumerate(lines):
+            if rank == priority and used + len(line) + 1 <= budget:
+                kept_indexes.add(index)
+                used += len(line) + 1
+    kept = [line for index, (_, line) in enumerate(lines) if index in kept_indexes]
+    if len(kept) < len(lines):
+        kept.append(f"({len(lines) - len(kept)} further turn(s) not itemised.)")
+    summary = "\n".join(parts + kept)
+    unique_facts = list(dict.fromkeys(shorten(f, 300) for f in facts))
+    if len(unique_facts) > MAX_KEY_FACTS:
+        unique_facts = unique_facts[-MAX_KEY_FACTS:]  # the latest decisions matter most
+    if len(summary) > 8000:  # the budget above keeps it shorter; this is the schema's hard limit
+        summary = summary[:7999].rstrip() + "…"
+    return {"summary": summary, "key_facts": unique_facts}
