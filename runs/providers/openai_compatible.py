@@ -1,0 +1,145 @@
+"""Provider "openai" (alias "openai-compatible"): any server speaking the OpenAI chat-completions
+protocol — the hosted API or a local server (vLLM, llama.cpp, Ollama, LM Studio ...).
+
+What it does on `complete(request)`:
+  1. POST /chat/completions with the request's messages, passed through unchanged (the context
+     builder has already wrapped evidence and user text as delimited untrusted data, and the
+     ModelCall row records exactly these messages), and a structured-outputs response_format
+     built from `request.output_schema` — strict when the schema allows it (see
+     `response_format_for`).
+  2. Parse and validate the answer with `output_schema.model_validate_json`. If it is not JSON or
+     breaks the schema, ask ONCE more, appending the model's answer and a user message carrying
+     the validation errors; a second failure raises ModelOutputError(raw, errors, attempts=2).
+  3. Transport trouble raises ProviderError: timeouts, connection errors, 408/409/429 and 5xx are
+     retryable; other 4xx (bad request, authentication, unknown model) are not. The SDK's own
+     retries are off (max_retries=0): whether and when to retry a step is the executor's
+     decision, made with its budgets and leases in view.
+Token counts come from the response's `usage`, summed over both attempts, or are counted
+offline (core.tokens) when a server omits them.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import openai
+from pydantic import BaseModel, ValidationError
+
+from core.tokens import count_message_tokens, count_tokens
+from runs.providers.base import ModelOutputError, ModelRequest, ModelResponse, ProviderError
+
+# Local servers usually ignore the key, but the SDK insists on one; this placeholder is sent when
+# OPENAI_API_KEY is empty. A hosted API answers it with 401, reported as "set OPENAI_API_KEY".
+PLACEHOLDER_API_KEY = "no-key-configured"
+RETRYABLE_STATUS = frozenset({408, 409, 429})
+MAX_ERROR_TEXT = 4000
+
+
+def _is_strict_compatible(node: Any) -> bool:
+    """Strict structured outputs need every object closed (additionalProperties: false).
+    A free-form dict (e.g. ChatIntent.payload) cannot be, so such a schema is sent non-strict."""
+    if isinstance(node, dict):
+        if node.get("type") == "object" and node.get("additionalProperties", False) is not False:
+            return False
+        return all(_is_strict_compatible(value) for value in node.values())
+    if isinstance(node, list):
+        return all(_is_strict_compatible(value) for value in node)
+    return True
+
+
+def response_format_for(schema: type[BaseModel]) -> dict:
+    """The json_schema response_format for `schema`: the SDK's strict transformation (the one
+    `client.chat.completions.parse` uses: all properties required, objects closed, $refs with
+    siblings inlined) when the schema can be strict, else pydantic's schema with strict off."""
+    from openai.lib._pydantic import to_strict_json_schema  # the SDK's helper, pinned version
+
+    strict_schema = to_strict_json_schema(schema)
+    strict = _is_strict_compatible(strict_schema)
+    return {
+        "type": "json_schema",
+        "json_schema": {
+            "name": schema.__name__,
+            "schema": strict_schema if strict else schema.model_json_schema(),
+            "strict": strict,
+        },
+    }
+
+
+def retry_message(schema: type[BaseModel], errors: str) -> dict[str, str]:
+    return {
+        "role": "user",
+        "content": (
+            f"Your previous answer is not valid for the {schema.__name__} JSON schema. Validation errors:\n"
+            f"{errors[:MAX_ERROR_TEXT]}\n"
+            "Answer again with a single JSON object that satisfies the schema, and nothing else."
+        ),
+    }
+
+
+class OpenAICompatibleProvider:
+    name = "openai"
+
+    def __init__(self, *, base_url: str, model: str, api_key: str = "", timeout: float = 60.0,
+                 max_retries: int = 0):
+        self.model = model
+        self.base_url = base_url
+        self.timeout = timeout
+        self._client = openai.OpenAI(base_url=base_url, api_key=api_key or PLACEHOLDER_API_KEY,
+                                     timeout=timeout, max_retries=max_retries)
+
+    # --- transport ---------------------------------------------------------------------------
+    def _create(self, messages: list[dict[str, str]], response_format: dict, max_tokens: int):
+        try:
+            return self._client.chat.completions.create(
+                model=self.model, messages=messages, response_format=response_format,
+                max_completion_tokens=max_tokens)
+        except openai.APITimeoutError as error:
+            raise ProviderError(f"The model server at {self.base_url} did not answer within {self.timeout:g}s.",
+                                retryable=True) from error
+        except openai.APIConnectionError as error:
+            raise ProviderError(f"Could not connect to the model server at {self.base_url}: {error}. "
+                                "Check OPENAI_BASE_URL and that the server is running.", retryable=True) from error
+        except openai.APIStatusError as error:
+            status = error.status_code
+            retryable = status in RETRYABLE_STATUS or status >= 500
+            hint = {401: " Set OPENAI_API_KEY to a valid key.",
+                    403: " The key may not be allowed to use this model.",
+                    404: f" Check OPENAI_MODEL ({self.model!r}) and OPENAI_BASE_URL.",
+                    429: " Rate limited: retry later."}.get(status, "")
+            detail = str(getattr(error, "message", "") or error)[:500]
+            raise ProviderError(f"The model server answered HTTP {status}: {detail}.{hint}", retryable=retryable,
+                                status_code=status) from error
+        except openai.OpenAIError as error:
+            raise ProviderError(f"The model server's answer could not be read: {error}", retryable=False) from error
+
+    # --- the contract ------------------------------------------------------------------------
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        schema = request.output_schema
+        response_format = response_format_for(schema)
+        messages = [dict(message) for message in request.messages]
+        prompt_tokens = completion_tokens = 0
+        started = time.perf_counter()
+        raw, errors = "", ""
+        for attempt in (1, 2):
+            completion = self._create(messages, response_format, request.max_output_tokens)
+            choice = completion.choices[0] if completion.choices else None
+            message = choice.message if choice else None
+            raw = (message.content if message and message.content is not None
+                   else (getattr(message, "refusal", None) or "")) if message else ""
+            usage = completion.usage
+            prompt_tokens += usage.prompt_tokens if usage else count_message_tokens(messages)
+            completion_tokens += usage.completion_tokens if usage else count_tokens(raw)
+            try:
+                output = schema.model_validate_json(raw)
+            except ValidationError as error:
+                errors = str(error)
+                if attempt == 1:
+                    messages = messages + [{"role": "assistant", "content": raw}, retry_message(schema, errors)]
+                continue
+            return ModelResponse(output=output, raw=raw, provider=self.name, model=completion.model or self.model,
+                                 prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                                 latency_ms=int(round((time.perf_counter() - started) * 1000)), attempts=attempt)
+        raise ModelOutputError(
+            f"The model's answer failed the {schema.__name__} schema twice (the second try was told the errors).",
+            raw=raw, errors=errors, attempts=2)
