@@ -1,0 +1,178 @@
+"""Tenants and people in the Django admin.
+
+- Superusers manage every tenant and user.
+- A staff user with the admin role manages the people of their own tenant: add, change, set a
+  role or a password. They cannot make anyone a superuser, move anyone to another tenant, or
+  delete anyone (deactivate instead: rows written by a person keep pointing at them).
+- Any other staff user sees their own tenant's people, read-only.
+
+Every addition, change and deletion made here is also written to the audit ledger (the admin's
+own LogEntry is not tamper-evident; the audit chain is). Passwords never enter the audit payload."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
+from django.contrib.auth.forms import UserChangeForm, UserCreationForm
+from django.db import transaction
+
+from accounts.models import Role, Tenant, User
+from audit.services import audit_record
+
+
+def _audit(request, obj, action: str, change) -> None:
+    tenant_id = obj.pk if isinstance(obj, Tenant) else obj.tenant_id
+    with transaction.atomic():  # a savepoint inside the admin's own transaction where there is one
+        audit_record(tenant_id=tenant_id, actor_type="user", actor_id=f"user:{request.user.pk}", action=action,
+                     target_type=obj._meta.model_name, target_id=obj.pk, decision="allowed",
+                     payload={"object": str(obj), "change": change, "via": "django-admin"})
+
+
+class AuditedAdminMixin:
+    """Mirror the admin's change log into the audit ledger."""
+
+    audit_prefix = ""
+
+    def log_addition(self, request, obj, message):
+        _audit(request, obj, f"{self.audit_prefix}.created", message)
+        return super().log_addition(request, obj, message)
+
+    def log_change(self, request, obj, message):
+        _audit(request, obj, f"{self.audit_prefix}.changed", message)
+        return super().log_change(request, obj, message)
+
+    def log_deletions(self, request, queryset):
+        for obj in queryset:
+            _audit(request, obj, f"{self.audit_prefix}.deleted", [])
+        return super().log_deletions(request, queryset)
+
+
+def _is_tenant_admin(user) -> bool:
+    return user.is_active and user.is_staff and user.tenant_id is not None and user.role == Role.ADMIN
+
+
+def _is_tenant_staff(user) -> bool:
+    return user.is_active and user.is_staff and (user.is_superuser or user.tenant_id is not None)
+
+
+@admin.register(Tenant)
+class TenantAdmin(AuditedAdminMixin, admin.ModelAdmin):
+    audit_prefix = "accounts.tenant"
+    list_display = ("name", "slug", "people", "created_at")
+    search_fields = ("name", "slug")
+    readonly_fields = ("created_at",)
+
+    def get_queryset(self, request):
+        qs = super().get_queryset(request)
+        return qs if request.user.is_superuser else qs.filter(pk=request.user.tenant_id)
+
+    @admin.display(description="people")
+    def people(self, tenant: Tenant) -> int:
+        return tenant.users.count()
+
+    def has_module_permission(self, request):
+        return _is_tenant_staff(request.user)
+
+    def has_view_permission(self, request, obj=None):
+        if not _is_tenant_staff(request.user):
+            return False
+        return obj is None or request.user.is_superuser or obj.pk == request.user.tenant_id
+
+    def has_add_permission(self, request):
+        return request.user.is_superuser
+
+    def has_change_permission(self, request, obj=None):
+        return request.user.is_superuser
+
+    def has_delete_permission(self, request, obj=None):
+        return request.user.is_superuser
+
+
+class ArbiterUserCreationForm(UserCreationForm):
+    class Meta(UserCreationForm.Meta):
+        model = User
+        fields = ("username", "tenant", "role")
+
+
+class ArbiterUserChangeForm(UserChangeForm):
+    class Meta(UserChangeForm.Meta):
+        model = User
+
+    def clean(self):
+        cleaned = super().clean()
+        # The database refuses a person without a tenant unless they are a superuser; say so on the
+        # form instead of failing with an IntegrityError.
+        if "tenant" in self.fields and not cleaned.get("tenant") and not cleaned.get(
+                "is_superuser", self.instance.is_superuser):
+            self.add_error("tenant", "Everyone but a superuser belongs to a tenant.")
+        return cleaned
+
+
+@admin.register(User)
+class UserAdmin(AuditedAdminMixin, DjangoUserAdmin):
+    audit_prefix = "accounts.user"
+    form = ArbiterUserChangeForm
+    add_form = ArbiterUserCreationForm
+    list_display = ("username", "email", "tenant", "role", "is_staff", "is_superuser", "is_active", "last_login")
+    list_filter = ("role", ("tenant", admin.RelatedOnlyFieldListFilter), "is_staff", "is_superuser", "is_active")
+    search_fields = ("username", "email", "first_name", "last_name")
+    list_select_related = ("tenant",)
+    fieldsets = (
+        (None, {"fields": ("username", "password")}),
+        ("Arbiter", {"fields": ("tenant", "role")}),
+        ("Personal info", {"fields": ("first_name", "last_name", "email")}),
+        ("Access", {"fields": ("is_active", "is_staff", "is_superuser", "groups", "user_permissions")}),
+        ("Important dates", {"fields": ("last_login", "date_joined")}),
+    )
+    add_fieldsets = (
+        (None, {"classes": ("wide",), "fields": ("username", "tenant", "role", "password1", "password2")}),
+    )
+
+    def get_queryset(self, request):
+        qs = super().get_queryset(request)
+        return qs if request.user.is_superuser else qs.filter(tenant_id=request.user.tenant_id)
+
+    def has_module_permission(self, request):
+        return _is_tenant_staff(request.user)
+
+    def has_view_permission(self, request, obj=None):
+        if not _is_tenant_staff(request.user):
+            return False
+        return obj is None or request.user.is_superuser or obj.tenant_id == request.user.tenant_id
+
+    def has_add_permission(self, request):
+        return request.user.is_superuser or _is_tenant_admin(request.user)
+
+    def has_change_permission(self, request, obj=None):
+        if request.user.is_superuser:
+            return True
+        if not _is_tenant_admin(request.user):
+            return False
+        # A tenant admin never edits a superuser (that would be a way to take over the platform).
+        return obj is None or (obj.tenant_id == request.user.tenant_id and not obj.is_superuser)
+
+    def has_delete_permission(self, request, obj=None):
+        return request.user.is_superuser
+
+    def get_readonly_fields(self, request, obj=None):
+        if request.user.is_superuser:
+            return ("last_login", "date_joined")
+        return ("tenant", "is_superuser", "groups", "user_permissions", "last_login", "date_joined")
+
+    def get_fieldsets(self, request, obj=None):
+        fieldsets = super().get_fieldsets(request, obj)
+        if obj is None and not request.user.is_superuser:
+            # A tenant admin adds people to their own tenant only (set in save_model).
+            return ((None, {"classes": ("wide",), "fields": ("username", "role", "password1", "password2")}),)
+        return fieldsets
+
+    def get_form(self, request, obj=None, **kwargs):
+        form = super().get_form(request, obj, **kwargs)
+        if obj is None and request.user.is_superuser and "tenant" in form.base_fields:
+            form.base_fields["tenant"].required = True
+        return form
+
+    def save_model(self, request, obj, form, change):
+        if not change and not request.user.is_superuser:
+            obj.tenant_id = request.user.tenant_id  # tenant is not on a tenant admin's add form
+        super().save_model(request, obj, form, change)
