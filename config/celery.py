@@ -18,7 +18,7 @@ def _configure_filesystem_transport(sender, **kwargs):
     if settings.CELERY_BROKER_URL.startswith("filesystem://"):
         base = settings.CELERY_BROKER_DIR
         folders = {"data_folder_in": base / "queue", "data_folder_out": base / "queue",
-                   "processed_folder": base / "processed"}
+                   "processed_folder": base / "processed", "control_folder": base / "control"}
         for folder in folders.values():
             folder.mkdir(parents=True, exist_ok=True)
         sender.conf.broker_transport_options = {k: str(v) for k, v in folders.items()} | {
