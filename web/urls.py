@@ -1,8 +1,32 @@
+"""Browser UI routes (namespace "web"). New areas (runs, threads) add their own modules and
+routes here, and a link in templates/web/_nav.html."""
+
 from django.urls import path
-from django.views.generic import RedirectView
+
+from web.views import actions, audit, cases, review
 
 app_name = "web"
 
 urlpatterns = [
-    path("", RedirectView.as_view(url="/admin/"), name="case_list"),
+    path("", cases.case_list, name="case_list"),
+    path("cases/new/", cases.case_create, name="case_create"),
+    path("cases/<str:reference>/", cases.case_detail, name="case_detail"),
+    path("cases/<str:reference>/audit/", audit.case_audit, name="case_audit"),
+    path("cases/<str:reference>/transitions/", actions.case_transition, name="case_transition"),
+    path("cases/<str:reference>/evidence/text/", actions.evidence_add_text, name="evidence_add_text"),
+    path("cases/<str:reference>/evidence/upload/", actions.evidence_upload, name="evidence_upload"),
+    path("cases/<str:reference>/evidence/<int:pk>/download/", cases.evidence_download, name="evidence_download"),
+    path("cases/<str:reference>/proposals/", actions.proposal_create, name="proposal_create"),
+    path("cases/<str:reference>/proposals/<int:pk>/approve/", actions.proposal_approve, name="proposal_approve"),
+    path("cases/<str:reference>/proposals/<int:pk>/reject/", actions.proposal_reject, name="proposal_reject"),
+    path("cases/<str:reference>/proposals/<int:pk>/withdraw/", actions.proposal_withdraw, name="proposal_withdraw"),
+    path("cases/<str:reference>/notices/", actions.notice_draft, name="notice_draft"),
+    path("cases/<str:reference>/notices/<int:pk>/edit/", actions.notice_edit, name="notice_edit"),
+    path("cases/<str:reference>/notices/<int:pk>/submit/", actions.notice_submit, name="notice_submit"),
+    path("cases/<str:reference>/notices/<int:pk>/approve/", actions.notice_approve, name="notice_approve"),
+    path("cases/<str:reference>/notices/<int:pk>/reject/", actions.notice_reject, name="notice_reject"),
+    path("cases/<str:reference>/notices/<int:pk>/withdraw/", actions.notice_withdraw, name="notice_withdraw"),
+    path("cases/<str:reference>/notices/<int:pk>/send/", actions.notice_send, name="notice_send"),
+    path("review/", review.review_inbox, name="review_inbox"),
+    path("audit/", audit.audit_timeline, name="audit_timeline"),
 ]

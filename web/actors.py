@@ -1,0 +1,40 @@
+"""Readable names for the actor identifiers recorded on rows and events (user:<pk>,
+agent:<name>@<version>, system:<name>)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from accounts.models import User
+
+
+def actor_labels(*, tenant_id: int, identifiers: Iterable[str],
+                 usernames: dict[int, str] | None = None) -> dict[str, str]:
+    """Map each identifier to a label. User ids are resolved from `usernames` when the caller has
+    them, else with one query limited to this tenant (a user of another tenant never appears on
+    this tenant's rows; if one did, it would stay an id)."""
+    identifiers = {i for i in identifiers if i}
+    if usernames is None:
+        user_ids = {int(i.split(":", 1)[1]) for i in identifiers
+                    if i.startswith("user:") and i.split(":", 1)[1].isdigit()}
+        # accounts has no selectors module yet; this read is scoped to the tenant like every selector.
+        usernames = dict(User.objects.filter(tenant_id=tenant_id, pk__in=user_ids).values_list("pk", "username"))
+    users = usernames
+    labels = {}
+    for identifier in identifiers:
+        kind, _, rest = identifier.partition(":")
+        if kind == "user" and rest.isdigit() and int(rest) in users:
+            labels[identifier] = users[int(rest)]
+        elif kind == "agent":
+            name, _, version = rest.partition("@")
+            labels[identifier] = f"{name} {version} (agent)".replace("  ", " ")
+        elif kind == "system":
+            labels[identifier] = f"{rest} (system)"
+        else:
+            labels[identifier] = identifier
+    return labels
+
+
+def tenant_users(*, tenant_id: int):
+    """Active people of the tenant, for the assignee choice of an assignment proposal."""
+    return User.objects.filter(tenant_id=tenant_id, is_active=True).order_by("username")

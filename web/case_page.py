@@ -1,0 +1,228 @@
+"""Everything the case page shows, built in one place for the full page and for the htmx
+partial an action answers with.
+
+Which buttons appear is a courtesy to the person (a button that could only fail is not shown,
+and where a rule hides one the page says why); the services remain the only judges, and a
+refused action comes back here as `error` on the form or item it came from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.forms import Form
+from django.http import HttpRequest
+from django_fsm import can_proceed
+
+from cases import policy, selectors
+from cases.models import CASE_TRANSITIONS, Case, CaseStatus, NoticeStatus, ProposalKind, ProposalStatus
+from core.actors import Actor
+from core.errors import DomainError
+from web.actors import actor_labels, tenant_users
+from web.errors import error_context
+from web.forms import (
+    REASON_LABELS,
+    TRANSITION_LABELS,
+    DecisionNoteForm,
+    EvidenceFileForm,
+    EvidenceTextForm,
+    NoticeApproveForm,
+    NoticeForm,
+    NoticeRejectForm,
+    ProposalCreateForm,
+    TransitionForm,
+)
+
+TIMELINE_LIMIT = 200
+
+
+@dataclass
+class Outcome:
+    """The result of a refused action, pinned to where it came from.
+
+    `target` names the form or item: "transition:<name>", "evidence_text", "evidence_file",
+    "proposal_new", "proposal:<pk>", "notice_new", "notice:<pk>". `form` is the bound form (with
+    its errors) to show instead of a fresh one; `form_key` says which of the item's forms it is."""
+
+    target: str
+    error: DomainError | None = None
+    form: Form | None = None
+    form_key: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+def transitions_for(*, case: Case, role: str | None) -> list[dict]:
+    """The transitions from the case's current status that this role may perform, each with the
+    conditions still unmet (shown disabled, with the reason, rather than hidden)."""
+    items = []
+    for name in CASE_TRANSITIONS:
+        if not policy.role_may_transition(role, name):
+            continue
+        transition = getattr(case, name)._django_fsm.get_transition(case.status)
+        if transition is None:
+            continue
+        unmet = [getattr(condition, "hint", condition.__name__)
+                 for condition in transition.conditions if not condition(case)]
+        items.append({
+            "name": name,
+            "label": TRANSITION_LABELS[name],
+            "needs_reason": name in policy.TRANSITIONS_REQUIRING_REASON,
+            "reason_label": REASON_LABELS.get(name, "Reason"),
+            "unmet": unmet,
+            "target_status": CaseStatus(transition.target).label,
+        })
+    return items
+
+
+def case_page_context(request: HttpRequest, case: Case, outcome: Outcome | None = None) -> dict:
+    user = request.user
+    role = user.role
+    actor = Actor.for_user(user)
+    outcome = outcome or Outcome(target="")
+    is_open = case.status != CaseStatus.CLOSED
+
+    users = list(tenant_users(tenant_id=case.tenant_id))
+    usernames = {u.pk: u.username for u in users}
+
+    # --- status -----------------------------------------------------------------------------
+    transitions = transitions_for(case=case, role=role)
+    for item in transitions:
+        key = f"transition:{item['name']}"
+        if outcome.target == key and outcome.form is not None:
+            item["form"] = outcome.form
+        else:
+            item["form"] = TransitionForm(initial={"transition": item["name"], "expected_version": case.version},
+                                          auto_id=f"id_{item['name']}_%s")
+        item["error"] = _error_for(outcome, key)
+
+    # --- evidence ---------------------------------------------------------------------------
+    evidence = list(selectors.evidence_list_for_case(user=user, case=case))
+    evidence_text_form = _form_for(outcome, "evidence_text", lambda: EvidenceTextForm(auto_id="id_text_%s"))
+    evidence_file_form = _form_for(outcome, "evidence_file", lambda: EvidenceFileForm(auto_id="id_file_%s"))
+
+    # --- proposals --------------------------------------------------------------------------
+    proposals = list(selectors.proposal_list_for_user(user=user, case=case)
+                     .select_related("proposed_by_user").order_by("-created_at", "-id"))
+    may_decide_proposals = role in policy.CAN_APPROVE_PROPOSALS
+    for proposal in proposals:
+        key = f"proposal:{proposal.pk}"
+        proposal.is_stale_now = proposal.status == ProposalStatus.STALE or (
+            proposal.status == ProposalStatus.PENDING and proposal.case_version != case.version)
+        proposal.is_own = proposal.proposer_id == actor.identifier
+        is_pending = proposal.status == ProposalStatus.PENDING
+        proposal.may_decide = is_pending and may_decide_proposals and not proposal.is_own
+        proposal.may_withdraw = is_pending and (proposal.is_own or role == policy.SUPERVISOR)
+        proposal.four_eyes_note = is_pending and may_decide_proposals and proposal.is_own
+        proposal.approve_form = _item_form(outcome, key, "approve",
+                                           lambda p=proposal: DecisionNoteForm(auto_id=f"id_p{p.pk}_approve_%s"))
+        proposal.reject_form = _item_form(outcome, key, "reject",
+                                          lambda p=proposal: DecisionNoteForm(note_required=True,
+                                                                              auto_id=f"id_p{p.pk}_reject_%s"))
+        proposal.error = _error_for(outcome, key)
+        proposal.payload_label = proposal_payload_label(proposal, usernames)
+    may_propose = role in policy.CAN_PROPOSE
+    proposal_form = _form_for(outcome, "proposal_new",
+                              lambda: ProposalCreateForm(users=users, auto_id="id_proposal_%s",
+                                                         initial={"kind": ProposalKind.RISK_LEVEL}))
+
+    # --- notices ----------------------------------------------------------------------------
+    notices = list(selectors.notice_list_for_user(user=user, case=case)
+                   .prefetch_related("approvals__approver").order_by("-created_at", "-id"))
+    may_draft = role in policy.CAN_DRAFT_NOTICES
+    may_approve_notices = role in policy.CAN_APPROVE_NOTICES
+    may_send = role in policy.CAN_DISPATCH_NOTICES
+    for notice in notices:
+        key = f"notice:{notice.pk}"
+        is_author = actor.identifier in {notice.drafted_by, notice.last_edited_by}
+        notice.is_pending = notice.status == NoticeStatus.PENDING_APPROVAL
+        notice.may_edit = may_draft and can_proceed(notice.edit)
+        notice.may_submit = may_draft and notice.status == NoticeStatus.DRAFT
+        notice.may_decide = notice.is_pending and may_approve_notices and not is_author
+        notice.four_eyes_note = notice.is_pending and may_approve_notices and is_author
+        notice.may_withdraw = may_draft and can_proceed(notice.withdraw)
+        notice.may_send = may_send and notice.status in (NoticeStatus.APPROVED, NoticeStatus.FAILED)
+        notice.valid_approval = next((a for a in notice.approvals.all()
+                                      if a.is_valid and a.content_hash == notice.content_hash), None)
+        notice.last_rejection = next((a for a in notice.approvals.all() if a.decision == "rejected"), None)
+        notice.edit_form = _item_form(outcome, key, "edit", lambda n=notice: NoticeForm(
+            initial={"recipient": n.recipient, "subject": n.subject, "body": n.body},
+            auto_id=f"id_n{n.pk}_edit_%s"))
+        notice.approve_form = _item_form(outcome, key, "approve", lambda n=notice: NoticeApproveForm(
+            initial={"content_hash": n.content_hash}, auto_id=f"id_n{n.pk}_approve_%s"))
+        notice.reject_form = _item_form(outcome, key, "reject",
+                                        lambda n=notice: NoticeRejectForm(auto_id=f"id_n{n.pk}_reject_%s"))
+        notice.open_form = outcome.form_key if outcome.target == key and outcome.form is not None else ""
+        notice.error = _error_for(outcome, key)
+    notice_form = _form_for(outcome, "notice_new", lambda: NoticeForm(
+        initial={"recipient": case.complainant_email}, auto_id="id_notice_%s"))
+
+    # --- timeline ---------------------------------------------------------------------------
+    events = list(selectors.case_events_for_user(user=user, case=case).order_by("-sequence")[:TIMELINE_LIMIT])
+    identifiers = {e.actor_id for e in events} | {p.proposer_id for p in proposals} \
+        | {e.added_by for e in evidence} | {n.drafted_by for n in notices} | {n.last_edited_by for n in notices}
+    labels = actor_labels(tenant_id=case.tenant_id, identifiers=identifiers, usernames=usernames)
+
+    return {
+        "case": case,
+        "lifecycle": CaseStatus.choices,
+        "transitions": transitions,
+        "evidence": evidence,
+        "evidence_text_form": evidence_text_form,
+        "evidence_file_form": evidence_file_form,
+        "evidence_text_error": _error_for(outcome, "evidence_text"),
+        "evidence_file_error": _error_for(outcome, "evidence_file"),
+        "may_add_evidence": role in policy.CAN_ADD_EVIDENCE and is_open,
+        "evidence_max_bytes": settings.EVIDENCE_MAX_BYTES,
+        "proposals": proposals,
+        "pending_proposals": sum(1 for p in proposals if p.status == ProposalStatus.PENDING),
+        "may_propose": may_propose,
+        "proposal_form": proposal_form,
+        "proposal_error": _error_for(outcome, "proposal_new"),
+        "notices": notices,
+        "may_draft": may_draft and is_open,
+        "notice_form": notice_form,
+        "notice_error": _error_for(outcome, "notice_new"),
+        "events": events,
+        "timeline_truncated": len(events) == TIMELINE_LIMIT,
+        "labels": labels,
+        "assignee_name": usernames.get(case.assignee_id, ""),
+        "may_see_audit": user.can_see_audit,
+        "action_error": error_context(outcome.error) if outcome.error is not None else None,
+        "outcome_target": outcome.target,
+    }
+
+
+def _error_for(outcome: Outcome, key: str) -> dict | None:
+    if outcome.target != key:
+        return None
+    if outcome.error is not None:
+        return error_context(outcome.error)
+    if outcome.form is not None:  # the form itself was invalid (before any service call)
+        return {"code": "invalid", "title": "Please correct the highlighted fields", "message": "",
+                "next_step": "", "fields": {}}
+    return None
+
+
+def _form_for(outcome: Outcome, key: str, make):
+    return outcome.form if outcome.target == key and outcome.form is not None else make()
+
+
+def _item_form(outcome: Outcome, key: str, form_key: str, make):
+    if outcome.target == key and outcome.form_key == form_key and outcome.form is not None:
+        return outcome.form
+    return make()
+
+
+def proposal_payload_label(proposal, usernames: dict[int, str]) -> str:
+    payload = proposal.payload or {}
+    if proposal.kind == ProposalKind.STATUS_TRANSITION:
+        name = payload.get("transition", "")
+        return f"Status: {TRANSITION_LABELS.get(name, name)}"
+    if proposal.kind == ProposalKind.RISK_LEVEL:
+        return f"Risk level → {str(payload.get('risk_level', '')).capitalize()}"
+    parts = []
+    if payload.get("team"):
+        parts.append(f"team {payload['team']}")
+    if payload.get("assignee_id"):
+        parts.append(usernames.get(payload["assignee_id"], f"user #{payload['assignee_id']}"))
+    return "Assign to " + (" and ".join(parts) or "—")

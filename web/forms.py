@@ -1,0 +1,176 @@
+"""Browser forms. They check the shape of the input only; the services decide what is allowed
+and their Invalid errors are put back on these forms by web.errors.add_to_form."""
+
+from __future__ import annotations
+
+from django import forms
+
+from cases import policy
+from cases.models import CASE_TRANSITIONS, CaseStatus, ProposalKind, RiskLevel
+
+TRANSITION_LABELS = {
+    "triage": "Triage",
+    "start_review": "Start review",
+    "request_evidence": "Request evidence",
+    "receive_evidence": "Evidence received",
+    "mark_ready": "Mark ready for decision",
+    "return_to_review": "Return to review",
+    "decide": "Decide",
+    "close": "Close",
+    "reopen": "Reopen",
+}
+
+REASON_LABELS = {
+    "decide": "Decision and resolution",
+    "reopen": "Why reopen",
+    "return_to_review": "What still needs review",
+}
+
+
+class CaseFilterForm(forms.Form):
+    q = forms.CharField(label="Search", required=False, max_length=200,
+                        widget=forms.TextInput(attrs={"type": "search",
+                                                      "placeholder": "Reference, title, company, product"}))
+    status = forms.ChoiceField(label="Status", required=False, choices=[("", "Any status"), *CaseStatus.choices])
+    risk_level = forms.ChoiceField(label="Risk", required=False, choices=[("", "Any risk"), *RiskLevel.choices])
+
+
+class CaseCreateForm(forms.Form):
+    title = forms.CharField(max_length=300, help_text="A short summary an analyst will recognise in the queue.")
+    product = forms.CharField(max_length=200, required=False)
+    sub_product = forms.CharField(max_length=200, required=False, label="Sub-product")
+    issue = forms.CharField(max_length=300, required=False)
+    sub_issue = forms.CharField(max_length=300, required=False, label="Sub-issue")
+    company = forms.CharField(max_length=200, required=False, label="Company (respondent)")
+    consumer_state = forms.CharField(max_length=10, required=False, label="Consumer's state",
+                                     help_text="Two-letter code, e.g. CA.")
+    complainant_name = forms.CharField(max_length=200, required=False, label="Complainant's name")
+    complainant_email = forms.EmailField(required=False, label="Complainant's email",
+                                         help_text="Notices are sent here unless another recipient is given.")
+    received_at = forms.DateField(required=False, label="Received on",
+                                  widget=forms.DateInput(attrs={"type": "date"}),
+                                  help_text="The case reference uses this year.")
+    tags = forms.CharField(max_length=200, required=False, help_text="e.g. Servicemember, Older American")
+    source = forms.CharField(max_length=100, required=False, help_text="Where the complaint came from.")
+    narrative = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 8}),
+                                label="Complaint narrative",
+                                help_text="Becomes the case's first evidence, exactly as written.")
+
+    def service_kwargs(self) -> dict:
+        data = dict(self.cleaned_data)
+        return {key: value for key, value in data.items() if value not in ("", None) or key == "title"}
+
+
+class TransitionForm(forms.Form):
+    """One transition button. Carries the case version the person saw, so a change made by
+    someone else in the meantime is refused as a conflict instead of being applied blindly."""
+
+    transition = forms.ChoiceField(choices=[(t, TRANSITION_LABELS[t]) for t in CASE_TRANSITIONS],
+                                   widget=forms.HiddenInput)
+    expected_version = forms.IntegerField(min_value=1, widget=forms.HiddenInput)
+    reason = forms.CharField(required=False, max_length=5000, widget=forms.Textarea(attrs={"rows": 2}))
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        name = (self.data.get("transition") if self.is_bound else self.initial.get("transition")) or ""
+        reason = self.fields["reason"]
+        reason.label = REASON_LABELS.get(name, "Reason")
+        if name in policy.TRANSITIONS_REQUIRING_REASON:
+            reason.required = True
+            reason.error_messages["required"] = (f"{TRANSITION_LABELS[name]} needs a reason; "
+                                                 f"write one and try again.")
+
+
+class EvidenceTextForm(forms.Form):
+    title = forms.CharField(max_length=300)
+    text = forms.CharField(widget=forms.Textarea(attrs={"rows": 5}))
+    source = forms.CharField(max_length=200, required=False, help_text="Who or what provided it (optional).")
+
+
+class EvidenceFileForm(forms.Form):
+    title = forms.CharField(max_length=300)
+    file = forms.FileField(help_text="Text, CSV, Markdown, JSON, PDF, PNG, JPEG or email (.eml) files.")
+    source = forms.CharField(max_length=200, required=False, help_text="Who or what provided it (optional).")
+
+
+class ProposalCreateForm(forms.Form):
+    kind = forms.ChoiceField(label="What to change", choices=ProposalKind.choices,
+                             widget=forms.RadioSelect)
+    risk_level = forms.ChoiceField(label="New risk level", required=False,
+                                   choices=[("", "—"), *[(v, label) for v, label in RiskLevel.choices
+                                                         if v != RiskLevel.UNASSESSED]])
+    transition = forms.ChoiceField(label="Status change", required=False,
+                                   choices=[("", "—"), *[(t, TRANSITION_LABELS[t]) for t in CASE_TRANSITIONS]])
+    team = forms.CharField(label="Team", required=False, max_length=100)
+    assignee = forms.TypedChoiceField(label="Assignee", required=False, coerce=int, empty_value=None,
+                                      choices=[("", "—")])
+    rationale = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}),
+                                help_text="Why this change: the approver reads this.")
+
+    # Service field names that mean one of this form's fields, depending on the kind.
+    PAYLOAD_FIELD = {ProposalKind.RISK_LEVEL: "risk_level", ProposalKind.STATUS_TRANSITION: "transition",
+                     ProposalKind.ASSIGNMENT: "assignee"}
+
+    def __init__(self, *args, users=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["assignee"].choices = [("", "—"), *[(u.pk, u.username) for u in users]]
+
+    def clean(self):
+        data = super().clean()
+        kind = data.get("kind")
+        if kind == ProposalKind.RISK_LEVEL and not data.get("risk_level"):
+            self.add_error("risk_level", "Choose the risk level you propose.")
+        elif kind == ProposalKind.STATUS_TRANSITION and not data.get("transition"):
+            self.add_error("transition", "Choose the status change you propose.")
+        elif kind == ProposalKind.ASSIGNMENT and not (data.get("team") or "").strip() and not data.get("assignee"):
+            self.add_error("team", "Give a team, an assignee, or both.")
+        return data
+
+    def payload(self) -> dict:
+        data = self.cleaned_data
+        if data["kind"] == ProposalKind.RISK_LEVEL:
+            return {"risk_level": data["risk_level"]}
+        if data["kind"] == ProposalKind.STATUS_TRANSITION:
+            return {"transition": data["transition"]}
+        return {"team": (data.get("team") or "").strip(), "assignee_id": data.get("assignee")}
+
+    def field_map(self) -> dict[str, str]:
+        return {"payload": self.PAYLOAD_FIELD.get(self.data.get("kind"), "kind")}
+
+
+class DecisionNoteForm(forms.Form):
+    """Approve (note optional) or reject (note required) a proposal."""
+
+    note = forms.CharField(required=False, max_length=5000, widget=forms.Textarea(attrs={"rows": 2}))
+
+    def __init__(self, *args, note_required: bool = False, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["note"].required = note_required
+        self.fields["note"].label = "Reason for rejecting" if note_required else "Note (optional)"
+        if note_required:
+            self.fields["note"].error_messages["required"] = "Say why you reject it; the proposer reads this."
+
+
+class NoticeForm(forms.Form):
+    recipient = forms.EmailField(help_text="Defaults to the complainant's email.")
+    subject = forms.CharField(max_length=300)
+    body = forms.CharField(widget=forms.Textarea(attrs={"rows": 8}))
+
+
+class NoticeApproveForm(forms.Form):
+    """Carries the content hash of the text the approver saw: if the notice changed since, the
+    service refuses the approval as stale."""
+
+    content_hash = forms.CharField(max_length=64, widget=forms.HiddenInput)
+    note = forms.CharField(required=False, max_length=5000, label="Note (optional)",
+                           widget=forms.Textarea(attrs={"rows": 2}))
+
+
+class NoticeRejectForm(forms.Form):
+    note = forms.CharField(max_length=5000, label="Reason for rejecting", widget=forms.Textarea(attrs={"rows": 2}),
+                           error_messages={"required": "Say why you reject the notice; its drafter reads this."})
+
+
+class AuditFilterForm(forms.Form):
+    action = forms.CharField(label="Action", required=False, max_length=100,
+                             help_text="An action or the start of one, e.g. cases.notice")

@@ -1,0 +1,98 @@
+"""Small display helpers for the browser UI templates."""
+
+from __future__ import annotations
+
+import json
+
+from django import template
+
+from web.forms import TRANSITION_LABELS
+
+register = template.Library()
+
+
+@register.filter
+def actor(identifier: str, labels: dict) -> str:
+    """`{{ event.actor_id|actor:labels }}`: a readable name for a recorded actor identifier."""
+    return (labels or {}).get(identifier, identifier) if identifier else "—"
+
+
+@register.filter
+def short_hash(value: str, length: int = 12) -> str:
+    return (value or "")[: int(length)]
+
+
+@register.filter
+def token(value) -> str:
+    """A CSS-safe token for a status or risk value (`badge--under_review`)."""
+    return "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in str(value or "none"))
+
+
+@register.filter
+def transition_label(name: str) -> str:
+    return TRANSITION_LABELS.get(name, (name or "").replace("_", " "))
+
+
+@register.filter
+def pretty_json(value) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def _status(value: str) -> str:
+    return (value or "").replace("_", " ")
+
+
+@register.filter
+def event_summary(event) -> str:
+    """One line saying what a case event did, in words."""
+    p = event.payload or {}
+    kind = event.event_type
+    if kind == "case.created":
+        return f"Case opened: {p.get('title', '')}"
+    if kind == "case.transitioned":
+        text = f"{transition_label(p.get('transition', ''))}: {_status(p.get('source'))} → {_status(p.get('target'))}"
+        if p.get("proposal_id"):
+            text += f" (proposal #{p['proposal_id']})"
+        return text + (f" — “{p['reason']}”" if p.get("reason") else "")
+    if kind == "case.risk_changed":
+        return f"Risk level: {p.get('from')} → {p.get('to')} (proposal #{p.get('proposal_id')})"
+    if kind == "case.assigned":
+        who = ", ".join(x for x in (p.get("team") or "", f"user #{p['assignee_id']}" if p.get("assignee_id") else "")
+                        if x)
+        return f"Assigned to {who or '—'}"
+    if kind == "evidence.added":
+        return f"Evidence added: {p.get('title', '')} ({p.get('size', '?')} bytes, sha256 {short_hash(p.get('sha256'))})"
+    if kind == "proposal.created":
+        payload = p.get("payload") or {}
+        detail = payload.get("transition") or payload.get("risk_level") or payload.get("team") or ""
+        return f"Proposal #{p.get('proposal_id')} made: {_status(p.get('kind'))} {_status(detail)}".strip()
+    if kind in ("proposal.approved", "proposal.rejected", "proposal.withdrawn"):
+        verb = kind.split(".")[1]
+        return f"Proposal #{p.get('proposal_id')} {verb}" + (f" — “{p['note']}”" if p.get("note") else "")
+    if kind.startswith("notice."):
+        verb = kind.split(".")[1]
+        text = f"Notice #{p.get('notice_id')} {verb}"
+        if p.get("content_hash"):
+            text += f" (content {short_hash(p['content_hash'])})"
+        if p.get("approvals_voided"):
+            text += f"; {p['approvals_voided']} approval(s) voided"
+        if p.get("note"):
+            text += f" — “{p['note']}”"
+        if p.get("error"):
+            text += f" — {p['error']}"
+        return text
+    return kind
+
+
+@register.simple_tag(takes_context=True)
+def nav_current(context, *prefixes: str) -> str:
+    """` aria-current="page"` when the request's path is under one of `prefixes` ("/" matches
+    only the root). Lets a nav link mark itself without every view passing a section name."""
+    from django.utils.safestring import mark_safe
+
+    request = context.get("request")
+    path = getattr(request, "path", "")
+    for prefix in prefixes:
+        if (prefix == "/" and path == "/") or (prefix != "/" and path.startswith(prefix)):
+            return mark_safe(' aria-current="page"')
+    return ""

@@ -1,0 +1,1 @@
+"""Browser pages. Reads go through the selectors, writes through the services."""

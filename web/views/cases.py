@@ -1,0 +1,87 @@
+"""Case queue, new case form, case page and evidence download."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.http import FileResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.vary import vary_on_headers
+
+from cases import policy, selectors, services
+from cases.models import EvidenceKind
+from core.errors import DomainError, Forbidden, NotFound
+from web.access import member_required
+from web.case_page import case_page_context
+from web.errors import add_to_form, status_for
+from web.forms import CaseCreateForm, CaseFilterForm
+
+CASES_PER_PAGE = 25
+
+
+def is_partial(request, target: str) -> bool:
+    """An htmx request aimed at one region of the page (not a history restore, which needs the
+    whole page)."""
+    return bool(request.htmx) and not request.htmx.history_restore_request and request.htmx.target == target
+
+
+@member_required
+@vary_on_headers("HX-Request", "HX-Target")
+def case_list(request):
+    form = CaseFilterForm(request.GET)
+    status = 200
+    if form.is_valid():
+        filters = form.cleaned_data
+    else:
+        filters, status = {}, 400  # e.g. an unknown status in a hand-edited URL: say so, list all
+    cases = selectors.case_list_for_user(user=request.user, status=filters.get("status") or None,
+                                         risk_level=filters.get("risk_level") or None,
+                                         search=(filters.get("q") or "").strip() or None)
+    page = Paginator(cases.order_by("-created_at", "-id"), CASES_PER_PAGE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    context = {"form": form, "page": page, "query": query.urlencode(),
+               "is_filtered": any(filters.get(k) for k in ("q", "status", "risk_level")),
+               "may_create": request.user.role in policy.CAN_CREATE_CASES}
+    template = "web/cases/_results.html" if is_partial(request, "case-results") else "web/cases/list.html"
+    return render(request, template, context, status=status)
+
+
+@member_required
+def case_create(request):
+    if request.user.role not in policy.CAN_CREATE_CASES:
+        raise Forbidden(f"Your role ({request.user.role}) cannot open cases; analysts, supervisors and "
+                        f"administrators can.")
+    form = CaseCreateForm(request.POST or None)
+    status = 200
+    if request.method == "POST":
+        status = 400
+        if form.is_valid():
+            try:
+                case = services.case_create(actor=request.user, tenant=request.user.tenant, **form.service_kwargs())
+            except DomainError as error:
+                add_to_form(form, error)
+                status = status_for(error)
+            else:
+                messages.success(request, f"{case.reference} opened.")
+                return redirect("web:case_detail", reference=case.reference)
+    return render(request, "web/cases/create.html", {"form": form}, status=status)
+
+
+@member_required
+def case_detail(request, reference: str):
+    case = selectors.case_get_for_user(user=request.user, reference=reference)
+    return render(request, "web/cases/detail.html", case_page_context(request, case))
+
+
+@member_required
+def evidence_download(request, reference: str, pk: int):
+    case = selectors.case_get_for_user(user=request.user, reference=reference)
+    evidence = selectors.evidence_get_for_user(user=request.user, pk=pk)
+    if evidence.case_id != case.pk or evidence.kind != EvidenceKind.FILE:
+        raise NotFound("No such file on this case.")
+    # Always an attachment with the recorded type: an uploaded file is never rendered as a page.
+    response = FileResponse(evidence.file.open("rb"), as_attachment=True, filename=evidence.filename,
+                            content_type=evidence.content_type)
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
