@@ -193,3 +193,34 @@ ARBITER_NOTICE_DISPATCH_MAX_RETRIES = env_int("ARBITER_NOTICE_DISPATCH_MAX_RETRI
 ARBITER_NOTICE_DISPATCH_RETRY_BACKOFF_SECONDS = env_int("ARBITER_NOTICE_DISPATCH_RETRY_BACKOFF_SECONDS", 30,
                                                         minimum=1)
 CELERY_BEAT_SCHEDULE_FILENAME = env_str("CELERY_BEAT_SCHEDULE_FILENAME", str(VAR_DIR / "celerybeat-schedule"))
+
+# --- Agent runs (runs/, docs/runs-contract.md) ---------------------------------------------
+# Default budgets of a run (DESIGN §4); run_start may lower or raise them per run.
+ARBITER_RUN_MAX_STEPS = env_int("ARBITER_RUN_MAX_STEPS", 40, minimum=1)
+ARBITER_RUN_MAX_TOKENS = env_int("ARBITER_RUN_MAX_TOKENS", 200_000, minimum=1)
+ARBITER_RUN_MAX_WALL_SECONDS = env_int("ARBITER_RUN_MAX_WALL_SECONDS", 1800, minimum=1)
+# A step failing with a retryable provider error is retried this many times, then fails the run.
+ARBITER_RUN_MAX_STEP_RETRIES = env_int("ARBITER_RUN_MAX_STEP_RETRIES", 3, minimum=0)
+ARBITER_RUN_RETRY_BACKOFF_SECONDS = env_int("ARBITER_RUN_RETRY_BACKOFF_SECONDS", 5, minimum=0)
+# A full state snapshot every k checkpoints; deltas in between (linear storage).
+ARBITER_CHECKPOINT_SNAPSHOT_EVERY = env_int("ARBITER_CHECKPOINT_SNAPSHOT_EVERY", 10, minimum=1)
+# Token budget for evidence excerpts in one model context.
+ARBITER_CONTEXT_EVIDENCE_TOKENS = env_int("ARBITER_CONTEXT_EVIDENCE_TOKENS", 6000, minimum=100)
+# Dotted path of the function that redacts personal data from evidence text in model contexts.
+ARBITER_CONTEXT_REDACTOR = env_str("ARBITER_CONTEXT_REDACTOR", "runs.context.redact_personal_data")
+ARBITER_MEMORY_DEFAULT_TTL_DAYS = env_int("ARBITER_MEMORY_DEFAULT_TTL_DAYS", 180, minimum=1)
+ARBITER_REAP_INTERVAL_SECONDS = env_int("ARBITER_REAP_INTERVAL_SECONDS", 30, minimum=1)
+# Per-task time limits (seconds): a step holds a lease of ARBITER_RUN_LEASE_SECONDS, so the hard
+# limit stays below it plus the reap interval.
+ARBITER_RUN_STEP_SOFT_TIME_LIMIT = env_int("ARBITER_RUN_STEP_SOFT_TIME_LIMIT", 110, minimum=1)
+ARBITER_RUN_STEP_TIME_LIMIT = env_int("ARBITER_RUN_STEP_TIME_LIMIT", 120, minimum=1)
+# Fault injection for the crash tests only: "<tool name>:<marker file>" makes the tool executor
+# write the marker and sleep right after that tool's effect, before recording its outcome, so a
+# test can SIGKILL the worker at exactly that point. Empty (the default) disables it.
+ARBITER_FAULT_PAUSE_AFTER_EFFECT = env_str("ARBITER_FAULT_PAUSE_AFTER_EFFECT", "")
+CELERY_BEAT_SCHEDULE = {
+    "reap-expired-run-leases": {
+        "task": "runs.tasks.reap_expired_leases_task",
+        "schedule": float(ARBITER_REAP_INTERVAL_SECONDS),
+    },
+}

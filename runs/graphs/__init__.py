@@ -122,6 +122,9 @@ class PendingArtifact:
     source_refs: dict
     schema_version: int
     produced_by: str
+    # Findings this artifact is about (committed ids or pending findings of this step); stored as
+    # content["finding_ids"] once the step commits (a dispute artifact names both sides).
+    findings: list = field(default_factory=list)
     pk: int | None = None
 
 
@@ -161,15 +164,23 @@ class NodeContext:
     # --- the model -----------------------------------------------------------------------
     def call_model(self, *, schema: type[BaseModel], agent: str | None = None,
                    extra_context: dict | None = None, instructions: str | None = None,
-                   max_output_tokens: int = 1200) -> BaseModel:
+                   max_output_tokens: int = 1200, source_refs: dict | None = None) -> BaseModel:
+        """Ask the run's model for a `schema` instance. `extra_context` keys join the context dict
+        (chat: "thread", "question"); `source_refs` adds references the ModelCall records (e.g.
+        message ids)."""
         from runs.executor import call_model_for_node
 
-        output, source_refs = call_model_for_node(
+        output, used_refs = call_model_for_node(
             ctx=self, schema=schema, agent=agent or self.node, extra_context=extra_context or {},
             instructions=instructions if instructions is not None else self.node_def.instructions,
-            max_output_tokens=max_output_tokens)
-        self._last_source_refs = source_refs
+            max_output_tokens=max_output_tokens, extra_source_refs=source_refs)
+        self._last_source_refs = used_refs
         return output
+
+    @property
+    def last_source_refs(self) -> dict:
+        """The source refs of this step's latest model call (what that model was shown)."""
+        return self._last_source_refs
 
     # --- side effects ----------------------------------------------------------------------
     def tool(self, name: str, *, action: str, args: dict | None = None) -> ToolResult:
@@ -190,13 +201,20 @@ class NodeContext:
         self.buffer.findings.append(pending)
         return pending
 
-    def artifact(self, *, kind: str, content: dict, source_refs: dict | None = None,
-                 schema_version: int = 1) -> PendingArtifact:
+    def artifact(self, *, kind: str, content: dict, source_refs: dict | None = None, schema_version: int = 1,
+                 findings: list | None = None) -> PendingArtifact:
         pending = PendingArtifact(kind=kind, content=content,
                                   source_refs=dict(source_refs if source_refs is not None else self._last_source_refs),
-                                  schema_version=schema_version, produced_by=self.actor.identifier)
+                                  schema_version=schema_version, produced_by=self.actor.identifier,
+                                  findings=list(findings or []))
         self.buffer.artifacts.append(pending)
         return pending
+
+    def committed_findings(self, **filters):
+        """This run's findings from earlier steps (a queryset), e.g. committed_findings(agent="triage")."""
+        from runs.models import Finding
+
+        return Finding.objects.filter(run=self.run, **filters).order_by("id")
 
     def on_commit(self, fn: Callable[[Step], None]) -> None:
         self.buffer.on_commit.append(fn)

@@ -1,0 +1,315 @@
+"""The case-analysis graph (issue 3): specialists analyse a case and leave findings, artifacts,
+proposals and a notice draft — never a domain change.
+
+    triage -> evidence_analyst -> risk_assessor -> policy_checker -> adjudicator -> reflect
+           (reflect may re-plan once: revisit some specialists, then adjudicate and reflect again)
+           -> proposer -> notice_drafter -> end
+
+Every domain effect goes through the tool executor (runs.tools) into cases.services as a
+Proposal or a Notice draft submitted for approval. Model output is validated by the schemas in
+runs.schemas; ids a model cites are kept only if they are evidence the model was actually shown.
+"""
+
+from __future__ import annotations
+
+from cases import policy
+from cases.models import CASE_TRANSITIONS, Notice, NoticeStatus, Proposal, ProposalKind, ProposalStatus
+from runs.graphs import Graph, Node, NodeContext, NodeResult
+from runs.schemas import (
+    Adjudication,
+    EvidenceSummary,
+    NoticeDraftOutput,
+    PolicyCheck,
+    Reflection,
+    RiskAssessment,
+    TriageOutput,
+)
+
+SPECIALISTS = ("triage", "evidence_analyst", "risk_assessor", "policy_checker", "adjudicator")
+PLAN = (*SPECIALISTS, "reflect", "proposer", "notice_drafter")
+MAX_REPLANS = 1
+DEAD_NOTICE_STATUSES = {NoticeStatus.WITHDRAWN, NoticeStatus.REJECTED}
+
+
+def _shown_evidence(ctx: NodeContext, refs) -> list[int]:
+    """Keep only evidence ids the model was shown in this step's context (a model can invent ids)."""
+    shown = {item["id"] for item in ctx.last_source_refs.get("evidence", [])}
+    kept = []
+    for ref in refs or []:
+        try:
+            value = int(ref)
+        except (TypeError, ValueError):
+            continue
+        if value in shown and value not in kept:
+            kept.append(value)
+    return kept
+
+
+def _continue(ctx: NodeContext) -> NodeResult:
+    following = ctx.next_in_plan()
+    return ctx.goto(following) if following else ctx.end("plan finished")
+
+
+# --- specialists ------------------------------------------------------------------------------
+
+def triage(ctx: NodeContext) -> NodeResult:
+    out: TriageOutput = ctx.call_model(schema=TriageOutput)
+    refs = _shown_evidence(ctx, out.evidence_refs)
+    ctx.observe(out)
+    ctx.finding(type="triage", confidence=out.confidence, evidence_refs=refs, data=out.model_dump(mode="json"),
+                summary=(f"Product: {out.product}{' / ' + out.sub_product if out.sub_product else ''}; "
+                         f"issue: {out.issue}; respondent: {out.respondent}; requested remedy: "
+                         f"{out.requested_remedy or 'not stated'}."))
+    ctx.artifact(kind="triage", content=out.model_dump(mode="json") | {"evidence_refs": refs})
+    return _continue(ctx)
+
+
+def evidence_analyst(ctx: NodeContext) -> NodeResult:
+    out: EvidenceSummary = ctx.call_model(schema=EvidenceSummary)
+    refs = _shown_evidence(ctx, out.evidence_refs)
+    points = [p.model_dump(mode="json") for p in out.key_points if _shown_evidence(ctx, [p.evidence_id])]
+    ctx.observe(out)
+    ctx.finding(type="evidence_summary", summary=out.summary, evidence_refs=refs, confidence=0.6,
+                data={"key_points": points})
+    ctx.artifact(kind="evidence_summary", content={"summary": out.summary, "key_points": points,
+                                                   "evidence_refs": refs})
+    if len(points) != len(out.key_points):
+        ctx.note(f"evidence_analyst: dropped {len(out.key_points) - len(points)} citation(s) to evidence it was "
+                 f"not shown.")
+    return _continue(ctx)
+
+
+def risk_assessor(ctx: NodeContext) -> NodeResult:
+    out: RiskAssessment = ctx.call_model(schema=RiskAssessment)
+    refs = _shown_evidence(ctx, out.evidence_refs)
+    ctx.observe(out)
+    signals = [s.model_dump(mode="json") for s in out.signals]
+    ctx.finding(type="risk_level", summary=f"Risk {out.risk_level}: {out.rationale}", evidence_refs=refs,
+                confidence=out.confidence, data={"risk_level": out.risk_level, "signals": signals})
+    ctx.artifact(kind="risk_assessment", content={"risk_level": out.risk_level, "rationale": out.rationale,
+                                                  "signals": signals, "evidence_refs": refs,
+                                                  "confidence": out.confidence})
+    return _continue(ctx)
+
+
+def policy_checker(ctx: NodeContext) -> NodeResult:
+    out: PolicyCheck = ctx.call_model(schema=PolicyCheck)
+    known = [rule for rule in out.rules if rule.code in policy.RULES_BY_CODE]
+    if len(known) != len(out.rules):
+        ctx.note("policy_checker: ignored rule codes that are not in cases/policy.py: "
+                 + ", ".join(sorted({r.code for r in out.rules} - set(policy.RULES_BY_CODE))))
+    ctx.observe(out.model_copy(update={"rules": known}))
+    for rule in known:
+        if rule.applies:
+            deadline = f" (deadline {rule.deadline})" if rule.deadline else ""
+            ctx.finding(type="policy_rule", summary=f"{rule.code} applies{deadline}: {rule.reason}",
+                        confidence=0.8, data={"code": rule.code, "deadline": rule.deadline})
+    ctx.finding(type="notice_due", summary=("A response notice is due: " if out.notice_due else
+                                            "No notice is due: ") + out.notice_reason,
+                confidence=0.8, data={"notice_due": out.notice_due})
+    ctx.artifact(kind="policy_check", content={"rules": [r.model_dump(mode="json") for r in known],
+                                               "notice_due": out.notice_due, "notice_reason": out.notice_reason,
+                                               "policy_version": policy.POLICY_VERSION})
+    return _continue(ctx)
+
+
+def adjudicator(ctx: NodeContext) -> NodeResult:
+    """Merge the specialists' findings. A risk level that contradicts the risk assessor's becomes a
+    finding of its own that `contradicts` it; each dispute becomes a dispute artifact naming the
+    findings on both sides. Nothing is deleted: both positions stay on record."""
+    out: Adjudication = ctx.call_model(schema=Adjudication)
+    ctx.observe(out)
+    assessed = ctx.committed_findings(agent="risk_assessor", type="risk_level").last()
+    assessed_level = (assessed.data or {}).get("risk_level") if assessed else None
+    contradiction = None
+    if assessed is not None and assessed_level != out.risk_level:
+        contradiction = ctx.finding(type="risk_level", contradicts=assessed.pk, confidence=out.confidence,
+                                    evidence_refs=assessed.evidence_refs, data={"risk_level": out.risk_level},
+                                    summary=f"Risk {out.risk_level}, not {assessed_level}: {out.summary}")
+    risk_dispute_written = False
+    triage_finding = ctx.committed_findings(agent="triage", type="triage").last()
+    for dispute in out.disputes:
+        topic = dispute.topic.lower()
+        sides: list = []
+        if "risk" in topic and contradiction is not None:
+            sides, risk_dispute_written = [assessed.pk, contradiction], True
+        elif ("product" in topic or "issue" in topic) and triage_finding is not None:
+            sides = [triage_finding.pk]
+        ctx.artifact(kind="dispute", content=dispute.model_dump(mode="json"), findings=sides)
+    if contradiction is not None and not risk_dispute_written:
+        ctx.artifact(kind="dispute", findings=[assessed.pk, contradiction], content={
+            "topic": "risk level",
+            "positions": [f"risk_assessor: {assessed_level}", f"adjudicator: {out.risk_level}"],
+            "resolution": f"The adjudicator's level ({out.risk_level}) is proposed; both findings are kept."})
+    ctx.finding(type="adjudication", summary=out.summary, confidence=out.confidence,
+                data={"risk_level": out.risk_level, "recommended_transition": out.recommended_transition})
+    ctx.artifact(kind="adjudication", content=out.model_dump(mode="json"))
+    return _continue(ctx)
+
+
+def reflect(ctx: NodeContext) -> NodeResult:
+    """Look back once: if the adjudication left disputes unresolved or confidence low, revisit the
+    specialists concerned, adjudicate again, and reflect again (which will not re-plan twice)."""
+    replans = int(ctx.get("replans", 0))
+    out: Reflection = ctx.call_model(schema=Reflection, extra_context={"replans_done": replans})
+    ctx.observe(out)
+    ctx.artifact(kind="reflection", content=out.model_dump(mode="json") | {"replans_done": replans})
+    if out.replan and replans < MAX_REPLANS:
+        revisit = [name for name in dict.fromkeys(out.revisit) if name in SPECIALISTS and name != "adjudicator"]
+        revisit.append("adjudicator")
+        ctx.set("replans", replans + 1)
+        ctx.note(f"reflect: re-plan ({out.reason}) — revisiting {', '.join(revisit)}.")
+        ctx.set_plan([ctx.node, *revisit, "reflect", "proposer", "notice_drafter"])
+        return ctx.goto(revisit[0])
+    if out.replan:
+        ctx.note(f"reflect: a further re-plan was asked for and declined (limit {MAX_REPLANS}): {out.reason}")
+    return _continue(ctx)
+
+
+# --- effects: proposals and the notice draft ---------------------------------------------------
+
+def _pending_same(case, kind: str, payload_key: str, value: str) -> Proposal | None:
+    """An identical pending proposal at the case's current version (from this or another run)."""
+    for proposal in Proposal.objects.filter(case=case, kind=kind, status=ProposalStatus.PENDING,
+                                            case_version=case.version):
+        if proposal.payload.get(payload_key) == value:
+            return proposal
+    return None
+
+
+def _transition_possible(case, name: str | None) -> bool:
+    return bool(name) and name in CASE_TRANSITIONS and getattr(case, name)._django_fsm.has_transition(case.status)
+
+
+def proposer(ctx: NodeContext) -> NodeResult:
+    """Turn the adjudication into proposals (risk level, next status) for a person to approve."""
+    case = ctx.case
+    adjudication = ctx.state.observations.get("adjudicator") or {}
+    risk = ctx.state.observations.get("risk_assessor") or {}
+    cited = [int(r) for r in risk.get("evidence_refs") or [] if str(r).isdigit()]
+    on_case = set(case.evidence.filter(pk__in=cited).values_list("pk", flat=True))
+    refs = [r for r in cited if r in on_case]
+    made, skipped = [], []
+
+    level = adjudication.get("risk_level")
+    if level and level != case.risk_level:
+        existing = _pending_same(case, ProposalKind.RISK_LEVEL, "risk_level", level)
+        if existing is not None:
+            skipped.append(f"risk level {level}: already proposed as P{existing.pk}")
+        else:
+            rationale = f"{adjudication.get('summary', '')}\nRisk rationale: {risk.get('rationale', '')}".strip()
+            result = ctx.tool("proposal_create", action="propose-risk-level", args={
+                "kind": ProposalKind.RISK_LEVEL, "payload": {"risk_level": level}, "rationale": rationale[:4000],
+                "evidence_refs": refs})
+            made.append({"what": f"risk level {level}", "ok": result.ok, "status": result.status,
+                         "proposal_id": result.result.get("proposal_id"), "error": result.error})
+
+    transition = adjudication.get("recommended_transition")
+    if transition and not _transition_possible(case, transition):
+        skipped.append(f"transition {transition}: not possible from {case.status}")
+    elif transition:
+        existing = _pending_same(case, ProposalKind.STATUS_TRANSITION, "transition", transition)
+        if existing is not None:
+            skipped.append(f"transition {transition}: already proposed as P{existing.pk}")
+        else:
+            payload = {"transition": transition}
+            if transition in policy.TRANSITIONS_REQUIRING_REASON:
+                payload["reason"] = adjudication.get("summary", "")[:1000]
+            result = ctx.tool("proposal_create", action="propose-transition", args={
+                "kind": ProposalKind.STATUS_TRANSITION, "payload": payload,
+                "rationale": (adjudication.get("summary") or f"Next step: {transition}.")[:4000],
+                "evidence_refs": refs})
+            made.append({"what": f"transition {transition}", "ok": result.ok, "status": result.status,
+                         "proposal_id": result.result.get("proposal_id"), "error": result.error})
+
+    ctx.set("proposals", [m["proposal_id"] for m in made if m["ok"]])
+    for item in made:
+        if not item["ok"]:
+            ctx.note(f"proposer: {item['what']} was not proposed: {item['error']}")
+    for reason in skipped:
+        ctx.note(f"proposer: skipped {reason}")
+    ctx.artifact(kind="proposals", source_refs={"case_id": case.pk, "case_version": case.version},
+                 content={"made": made, "skipped": skipped, "case_version": case.version})
+    return _continue(ctx)
+
+
+def _notice_due(ctx: NodeContext) -> tuple[bool, str]:
+    """Due when the policy checker says so AND the domain agrees now (the status allows it and no
+    live response notice exists). The model's opinion alone never drafts a notice."""
+    checked = ctx.state.observations.get("policy_checker") or {}
+    if not checked.get("notice_due"):
+        return False, checked.get("notice_reason") or "the policy check found no notice due"
+    case = ctx.case
+    if case.status not in policy.NOTICE_DUE_FROM_STATUSES:
+        return False, f"the case is {case.status}; notices are due only from {sorted(policy.NOTICE_DUE_FROM_STATUSES)}"
+    live = Notice.objects.filter(case=case, kind="response").exclude(status__in=DEAD_NOTICE_STATUSES).first()
+    if live is not None:
+        return False, f"response notice N{live.pk} already exists ({live.status})"
+    return True, checked.get("notice_reason", "")
+
+
+def notice_drafter(ctx: NodeContext) -> NodeResult:
+    """Draft the response notice and submit it for a supervisor's approval, when one is due. It is
+    never sent from here: sending needs a person's approval of the exact text."""
+    due, reason = _notice_due(ctx)
+    if not due:
+        ctx.note(f"notice_drafter: no notice drafted — {reason}.")
+        return ctx.end(f"No notice drafted: {reason}.")
+    draft: NoticeDraftOutput = ctx.call_model(schema=NoticeDraftOutput)
+    drafted = ctx.tool("notice_draft", action="draft-notice",
+                       args={"subject": draft.subject, "body": draft.body, "kind": "response"})
+    if not drafted.ok:
+        ctx.note(f"notice_drafter: the draft was refused: {drafted.error}")
+        return ctx.end(f"Notice not drafted: {drafted.error}")
+    notice_id = drafted.result["notice_id"]
+    submitted = ctx.tool("notice_submit", action="submit-notice", args={"notice_id": notice_id})
+    status = submitted.result.get("status") if submitted.ok else drafted.result.get("status")
+    if not submitted.ok:
+        ctx.note(f"notice_drafter: N{notice_id} drafted but not submitted: {submitted.error}")
+    ctx.set("notice_id", notice_id)
+    ctx.artifact(kind="notice_draft", content={"notice_id": notice_id, "subject": draft.subject, "body": draft.body,
+                                               "status": status, "reason_due": reason})
+    return ctx.end(f"Notice N{notice_id} drafted and {'awaiting approval' if submitted.ok else 'left as a draft'}.")
+
+
+# --- the graph -----------------------------------------------------------------------------------
+
+def _goal(input: dict, case) -> str:
+    return (f"Analyse {case.reference} ({case.title[:120]}): classify it, summarise and weigh its evidence, "
+            f"assess risk, check policy, then propose the next status and risk level and draft a notice where "
+            f"one is due — for a person to approve.")
+
+
+GRAPH = Graph(
+    name="case_analysis",
+    version="1",
+    start="triage",
+    plan=PLAN,
+    goal=_goal,
+    nodes=(
+        Node("triage", triage, version="1", phase="planning", instructions=(
+            "Classify the complaint: product (and sub-product), issue, the respondent company, and the remedy the "
+            "consumer asks for. Cite the evidence ids you rely on.")),
+        Node("evidence_analyst", evidence_analyst, version="1", instructions=(
+            "Summarise the evidence faithfully. Every key point quotes or paraphrases one evidence item and "
+            "cites its id. Do not speculate beyond the evidence.")),
+        Node("risk_assessor", risk_assessor, version="1", instructions=(
+            "Assess the case's risk level (low, medium, high, critical) from concrete signals: monetary loss, "
+            "fraud or identity theft, older Americans or servicemembers, repeated contact, deadlines. Give the "
+            "rationale and the evidence each signal rests on.")),
+        Node("policy_checker", policy_checker, version="1", instructions=(
+            "Apply the listed policy rules to this case: which apply, why, and their deadlines counted from the "
+            "received date. Say whether a response notice is due.")),
+        Node("adjudicator", adjudicator, version="1", instructions=(
+            "Merge the earlier agents' outputs into one assessment: the risk level you support, the next case "
+            "transition you recommend (or none), and every disagreement between agents as a dispute with both "
+            "positions and how you resolved it.")),
+        Node("reflect", reflect, version="1", phase="reflecting", instructions=(
+            "Review the adjudication. Ask to re-plan only if a dispute is unresolved or confidence is low, and "
+            "name the agents to revisit.")),
+        Node("proposer", proposer, version="1"),
+        Node("notice_drafter", notice_drafter, version="1", instructions=(
+            "Draft the response notice to the consumer: acknowledge the complaint, state what will be reviewed "
+            "and by when. Plain, courteous, no promises of outcome, no personal data beyond what is needed.")),
+    ),
+)

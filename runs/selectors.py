@@ -1,0 +1,89 @@
+"""Reads of execution state, always scoped to the user's tenant (another tenant's run is NotFound)."""
+
+from __future__ import annotations
+
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+
+from cases.models import Notice, Proposal
+from core.errors import NotFound
+from runs.models import AgentRun, MemoryRecord, MemoryStatus, ModelCall, RunStatus, Step
+from runs.state import RunState, state_at
+
+
+def _tenant_id(user) -> int | None:
+    return getattr(user, "tenant_id", None)
+
+
+def run_list_for_user(*, user, case=None, status: str | None = None, thread_id: int | None = None) -> QuerySet[AgentRun]:
+    qs = AgentRun.objects.filter(tenant_id=_tenant_id(user)).select_related("case")
+    if case is not None:
+        qs = qs.filter(case=case)
+    if status:
+        qs = qs.filter(status=status)
+    if thread_id is not None:
+        qs = qs.filter(thread_id=thread_id)
+    return qs
+
+
+def run_get_for_user(*, user, pk: int) -> AgentRun:
+    try:
+        return AgentRun.objects.select_related("case", "parent_run").get(tenant_id=_tenant_id(user), pk=pk)
+    except (AgentRun.DoesNotExist, ValueError):
+        raise NotFound("No such run.") from None
+
+
+def run_queue_position(*, run: AgentRun) -> int | None:
+    """Where a queued run stands in its tenant's FIFO queue (1 = next to start); None once it left
+    the queue. Admission may still hold it back for its thread's earlier run or the tenant cap."""
+    if run.status != RunStatus.QUEUED:
+        return None
+    ahead = AgentRun.objects.filter(tenant_id=run.tenant_id, status=RunStatus.QUEUED).filter(
+        Q(queued_at__lt=run.queued_at) | Q(queued_at=run.queued_at, id__lt=run.pk)).count()
+    return ahead + 1
+
+
+def thread_pending_runs(*, thread_id: int) -> QuerySet[AgentRun]:
+    """The thread's runs that have not finished (a reply is pending while any exists), oldest first."""
+    return AgentRun.objects.filter(thread_id=thread_id, status__in=RunStatus.unfinished()).order_by("id")
+
+
+def run_steps(*, run: AgentRun) -> QuerySet[Step]:
+    return Step.objects.filter(run=run).order_by("sequence")
+
+
+def run_model_calls_at(*, run: AgentRun, sequence: int) -> QuerySet[ModelCall]:
+    """What the agent saw at step `sequence`: the exact messages, context and source refs."""
+    return ModelCall.objects.filter(run=run, sequence=sequence).order_by("attempt", "id")
+
+
+def run_state_at(*, run: AgentRun, sequence: int | None = None) -> RunState:
+    return state_at(run, sequence)[0]
+
+
+def run_outcome(*, run: AgentRun) -> dict:
+    """What a run produced: steps, findings, artifacts, proposals and notices (manage.py analyze)."""
+    run_key = str(run.pk)
+    return {
+        "run": run,
+        "steps": list(run.steps.order_by("sequence")),
+        "findings": list(run.findings.order_by("id")),
+        "artifacts": list(run.artifacts.order_by("id")),
+        "proposals": list(Proposal.objects.filter(tenant_id=run.tenant_id, run_id=run_key).order_by("id")),
+        "notices": list(Notice.objects.filter(tenant_id=run.tenant_id, run_id=run_key).order_by("id")),
+        "tool_calls": list(run.tool_calls.order_by("id")),
+    }
+
+
+def memory_list_for_user(*, user, status: str | None = None, subject: str | None = None) -> QuerySet[MemoryRecord]:
+    qs = MemoryRecord.objects.filter(tenant_id=_tenant_id(user))
+    if status:
+        qs = qs.filter(status=status)
+    if subject:
+        qs = qs.filter(subject=subject)
+    return qs
+
+
+def memory_active_for(*, tenant_id: int, subjects: list[str]) -> QuerySet[MemoryRecord]:
+    return MemoryRecord.objects.filter(tenant_id=tenant_id, status=MemoryStatus.ACTIVE, subject__in=subjects,
+                                       expires_at__gt=timezone.now())
