@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
-from django_fsm import ConcurrentTransitionMixin, FSMField, transition
+from django_fsm import ConcurrentTransitionMixin, FSMField, FSMFieldMixin, transition
 
 from cases import policy
 from core.hashing import canonical_json, sha256_hex
@@ -61,7 +61,46 @@ _risk_assessed.hint = "the case's risk level must be assessed first"
 _no_notice_in_flight.hint = "no notice may be awaiting approval or being sent"
 
 
-class Case(ConcurrentTransitionMixin, models.Model):
+class ThreadSafeRefreshMixin:
+    """refresh_from_db for models with protected FSM fields, safe under threads.
+
+    django-fsm-2 lets refresh_from_db write a protected field by setting `protected = False` on the
+    *field* — shared by every instance in every thread — and back to True afterwards. Two threads
+    refreshing at once re-protect the field under each other (AttributeError in the middle of a
+    service, which rolls the whole change back), and while one of them has it lifted, any thread
+    may assign the status directly. The descriptor only refuses a value already in the instance's
+    __dict__, so this reload takes the protected values out of this one instance and lets Django
+    set them again: protection is never lifted for anybody else."""
+
+    def refresh_from_db(self, using=None, fields=None, from_queryset=None):
+        reload_all = fields is None
+        if reload_all:
+            # Name the loaded fields explicitly: once popped below, Django would take the protected
+            # ones for deferred fields and skip them.
+            deferred = self.get_deferred_fields()
+            fields = [f.attname for f in self._meta.concrete_fields if f.attname not in deferred]
+        requested = set(fields)
+        protected = [f.attname for f in self._meta.concrete_fields if isinstance(f, FSMFieldMixin) and f.protected]
+        # All of them, not only the requested ones: ConcurrentTransitionMixin.__init__ reads the state
+        # fields, so the row Django reloads from always carries them and Django copies them over.
+        held = {name: self.__dict__.pop(name) for name in protected if name in self.__dict__}
+        try:
+            models.Model.refresh_from_db(self, using=using, fields=fields, from_queryset=from_queryset)
+        except BaseException:
+            self.__dict__.update(held)
+            raise
+        for name, value in held.items():
+            if name not in requested or name not in self.__dict__:
+                self.__dict__[name] = value  # not asked for: keep the value this instance had
+        if reload_all:  # what Django does itself when no fields are named
+            self._prefetched_objects_cache = {}
+            for relation in self._meta.related_objects:
+                if relation.is_cached(self):
+                    relation.delete_cached_value(self)
+        self._update_initial_state()  # ConcurrentTransitionMixin: the reloaded states are the new baseline
+
+
+class Case(ThreadSafeRefreshMixin, ConcurrentTransitionMixin, models.Model):
     tenant = models.ForeignKey("accounts.Tenant", on_delete=models.PROTECT, related_name="cases")
     reference = models.CharField(max_length=40)
     title = models.CharField(max_length=300)
@@ -233,7 +272,7 @@ class ProposalStatus(models.TextChoices):
     STALE = "stale", "Stale"
 
 
-class Proposal(ConcurrentTransitionMixin, models.Model):
+class Proposal(ThreadSafeRefreshMixin, ConcurrentTransitionMixin, models.Model):
     tenant = models.ForeignKey("accounts.Tenant", on_delete=models.PROTECT, related_name="+")
     case = models.ForeignKey(Case, on_delete=models.PROTECT, related_name="proposals")
     kind = models.CharField(max_length=30, choices=ProposalKind.choices)
@@ -313,7 +352,7 @@ def notice_content_hash(*, recipient: str, subject: str, body: str) -> str:
     return sha256_hex(canonical_json({"recipient": recipient, "subject": subject, "body": body}))
 
 
-class Notice(ConcurrentTransitionMixin, models.Model):
+class Notice(ThreadSafeRefreshMixin, ConcurrentTransitionMixin, models.Model):
     tenant = models.ForeignKey("accounts.Tenant", on_delete=models.PROTECT, related_name="+")
     case = models.ForeignKey(Case, on_delete=models.PROTECT, related_name="notices")
     kind = models.CharField(max_length=50, default="response")
