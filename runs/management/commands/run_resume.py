@@ -1,0 +1,33 @@
+"""manage.py run_resume <run-id> [--inline]: continue a run from its last checkpoint."""
+
+from django.core.management.base import BaseCommand, CommandError
+
+from core.errors import DomainError
+from runs.executor import drive_inline
+from runs.management.common import actor_from, add_actor_argument, get_run, inline_worker_id, write_outcome
+from runs.models import RunStatus
+
+
+class Command(BaseCommand):
+    help = "Resume a waiting, failed or stalled run from its last checkpoint."
+
+    def add_arguments(self, parser):
+        parser.add_argument("run_id", type=int)
+        parser.add_argument("--inline", action="store_true", help="Execute the remaining steps in this process.")
+        parser.add_argument("--timeout", type=float, default=600)
+        add_actor_argument(parser)
+
+    def handle(self, *args, **options):
+        from runs.services import run_resume
+
+        run = get_run(options["run_id"])
+        try:
+            run = run_resume(actor=actor_from(options), run=run, enqueue=not options["inline"])
+        except DomainError as exc:
+            raise CommandError(exc.message) from exc
+        self.stdout.write(f"Resumed run R{run.pk} at step {run.next_sequence} ({run.current_node}).")
+        if options["inline"]:
+            run = drive_inline(run_id=run.pk, worker_id=inline_worker_id(), timeout_seconds=options["timeout"])
+        write_outcome(self.stdout, run)
+        if run.status in (RunStatus.FAILED, RunStatus.CANCELLED):
+            raise SystemExit(1)
