@@ -18,6 +18,7 @@ from rest_framework.views import APIView
 from audit.models import AuditEvent
 from audit.selectors import audit_events_for_tenant
 from cases import selectors, services
+from cases.api.dispatch import notice_dispatch_request
 from cases.api.filters import AuditEventFilter, CaseFilter, NoticeFilter, ProposalFilter
 from cases.api.serializers import (
     AuditEventOutputSerializer,
@@ -410,11 +411,12 @@ class NoticeWithdrawApi(APIView):
 
 
 class NoticeDispatchApi(APIView):
-    @extend_schema(request=None, responses={200: NoticeOutputSerializer, **refusals(403, 404, 409)},
-                   summary="Send an approved notice (exactly once)")
+    @extend_schema(request=None, responses={202: NoticeOutputSerializer, **refusals(403, 404, 409)},
+                   summary="Send an approved notice (queued; sent exactly once by the worker)")
     def post(self, request, pk: int):
         notice = selectors.notice_get_for_user(user=request.user, pk=pk)
-        return Response(NoticeOutputSerializer(services.notice_dispatch(actor=request.user, notice=notice)).data)
+        notice = notice_dispatch_request(user=request.user, notice=notice)
+        return Response(NoticeOutputSerializer(notice).data, status=status.HTTP_202_ACCEPTED)
 
 
 # --- audit ------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from cases import selectors, services
+from cases.api.dispatch import notice_dispatch_request
 from cases.models import Case
 from core.errors import DomainError, NotFound
 from web.access import member_required
@@ -278,10 +279,8 @@ def notice_withdraw(request, reference: str, pk: int):
 @member_required
 def notice_send(request, reference: str, pk: int):
     def call(notice):
-        sent = services.notice_dispatch(actor=request.user, notice=notice)
-        if sent.status == "failed":
-            return (messages.WARNING, "The mail server refused the notice; it is marked failed and can be "
-                                      "sent again.")
-        return f"Notice sent to {sent.recipient}."
+        notice_dispatch_request(user=request.user, notice=notice)
+        return (f"Sending: the notice to {notice.recipient} is queued and goes out within moments. "
+                f"Reload the page to see it marked sent.")
 
     return _notice_action(request, reference, pk, form_key="", form=None, call=call)

@@ -24,6 +24,11 @@ ACTION_SUGGESTIONS = (
 )
 
 
+def _case_id(stream: str) -> int | None:
+    kind, _, value = stream.partition(":")
+    return int(value) if kind == "case" and value.isdigit() else None
+
+
 def _timeline(request, *, case=None):
     require_audit_access(request.user)
     form = AuditFilterForm(request.GET)
@@ -32,6 +37,14 @@ def _timeline(request, *, case=None):
                                      action=action or None)
     page = Paginator(events, EVENTS_PER_PAGE).get_page(request.GET.get("page"))
     labels = actor_labels(tenant_id=request.user.tenant_id, identifiers={e.actor_id for e in page})
+    case_ids = {_case_id(e.stream) for e in page} - {None}
+    if case is not None:
+        references = {case.pk: case.reference}
+    else:  # one query for the page's cases, through the tenant-scoped selector
+        references = dict(selectors.case_list_for_user(user=request.user).filter(pk__in=case_ids)
+                          .values_list("pk", "reference")) if case_ids else {}
+    for event in page:
+        event.case_reference = references.get(_case_id(event.stream), "")
     query = request.GET.copy()
     query.pop("page", None)
     return render(request, "web/audit/timeline.html", {
