@@ -105,3 +105,13 @@ def drive(run: AgentRun, *, worker_id: str = "test-worker", max_steps: int = 100
             if run.status in (*RunStatus.terminal(), RunStatus.WAITING) or outcome.action == "not_admitted":
                 break
     return run
+
+
+@pytest.fixture
+def test_graphs(monkeypatch):
+    """Register the graphs of tests/runs/graphs.py under their names for this test."""
+    from runs.graphs import GRAPHS
+
+    for name, attribute in {"test_loop": "LOOP", "test_wait": "WAIT", "test_crash": "CRASH", "test_chat": "CHAT",
+                            "test_tools": "TOOLS", "test_chat_loop": "CHAT_LOOP"}.items():
+        monkeypatch.setitem(GRAPHS, name, f"tests.runs.graphs:{attribute}")

@@ -1,0 +1,67 @@
+"""Small graphs for executor tests, registered per test with the `test_graphs` fixture."""
+
+from runs.graphs import Graph, Node, NodeContext
+from runs.schemas import ChatReply
+
+
+def tick(ctx: NodeContext):
+    count = ctx.get("count", 0) + 1
+    ctx.set("count", count)
+    ctx.note(f"tick {count}")
+    ctx.observe({"count": count}, key=f"tick-{count}")
+    if count >= int(ctx.input.get("n", 3)):
+        return ctx.end(f"{count} ticks")
+    return ctx.goto("tick")
+
+
+LOOP = Graph(name="test_loop", version="1", start="tick", requires_case=False, nodes=(Node("tick", tick),))
+
+
+def ask(ctx: NodeContext):
+    if not ctx.get("asked"):
+        ctx.set("asked", True)
+        return ctx.wait("needs a person's answer")
+    return ctx.end("answered")
+
+
+WAIT = Graph(name="test_wait", version="1", start="ask", requires_case=False, nodes=(Node("ask", ask),))
+
+
+def crash(ctx: NodeContext):
+    return {}["missing"]
+
+
+CRASH = Graph(name="test_crash", version="1", start="crash", requires_case=False, nodes=(Node("crash", crash),))
+
+
+def chat(ctx: NodeContext):
+    reply = ctx.call_model(schema=ChatReply, agent="chat",
+                           extra_context={"thread": {"summary": None, "recent": []}, "question": "hi"})
+    ctx.observe(reply)
+    return ctx.end(reply.answer)
+
+
+CHAT = Graph(name="test_chat", version="1", start="chat", requires_case=False, nodes=(Node("chat", chat),))
+
+
+def tools(ctx: NodeContext):
+    for index, call in enumerate(ctx.input.get("calls", [])):
+        result = ctx.tool(call["tool"], action=call.get("action", f"call-{index}"), args=call.get("args", {}))
+        ctx.observe({"ok": result.ok, "status": result.status, "error": result.error, "result": result.result},
+                    key=f"call-{index}")
+    return ctx.end("tools done")
+
+
+TOOLS = Graph(name="test_tools", version="1", start="tools", requires_case=True, nodes=(Node("tools", tools),))
+
+
+def chat_loop(ctx: NodeContext):
+    reply = ctx.call_model(schema=ChatReply, agent="chat", extra_context={"question": "again?"})
+    count = ctx.get("count", 0) + 1
+    ctx.set("count", count)
+    ctx.observe(reply, key=f"reply-{count}")
+    return ctx.end("enough") if count >= 3 else ctx.goto("chat")
+
+
+CHAT_LOOP = Graph(name="test_chat_loop", version="1", start="chat", requires_case=False,
+                  nodes=(Node("chat", chat_loop),))
