@@ -1,7 +1,18 @@
 # Arbiter. `make run` and `make test` are all a newcomer needs.
+#
+#   make run            venv + deps, migrate, demo data, web + Celery worker + beat (Ctrl-C stops all)
+#   make test           the whole suite on SQLite
+#   make test-postgres  the whole suite on PostgreSQL (DATABASE_URL, default postgres://postgres@127.0.0.1:5432/arbiter)
+#   make bench          a few performance figures on a throwaway database
+#   make lint           ruff
+#   make worker         a Celery worker alone (for deployments with their own web server)
+#
+# Everything else is configured by environment variables (see .env.example).
+
 PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
+# The stamp is named after pyproject.toml's content: `make install` is a no-op until it changes.
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-16)
 HOST ?= 127.0.0.1
 PORT ?= 8000
@@ -29,7 +40,10 @@ lint: install
 	$(VENV)/bin/ruff check .
 
 bench: install
-	DEBUG=1 $(PY) bench/run.py
+	DEBUG=$${DEBUG:-1} $(PY) bench/run.py $(BENCH_ARGS)
+
+worker: install
+	$(VENV)/bin/celery -A config worker --loglevel=$${LOG_LEVEL:-INFO}
 
 clean:
-	rm -rf $(VENV) var staticfiles
+	rm -rf $(VENV) var staticfiles *.egg-info
