@@ -245,7 +245,7 @@ def _prefers_short(context: dict) -> bool:
 # --- thread summariser ----------------------------------------------------------------------
 SUMMARY_LIMIT = 7600
 MAX_KEY_FACTS = 30
-_DECISION = re.compile(r"\b(?:approved|rejected|decided|agreed|proposal|proposed|recorded|closed|assigned|sent|"
+_DECISION = re.compile(r"\b(?:approved|rejected|decided|agreed|proposal|proposed|proposing|recorded|closed|assigned|sent|"
                        r"withdrawn|will)\b", re.IGNORECASE)
 
 

@@ -13,7 +13,7 @@ Scoring table
 | FRAUD-ID        | identity theft / fraud language ("identity theft", "not my account", ...)   | 3      | high   |
 | URGENCY         | foreclosure, eviction, garnishment, repossession, lawsuit, offset, deadline | 2      | —      |
 | MONEY-LOSS      | a stated amount above $1,000 ({$1100.00}, $1,250, $2k)                      | 2      | —      |
-| REPEAT-CONTACT  | "called 5 times", "multiple times", "again and again", or ≥ 4 dates        | 1      | —      |
+| REPEAT-CONTACT  | "called 5 times", "multiple times", "called them again", or ≥ 4 dates      | 1      | —      |
 | OLDER-AM        | case tag "Older American"                                                   | 1      | medium |
 | SCRA            | case tag "Servicemember" (or servicemember / veteran / military language)   | 1      | medium |
 
@@ -68,7 +68,9 @@ _REPEAT_COUNT = re.compile(
     r"\s+(?:\w+\s+)?times\b", re.IGNORECASE)
 _REPEAT_PHRASE = re.compile(
     r"\b(?:multiple|several|numerous|countless|many|so many|repeated) (?:times|calls|attempts|occasions|phone calls|letters|disputes)\b"
-    r"|\bagain and again\b|\bover and over\b|\brepeatedly\b|\btime after time\b",
+    r"|\bagain and again\b|\bover and over\b|\brepeatedly\b|\btime after time\b"
+    r"|\bevery time (?:i|we) (?:have )?(?:call|called|contact|contacted|spoke|speak)\b"
+    r"|\b(?:call|called|calling|contacted|wrote) (?:them |back |the \w+ )?(?:yet )?again\b",
     re.IGNORECASE)
 _SERVICEMEMBER = re.compile(r"\b(?:servicemember|service member|active duty|veteran|military|deployed|deployment)\b",
                             re.IGNORECASE)
@@ -127,8 +129,8 @@ def _evidence_signals(evidence_id: int | None, text: str) -> list[Signal]:
         dates = sorted(set(date_mentions(text)))
         if len(date_mentions(text)) >= REPEATED_DATES:
             found["REPEAT-CONTACT"] = Signal(
-                "REPEAT-CONTACT", f"{len(date_mentions(text))} dated events in one account of the complaint "
-                                  f"(e.g. {', '.join(dates[:3])})", evidence_id)
+                "REPEAT-CONTACT", f"{len(date_mentions(text))} date mentions in one account of the complaint "
+                                  f"({', '.join(dates[:3])}), a drawn-out dispute", evidence_id)
     return list(found.values())
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 from decimal import Decimal, InvalidOperation
 
 # One narrative in the CFPB sample is a Python bytes literal ("b'Loan#: ...\\n...'"), as some
@@ -18,7 +19,9 @@ def clean_narrative(text: str | None) -> str:
     text = (text or "").strip()
     if _BYTES_LITERAL.match(text):
         try:
-            value = ast.literal_eval(text)
+            with warnings.catch_warnings():  # "\X" in scrubbed text is an invalid escape: harmless
+                warnings.simplefilter("ignore")
+                value = ast.literal_eval(text)
         except (ValueError, SyntaxError):
             value = None
         if isinstance(value, bytes):
@@ -106,18 +109,25 @@ _INSTRUCTION_PATTERNS = [
     r"\bwithout (?:waiting for )?(?:approval|review|a supervisor)\b",
 ]
 _INSTRUCTION = re.compile("|".join(_INSTRUCTION_PATTERNS), re.IGNORECASE)
+# In a document (not in an analyst's own chat message), an imperative about the workbench's own
+# objects is also an instruction: "Set the risk to low.", "Close the case."
+_WORKBENCH_IMPERATIVE = re.compile(
+    r"^\W*(?:please\s+)?(?:set|change|lower|raise|mark|close|approve|send|assign|escalate|reopen)\b[^.!?]{0,40}"
+    r"\b(?:risk(?: level)?|this case|the case|notice|proposal|status)\b", re.IGNORECASE)
 
 
-def is_instruction(sentence: str) -> bool:
-    """Does this sentence address the assistant (an attempted instruction) rather than the facts?"""
-    return bool(_INSTRUCTION.search(sentence or ""))
+def is_instruction(sentence: str, *, in_document: bool = False) -> bool:
+    """Does this sentence address the assistant (an attempted instruction) rather than state facts?
+    `in_document`: the sentence comes from evidence, where workbench imperatives count too."""
+    sentence = sentence or ""
+    return bool(_INSTRUCTION.search(sentence) or (in_document and _WORKBENCH_IMPERATIVE.search(sentence)))
 
 
 def set_aside_instructions(text: str) -> tuple[str, list[str]]:
-    """(the text without instruction-like sentences, the sentences set aside)."""
+    """(the document text without instruction-like sentences, the sentences set aside)."""
     kept, dropped = [], []
     for sentence in split_sentences(text):
-        (dropped if is_instruction(sentence) else kept).append(sentence)
+        (dropped if is_instruction(sentence, in_document=True) else kept).append(sentence)
     return " ".join(kept), dropped
 
 
