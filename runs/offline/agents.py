@@ -348,6 +348,8 @@ def adjudicator(context: dict) -> dict:
     if status == "under_review":
         transition = "mark_ready" if sufficient else "request_evidence"
         why = f"evidence is {'sufficient' if sufficient else 'insufficient'} ({sufficiency})"
+        if sufficient and str(case.get("risk_level") or "unassessed") == "unassessed":
+            why += f"; the risk level ({level}) must be approved first, as mark_ready needs an assessed risk"
     elif status == "waiting_for_evidence":
         transition = "receive_evidence" if sufficient else None
         why = ("the requested evidence appears to be in" if sufficient

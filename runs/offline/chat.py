@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+from cases.policy import CAN_APPROVE_NOTICES, CAN_APPROVE_PROPOSALS
 from runs.offline.context import artifact_content, as_int, case_of, evidence_of
 from runs.offline.text import first_sentence, is_instruction, shorten, split_sentences
 
@@ -35,7 +36,15 @@ _NEGATED = re.compile(r"\b(?:don'?t|do not|never|not|no need to|shouldn'?t|shoul
                       r"(?:\s+\w+){0,3}\s*$", re.IGNORECASE)
 _APPROVAL_REQUEST = re.compile(r"\bapprove\b|\bauthori[sz]", re.IGNORECASE)
 
-APPROVER = "a supervisor"  # cases.policy.CAN_APPROVE_PROPOSALS / CAN_APPROVE_NOTICES
+
+
+def _approver_phrase(roles) -> str:
+    names = sorted(roles)
+    return "a " + " or a ".join(names) if names else "an authorised person"
+
+
+APPROVER = _approver_phrase(CAN_APPROVE_PROPOSALS)
+NOTICE_APPROVER = _approver_phrase(CAN_APPROVE_NOTICES)
 
 
 def _clauses(question: str) -> list[str]:
@@ -91,8 +100,8 @@ def _intent_sentence(intent: dict, status: str) -> str:
         return (f"I am proposing to set the risk level to {payload['risk_level']}; {APPROVER} must "
                 "approve it before the case changes.")
     if kind == "send_notice":
-        return (f"I will prepare a notice draft and submit it for approval; nothing is sent until {APPROVER} "
-                "approves it.")
+        return (f"I will prepare a notice draft and submit it for approval; nothing is sent until "
+                f"{NOTICE_APPROVER} approves it.")
     if kind == "assignment":
         return (f"I am proposing to assign the case to {payload['team']}; that needs approval by "
                 f"{APPROVER}.")
@@ -106,6 +115,7 @@ _TOPICS = (
     ("deadline", r"\bdeadlines?\b|\bdue\b|\bwhen\b|\bhow long\b|\bdays? left\b|\boverdue\b"),
     ("evidence", r"\bevidence\b|\bsummar\w*|\bwhat happened\b|\babout\b|\bcomplain\w*|\bnarrative\b|\bdocuments?\b|\bcite"),
     ("notice", r"\bnotices?\b|\bletters?\b|\backnowledg\w*"),
+    ("thread", r"\bwe discussed\b|\bearlier\b|\bso far\b|\bconversation\b|\bthread\b|\brecap\b"),
     ("findings", r"\bfindings?\b|\brecommend\w*|\bnext step|\bshould we\b|\bdisputes?\b|\banalys[ie]s\b|\bproduct\b|\bissue\b|\btriage\b"),
 )
 
@@ -209,6 +219,17 @@ def chat(context: dict) -> dict:
                 sentences.append(str(policy.get("notice_reason") or "No notice exists yet."))
             else:
                 sentences.append("No notice exists for this case yet.")
+        elif topic == "thread":
+            thread = context.get("thread") or {}
+            summary = str(thread.get("summary") or "").strip()
+            recent = [t for t in thread.get("recent") or [] if isinstance(t, dict) and t.get("role") == "user"]
+            if summary:
+                sentences.append("Earlier in this conversation: " + shorten(summary, 600))
+            elif recent:
+                sentences.append("Earlier you asked: " + "; ".join(
+                    first_sentence(str(t.get("content") or ""), 160) for t in recent[-3:]) + ".")
+            else:
+                sentences.append("This is the start of the conversation.")
         elif topic == "findings":
             adjudication = use("adjudication")
             triage_out = use("triage") if not adjudication else None

@@ -199,9 +199,21 @@ def _save_to_disk(path: Path, model: ComplaintClassifier) -> None:
         logger.warning("Could not write classifier cache %s; continuing in memory.", path, exc_info=True)
 
 
+_digests: dict[tuple[str, int, int], str] = {}
+
+
+def _digest_of(path: Path) -> str:
+    """The data file's sha256, re-read only when its size or modification time changes."""
+    stat = path.stat()
+    key = (str(path), stat.st_size, stat.st_mtime_ns)
+    if key not in _digests:
+        _digests[key] = file_sha256(path)
+    return _digests[key]
+
+
 def get_classifier(path: Path = DATA_FILE, *, use_disk_cache: bool = True) -> ComplaintClassifier:
     """The trained classifier for `path`, trained once per process (and per data-file content)."""
-    digest = file_sha256(path)
+    digest = _digest_of(path)
     with _lock:
         model = _cache.get(digest)
         if model is not None:

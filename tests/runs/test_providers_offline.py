@@ -535,3 +535,22 @@ def test_thread_summary_of_a_long_thread_stays_within_the_schema():
     output = ask("thread_summarizer", {"thread": {"summary": None, "recent": turns}}).output
     assert len(output.summary) <= 8000 and len(output.key_facts) <= 30
     assert "further turn(s) not itemised" in output.summary
+
+
+def test_chat_recalls_the_thread_and_refuses_to_approve():
+    context = context_for(OLDER_AMERICAN_ROW)
+    context["thread"] = {"summary": "The analyst asked about the refund; the assistant cited E11.", "recent": []}
+    context["question"] = "What did we discuss earlier? Can you approve the refund proposal?"
+    reply = ask("chat", context).output
+    assert "Earlier in this conversation: The analyst asked about the refund" in reply.answer
+    assert reply.intents == []
+    assert "cannot approve" in reply.answer and "a supervisor approves" in reply.answer
+
+
+def test_chat_without_a_recognised_topic_gives_an_overview():
+    context = context_for(OLDER_AMERICAN_ROW, status="triaged", version=2)
+    context["question"] = "Hello?"
+    reply = ask("chat", context).output
+    assert reply.answer.startswith("CASE-2026-000042 is triaged (version 2).")
+    assert "no risk assessment has been run yet" in reply.answer
+    assert (reply.cited.case_status, reply.cited.case_version, reply.cited.artifact_ids) == ("triaged", 2, [])
