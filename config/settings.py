@@ -194,6 +194,31 @@ ARBITER_NOTICE_DISPATCH_RETRY_BACKOFF_SECONDS = env_int("ARBITER_NOTICE_DISPATCH
                                                         minimum=1)
 CELERY_BEAT_SCHEDULE_FILENAME = env_str("CELERY_BEAT_SCHEDULE_FILENAME", str(VAR_DIR / "celerybeat-schedule"))
 
+# --- Browser UI and API docs (web/, cases/api/) --------------------------------------------
+# Domain errors raised while a browser page is rendered map to a page (409/403/404/400) in one
+# place, web.errors.DomainErrorMiddleware; the REST API maps them in core.api.exception_handler.
+MIDDLEWARE = [*MIDDLEWARE, "web.errors.DomainErrorMiddleware"]
+# Swagger UI (/api/docs/) is served from drf-spectacular-sidecar's bundled static files, so the
+# API docs work offline: no CDN, no external URL.
+INSTALLED_APPS = [*INSTALLED_APPS, "drf_spectacular_sidecar"]
+SPECTACULAR_SETTINGS = {
+    **SPECTACULAR_SETTINGS,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SCHEMA_PATH_PREFIX": r"/api/v1",
+    # Several models have a `status` / `kind`; name each choice set after its model.
+    "ENUM_NAME_OVERRIDES": {
+        "CaseStatusEnum": "cases.models.CaseStatus",
+        "ProposalStatusEnum": "cases.models.ProposalStatus",
+        "NoticeStatusEnum": "cases.models.NoticeStatus",
+        "ProposalKindEnum": "cases.models.ProposalKind",
+        "EvidenceKindEnum": "cases.models.EvidenceKind",
+        "RiskLevelEnum": "cases.models.RiskLevel",
+    },
+}
+
 # --- Agent runs (runs/, docs/runs-contract.md) ---------------------------------------------
 # Default budgets of a run (DESIGN §4); run_start may lower or raise them per run.
 ARBITER_RUN_MAX_STEPS = env_int("ARBITER_RUN_MAX_STEPS", 40, minimum=1)
