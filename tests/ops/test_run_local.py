@@ -34,13 +34,15 @@ def _free_port() -> int:
 
 
 class Launcher:
-    """scripts/run_local.py in the background, its output collected line by line."""
+    """scripts/run_local.py in the background, its output collected line by line. By default on
+    its own SQLite database and filesystem broker; `services` points it at others."""
 
-    def __init__(self, var_dir: Path, port: int):
+    def __init__(self, var_dir: Path, port: int, services: dict[str, str] | None = None):
         self.env = {key: value for key, value in os.environ.items()
                     if key not in {"DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE"}}
         self.env |= {"DEBUG": "1", "ARBITER_VAR_DIR": str(var_dir), "HOST": "127.0.0.1", "PORT": str(port),
                      "EMAIL_BACKEND": "django.core.mail.backends.filebased.EmailBackend"}
+        self.env |= services or {}
         self.env.pop("EMAIL_FILE_PATH", None)
         self.port = port
         self.var_dir = var_dir
@@ -218,3 +220,57 @@ def test_a_busy_port_is_refused_with_a_message_before_anything_starts(tmp_path):
     assert f"port {port} on 127.0.0.1 is already in use" in launcher.output
     assert f"make run PORT={port + 1}" in launcher.output
     assert not (tmp_path / "arbiter.sqlite3").exists()  # nothing was prepared
+
+
+REDIS_URL = os.environ.get("ARBITER_TEST_REDIS_URL", "redis://127.0.0.1:6379/2")
+
+
+@pytest.fixture
+def postgres_database():
+    """A database of its own for `make run`, beside the suite's (dropped afterwards)."""
+    import dj_database_url
+    import psycopg
+
+    url = os.environ["DATABASE_URL"]
+    params = dj_database_url.parse(url)
+    name = f"{params['NAME']}_run_local"
+    admin = psycopg.connect(host=params["HOST"] or "127.0.0.1", port=params["PORT"] or 5432,
+                            user=params["USER"], password=params["PASSWORD"] or None, dbname="postgres",
+                            autocommit=True)
+    admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
+    admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield url.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
+
+
+@pytest.mark.postgres
+def test_make_run_on_postgresql_and_redis_by_environment_variables_only(tmp_path, postgres_database):
+    import redis
+
+    try:
+        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2).ping()
+    except redis.exceptions.ConnectionError:
+        pytest.skip(f"needs Redis at {REDIS_URL} (.ci/run starts it; ARBITER_TEST_REDIS_URL to change)")
+    launcher = Launcher(tmp_path, _free_port(),
+                        services={"DATABASE_URL": postgres_database, "CELERY_BROKER_URL": REDIS_URL})
+    try:
+        launcher.wait_for(r"Arbiter is running at")
+        assert f"[run] database: {postgres_database}" in launcher.output
+        assert "Celery worker + beat on redis://" in launcher.output
+        assert "42 cases created" in launcher.output
+        launcher.wait_for(r"\[worker\].*Connected to redis://")
+        launcher.wait_for(r"\[worker\].*ready\.")
+        notice_pk, _ = re.search(r"ENQUEUED (\d+) (\S+)", launcher.manage("shell", "-c", ENQUEUE)).groups()
+        launcher.wait_for(r"notice_dispatch_task\[[^\]]+\] succeeded in [\d.]+s: 'sent'", timeout=60)
+        assert len(list((tmp_path / "outbox").glob("*.log"))) == 1
+        assert "STATUS sent" in launcher.manage("shell", "-c", STATUS.format(pk=notice_pk))
+        assert not (tmp_path / "arbiter.sqlite3").exists()  # nothing fell back to SQLite
+        pids = launcher.child_pids()
+        launcher.process.send_signal(signal.SIGTERM)
+        assert launcher.process.wait(timeout=60) == 0
+        assert _left_running(pids) == []
+    finally:
+        launcher.stop()
