@@ -287,7 +287,7 @@ def thread_summarizer(context: dict) -> dict:
     lines, facts, open_questions = [], [], []
     for position, turn in enumerate(turns):
         role = str(turn.get("role") or "user")
-        who = str(turn.get("author") or ("Assistant" if role == "assistant" else "User"))
+        who = str(turn.get("author") or {"assistant": "Assistant", "user": "User"}.get(role, role.capitalize()))
         label = f"#{turn.get('sequence')}" if turn.get("sequence") is not None else f"turn {position + 1}"
         text = _turn_text(str(turn["content"]))
         if role == "user":
