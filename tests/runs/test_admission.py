@@ -1,0 +1,75 @@
+"""Admission: the tenant cap, FIFO order with queue positions, and per-thread ordering."""
+
+from __future__ import annotations
+
+import pytest
+
+from conversations.services import thread_create
+from runs import services
+from runs.executor import admission_order, run_step
+from runs.models import AgentRun, RunStatus
+from runs.selectors import run_queue_position, thread_pending_runs
+from tests.runs.conftest import drive
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def start(analyst, tenant, test_graphs):
+    def make(**kwargs):
+        kwargs.setdefault("graph", "test_loop")
+        kwargs.setdefault("input", {"n": 2})
+        return services.run_start(actor=analyst, tenant=tenant, enqueue=False, **kwargs)
+    return make
+
+
+def test_the_tenant_cap_holds_extra_runs_queued_in_fifo_order(start, settings, enqueued, outsider,
+                                                               django_capture_on_commit_callbacks):
+    settings.ARBITER_TENANT_MAX_CONCURRENT_RUNS = 2
+    runs = [start() for _ in range(4)]
+    assert [run_queue_position(run=r) for r in runs] == [1, 2, 3, 4]
+    assert [run_step(run_id=r.pk, worker_id="w").action for r in runs] == [
+        "executed", "executed", "not_admitted", "not_admitted"]
+    for r in runs:
+        r.refresh_from_db()
+    assert [r.status for r in runs] == ["running", "running", "queued", "queued"]
+    assert [run_queue_position(run=r) for r in runs] == [None, None, 1, 2]
+    # Another tenant's queue is independent.
+    other = services.run_start(actor=outsider, tenant=outsider.tenant, graph="test_loop", enqueue=False)
+    assert run_step(run_id=other.pk, worker_id="w").action == "executed"
+
+    # The first run finishes: its slot goes to the oldest queued run, which is enqueued on commit.
+    with django_capture_on_commit_callbacks(execute=True):
+        run_step(run_id=runs[0].pk, worker_id="w")
+    assert (runs[2].pk, None, 0) in enqueued and (runs[3].pk, None, 0) not in enqueued
+    # FIFO: the newer run cannot jump the queue even with a slot free.
+    assert run_step(run_id=runs[3].pk, worker_id="w").action == "not_admitted"
+    assert run_step(run_id=runs[2].pk, worker_id="w").action == "executed"
+    assert AgentRun.objects.filter(tenant=runs[0].tenant, status=RunStatus.RUNNING).count() == 2
+
+
+def test_admission_order_skips_thread_blocked_runs(start, analyst, tenant, case, settings):
+    settings.ARBITER_TENANT_MAX_CONCURRENT_RUNS = 3
+    thread = thread_create(actor=analyst, tenant=tenant, title="Questions", case=case)
+    first = start(thread=thread, case=case)
+    second = start(thread=thread, case=case)
+    unrelated = start()
+    assert admission_order(tenant.pk) == [first.pk, unrelated.pk]
+    assert [r.pk for r in thread_pending_runs(thread_id=thread.pk)] == [first.pk, second.pk]
+
+
+def test_a_threads_runs_start_in_order(start, analyst, tenant, case, enqueued, django_capture_on_commit_callbacks):
+    thread = thread_create(actor=analyst, tenant=tenant, title="Questions", case=case)
+    first = start(thread=thread, case=case, graph="test_wait")
+    second = start(thread=thread, case=case)
+    assert run_step(run_id=second.pk, worker_id="w").action == "not_admitted"
+    first = drive(first)
+    assert first.status == RunStatus.WAITING  # unfinished: still blocks the thread
+    assert run_step(run_id=second.pk, worker_id="w").action == "not_admitted"
+    services.run_resume(actor=analyst, run=first, enqueue=False)
+    with django_capture_on_commit_callbacks(execute=True):
+        drive(first)
+    assert (second.pk, None, 0) in enqueued
+    second = drive(second)
+    assert second.status == RunStatus.COMPLETED
+    assert second.started_at > first.finished_at
