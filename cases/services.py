@@ -306,6 +306,12 @@ def case_transition(*, actor, case: Case, transition: str, reason: str = "",
     return locked
 
 
+def _check_same_case(existing, case: Case, idempotency_key: str) -> None:
+    """An idempotency key names one action on one case; reusing it elsewhere is a caller bug."""
+    if existing.case_id != case.pk:
+        raise Conflict(f"The idempotency key {idempotency_key!r} was already used for another case.")
+
+
 # --- proposals ----------------------------------------------------------------------------
 
 def _validate_proposal(*, case: Case, kind: str, payload: dict, evidence_refs: list) -> dict:
@@ -366,6 +372,7 @@ def proposal_create(*, actor, case: Case, kind: str, payload: dict, rationale: s
     if idempotency_key:
         existing = Proposal.objects.filter(tenant_id=case.tenant_id, idempotency_key=idempotency_key).first()
         if existing:
+            _check_same_case(existing, case, idempotency_key)
             return existing
     if not (rationale or "").strip():
         raise Invalid("A proposal needs a rationale.", fields={"rationale": ["Explain why."]})
@@ -382,7 +389,9 @@ def proposal_create(*, actor, case: Case, kind: str, payload: dict, rationale: s
             proposal.save()
     except IntegrityError:
         # A concurrent copy of this call won the idempotency key: return its proposal.
-        return Proposal.objects.get(tenant_id=locked.tenant_id, idempotency_key=idempotency_key)
+        existing = Proposal.objects.get(tenant_id=locked.tenant_id, idempotency_key=idempotency_key)
+        _check_same_case(existing, locked, idempotency_key)
+        return existing
     _record(case=locked, actor=actor, event_type="proposal.created",
             payload={"proposal_id": proposal.pk, "kind": kind, "payload": clean}, run_id=run_id,
             audit_action="cases.proposal.created", target_type="proposal", target_id=proposal.pk,
@@ -553,6 +562,7 @@ def notice_draft(*, actor, case: Case, subject: str, body: str, recipient: str =
     if idempotency_key:
         existing = Notice.objects.filter(tenant_id=case.tenant_id, idempotency_key=idempotency_key).first()
         if existing:
+            _check_same_case(existing, case, idempotency_key)
             return existing
     recipient = (recipient or case.complainant_email or "").strip()
     _validate_notice_content(recipient=recipient, subject=subject, body=body)
@@ -567,7 +577,9 @@ def notice_draft(*, actor, case: Case, subject: str, body: str, recipient: str =
         with transaction.atomic():
             notice.save()
     except IntegrityError:
-        return Notice.objects.get(tenant_id=locked.tenant_id, idempotency_key=idempotency_key)
+        existing = Notice.objects.get(tenant_id=locked.tenant_id, idempotency_key=idempotency_key)
+        _check_same_case(existing, locked, idempotency_key)
+        return existing
     _record(case=locked, actor=actor, event_type="notice.drafted",
             payload={"notice_id": notice.pk, "content_hash": notice.content_hash, "kind": kind},
             audit_action="cases.notice.drafted", target_type="notice", target_id=notice.pk, run_id=run_id)
@@ -636,7 +648,10 @@ def notice_submit(*, actor, notice: Notice) -> Notice:
 def _check_notice_approver(*, actor: Actor, notice: Notice, verb: str) -> User:
     user = _require_role(actor, policy.CAN_APPROVE_NOTICES, f"{verb} notices")
     _require_tenant(actor, notice.tenant_id)
-    if actor.identifier in {notice.drafted_by, notice.last_edited_by}:
+    wrote_it = actor.identifier in {notice.drafted_by, notice.last_edited_by} or CaseEvent.objects.filter(
+        case_id=notice.case_id, event_type__in=["notice.drafted", "notice.edited"], payload__notice_id=notice.pk,
+        actor_id=actor.identifier).exists()
+    if wrote_it:
         raise Forbidden(f"You drafted or edited this notice, so you cannot {verb} it: another supervisor "
                         f"must (four eyes).")
     return user
@@ -675,9 +690,9 @@ def notice_approve(*, actor, notice: Notice, content_hash: str, note: str = "") 
 def notice_reject(*, actor, notice: Notice, note: str) -> Notice:
     """A supervisor (not its drafter) rejects a notice pending approval, with a reason."""
     actor = coerce_actor(actor)
+    user = _check_notice_approver(actor=actor, notice=notice, verb="reject")
     if not (note or "").strip():
         raise Invalid("Say why the notice is rejected.", fields={"note": ["A reason is required."]})
-    user = _check_notice_approver(actor=actor, notice=notice, verb="reject")
     case = _lock_case(notice.case_id)
     locked = _lock_notice(notice)
     if locked.status != NoticeStatus.PENDING_APPROVAL:
