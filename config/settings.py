@@ -184,6 +184,8 @@ CONVERSATIONS_KEEP_RECENT = env_int("CONVERSATIONS_KEEP_RECENT", 6, minimum=1)
 CONVERSATIONS_CONTEXT_MAX_ROWS = env_int("CONVERSATIONS_CONTEXT_MAX_ROWS", 200, minimum=10)
 # At most this many messages are folded into a summary by one compaction run.
 CONVERSATIONS_COMPACTION_BATCH = env_int("CONVERSATIONS_COMPACTION_BATCH", 400, minimum=10)
+# ... and at most this many tokens of them (each turn cut to a tenth of it) go to the summariser.
+CONVERSATIONS_COMPACTION_INPUT_TOKENS = env_int("CONVERSATIONS_COMPACTION_INPUT_TOKENS", 6000, minimum=500)
 CONVERSATIONS_MESSAGE_MAX_CHARS = env_int("CONVERSATIONS_MESSAGE_MAX_CHARS", 8000, minimum=100)
 
 # --- Operations: notice dispatch task, Celery beat --------------------------------------------

@@ -268,15 +268,16 @@ def thread_compact(*, actor, thread: Thread):
     unfinished it is returned instead of starting another (checked under the thread lock, which
     every compaction start takes, so two callers cannot both start one).
 
-    Callers: a person (analyst/supervisor), or the chat assistant when a context would exceed its
-    budget. Refuses, changing nothing: other roles (Forbidden), another tenant's thread (NotFound),
-    a thread with nothing to compact (NotAllowed: the last turns always stay verbatim)."""
+    Callers: a person (analyst/supervisor), or the system when a chat context would exceed its
+    budget (the chat graph does this in its step's commit; agents cannot start runs themselves).
+    Refuses, changing nothing: agents and other roles (Forbidden), another tenant's thread
+    (NotFound), a thread with nothing to compact (NotAllowed: the last turns stay verbatim)."""
     actor = coerce_actor(actor)
+    if actor.is_agent:
+        raise Forbidden("Agents cannot start compaction; the system does when a context outgrows its budget.")
     if actor.is_user:
         _require_person(actor, CAN_CHAT, "compact conversation threads")
         _require_tenant(actor, thread.tenant_id)
-    elif not actor.is_agent:
-        raise Forbidden("Only people and the assistant compact threads.")
     locked = _lock_thread(thread)
     unfinished = _unfinished_run(thread=locked, graph=COMPACTION_GRAPH)
     if unfinished is not None:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 GRAPHS: dict[str, str] = {
     "case_analysis": "runs.graphs.case_analysis:GRAPH",
     "chat": "runs.graphs.chat:GRAPH",
+    "thread_compaction": "runs.graphs.chat:COMPACTION_GRAPH",
 }
 
 PHASES = ("planning", "executing", "reflecting", "done", "error")

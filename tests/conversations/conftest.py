@@ -33,3 +33,36 @@ def fill_thread(thread: Thread, count: int, *, author, start: int = 1, words: in
     Thread.objects.filter(pk=thread.pk).update(last_sequence=start + count - 1)
     thread.refresh_from_db()
     return created
+
+
+@pytest.fixture(autouse=True)
+def enqueued(monkeypatch):
+    """Steps the code enqueues, as (run_id, expected_sequence); nothing reaches a broker. Tests
+    drive runs themselves through the executor (drive), as a worker would."""
+    calls: list[tuple[int, int | None]] = []
+
+    def record(run_id, *, expected_sequence=None, countdown=0):
+        calls.append((run_id, expected_sequence))
+
+    monkeypatch.setattr("runs.tasks.enqueue_step", record)
+    return calls
+
+
+def drive(run_id: int, *, worker_id: str = "test-worker", max_steps: int = 20):
+    """Execute a run's steps through runs.executor.run_step until it stops; returns the run."""
+    from runs.executor import run_step
+    from runs.models import AgentRun, RunStatus
+
+    for _ in range(max_steps):
+        outcome = run_step(run_id=run_id, worker_id=worker_id, enqueue=False)
+        if outcome.action in ("not_admitted", "finished", "missing") or outcome.status != RunStatus.RUNNING:
+            break
+    return AgentRun.objects.get(pk=run_id)
+
+
+def post_and_answer(thread: Thread, author, text: str):
+    """Post through the service, then run the chat run that answers it. Returns (question, reply, run)."""
+    question = services.message_post(actor=author, thread=thread, content=text)
+    run = drive(int(question.reply_run_id))
+    reply = Message.objects.filter(in_reply_to=question).first()
+    return question, reply, run

@@ -2,11 +2,15 @@
 
 import hashlib
 
+import pytest
+from django.core.management import call_command
+
 from cases import services as case_services
 from conversations import services
 from conversations.drift import cited_fact_drift
 from conversations.models import Message
 from core.actors import Actor
+from tests.conversations.conftest import post_and_answer
 
 CHAT = Actor.agent("chat", "1")
 
@@ -57,3 +61,18 @@ def test_only_the_latest_citing_answer_of_a_thread_is_checked(thread, analyst, s
     assert len(cited_fact_drift()) == 1
     ask_and_answer(thread, analyst, case, text="And now?")  # a fresh answer supersedes the old one
     assert cited_fact_drift() == []
+
+
+def test_drift_report_flags_a_chat_answer_after_the_case_changes(thread, analyst, supervisor, case, capsys):
+    _question, reply, _run = post_and_answer(thread, analyst, "What is the status?")
+    assert (reply.cited_case_status, reply.cited_case_version) == ("new", case.version)
+    call_command("drift_report", "--check", "conversation_cited_facts")
+    assert "No drift found" in capsys.readouterr().out
+
+    case_services.case_transition(actor=supervisor, case=case, transition="triage")
+    with pytest.raises(SystemExit) as exited:
+        call_command("drift_report", "--check", "conversation_cited_facts")
+    assert exited.value.code == 1
+    out = capsys.readouterr().out
+    assert f"message:{reply.pk}" in out and f"thread:{thread.pk}" in out and f"case:{case.reference}" in out
+    assert "cites" in out and "the case is now triaged" in out
