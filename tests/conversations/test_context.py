@@ -149,3 +149,25 @@ def test_context_never_exceeds_its_budget(thread, analyst, budget):
     fill_thread(thread, 300, author=analyst, words=30)
     summarise(thread, 100, text="summary " * 500)
     assert thread_context_build(thread=thread, budget=budget).tokens <= budget
+
+
+
+def test_answering_in_a_5000_message_thread_costs_the_same_as_in_a_500_message_one(analyst, case):
+    """The whole chat step (admission, context, model call, reply, commit) — not only the builder —
+    issues the same number of queries whatever the thread's length."""
+    from runs.executor import run_step
+
+    measured = {}
+    for length in (500, 5000):
+        thread = services.thread_create(actor=analyst, tenant=analyst.tenant, case=case, title=f"{length}")
+        fill_thread(thread, length, author=analyst)
+        summarise(thread, length - 20)
+        question = services.message_post(actor=analyst, thread=thread, content="What is the status?")
+        with CaptureQueriesContext(connection) as queries:
+            outcome = run_step(run_id=int(question.reply_run_id), worker_id="w", enqueue=False)
+        assert outcome.status == "completed"
+        refs = Message.objects.get(in_reply_to=question).metadata["thread_context"]
+        assert refs["tokens"] <= thread.context_token_budget
+        assert refs["message_sequences"] == list(range(length - 19, length + 1))
+        measured[length] = len(queries)
+    assert measured[500] == measured[5000]
