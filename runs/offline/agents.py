@@ -34,8 +34,15 @@ _REMEDY = re.compile(
     r"|would like|forgiv\w*|discharg\w*|cancel\w*|waiv\w*|compensat\w*|return (?:my|the)|credit (?:back|my)"
     r"|stop (?:the|all|calling|collect\w*|report\w*)|reduc\w*|lower my|adjust\w*|resolve\w*|demand\w*)\b",
     re.IGNORECASE)
-_FIRST_PERSON_ASK = re.compile(r"\b(?:i|we)\s+(?:\w+\s+){0,2}(?:want|would like|request|am requesting|ask|need|demand)\b"
-                               r"|\bplease\b", re.IGNORECASE)
+_FIRST_PERSON_ASK = re.compile(
+    r"\b(?:i|we)\s+(?:\w+\s+){0,2}(?:want|would like|request|am requesting|are requesting|ask|am asking|need|demand"
+    r"|expect|hope)\b|\bplease\b"
+    r"|\b(?:should|must|needs? to) be (?:removed|corrected|deleted|refunded|discharged|forgiven|fixed|updated"
+    r"|reversed|credited|blocked|suppressed|returned|cancell?ed|waived|adjusted)\b", re.IGNORECASE)
+
+
+_REMEDY_NOUN = re.compile(r"\b(?:refund|reimbursement|discharge|forgiveness|removal|deletion|correction|"
+                          r"compensation|cancellation|waiver|reversal|chargeback)s?\b", re.IGNORECASE)
 
 
 def _classifier_text(case: dict, evidence: list[EvidenceText]) -> str:
@@ -44,17 +51,27 @@ def _classifier_text(case: dict, evidence: list[EvidenceText]) -> str:
 
 
 def requested_remedy(evidence: list[EvidenceText]) -> str:
+    """The sentence(s) in which the complainant asks for something: first-person requests ("I
+    would like these items removed", "please refund") first; a sentence with only remedy words
+    qualifies when it has at least two of them."""
     candidates = []
     for order, item in enumerate(evidence):
         sentences = split_sentences(item.text)
         for index, sentence in enumerate(sentences):
             hits = len(_REMEDY.findall(sentence))
-            if not hits:
+            asks = bool(_FIRST_PERSON_ASK.search(sentence))
+            if not hits or (not asks and hits < 2):
                 continue
-            weight = hits + (2 if _FIRST_PERSON_ASK.search(sentence) else 0)
+            weight = hits + (3 if asks else 0)
             weight += index / max(len(sentences), 1)  # requests usually close a narrative
             candidates.append((weight, order, index, sentence))
     if not candidates:
+        # No explicit request: the first sentence naming a remedy ("I have waited a year for a
+        # refund") shows what is wanted, and is labelled as implied.
+        for item in evidence:
+            for sentence in split_sentences(item.text):
+                if _REMEDY_NOUN.search(sentence):
+                    return shorten("Implied by the narrative: " + sentence, 1000)
         return "No specific remedy is stated in the evidence."
     best = sorted(candidates, key=lambda c: (-c[0], c[1], c[2]))[:2]
     best.sort(key=lambda c: (c[1], c[2]))

@@ -213,6 +213,19 @@ def test_triage_classifies_when_the_case_has_no_labels():
     assert "suppression" in output.requested_remedy
 
 
+@pytest.mark.parametrize(("text", "remedy"), [
+    ("The servicer added late fees. I would like the late fees refunded. Thank you.",
+     "I would like the late fees refunded."),
+    ("I have waited a year for a refund on my overpayment. Nobody calls back.",
+     "Implied by the narrative: I have waited a year for a refund on my overpayment."),
+    ("My payment posted late. They told me it was processed.", "No specific remedy is stated in the evidence."),
+])
+def test_requested_remedy_prefers_explicit_requests(text, remedy):
+    output = ask("triage", {"case": {"product": "Student loan", "issue": "x", "company": "C"},
+                            "evidence": [{"id": 1, "text": text}]}).output
+    assert output.requested_remedy == remedy
+
+
 def test_triage_without_any_text_says_so():
     context = {"case": {"reference": "CASE-1", "status": "new", "company": ""}, "evidence": []}
     output = ask("triage", context).output
