@@ -354,3 +354,12 @@ def test_redaction_hides_content_from_contexts_and_views_while_the_audit_keeps_t
 def test_message_list_is_tenant_scoped(thread, analyst, outsider):
     services.message_post(actor=analyst, thread=thread, content="Hello")
     assert list(message_list_for_user(user=outsider, thread=thread)) == []
+
+
+def test_a_thread_without_a_case_is_answered_and_explains_that_changes_need_a_case(analyst):
+    thread = services.thread_create(actor=analyst, tenant=analyst.tenant, title="General questions")
+    question, reply, run = post_and_answer(thread, analyst, "Please close the case.")
+    assert (run.status, run.case_id) == (RunStatus.COMPLETED, None)
+    assert not Proposal.objects.exists()
+    assert "not about a case" in reply.content
+    assert (reply.cited_case_status, reply.cited_case_version) == ("", None)  # nothing to drift from
