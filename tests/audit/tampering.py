@@ -9,6 +9,31 @@ from audit.triggers import SQLITE_FORWARD, SQLITE_REVERSE
 
 
 @contextmanager
+def table_triggers_disabled(table: str, noun: str):
+    """The same for another app's append-only table (case events, evidence)."""
+    from audit.triggers import append_only_statements
+
+    forward, reverse = append_only_statements(table, connection.vendor, noun=noun)
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            for sql in reverse:
+                cursor.execute(sql)
+        else:
+            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+            cursor.execute(f"ALTER TABLE {table} DISABLE TRIGGER {table}_append_only")
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            if connection.vendor == "sqlite":
+                for sql in forward:
+                    cursor.execute(sql)
+            else:
+                cursor.execute(f"ALTER TABLE {table} ENABLE TRIGGER {table}_append_only")
+                cursor.execute("SET CONSTRAINTS ALL DEFERRED")
+
+
+@contextmanager
 def triggers_disabled():
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
