@@ -20,6 +20,7 @@ offline (core.tokens) when a server omits them.
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -64,6 +65,16 @@ def response_format_for(schema: type[BaseModel]) -> dict:
             "strict": strict,
         },
     }
+
+
+_FENCE = re.compile(r"^\s*```(?:json|JSON)?\s*\n(?P<body>.*?)\n?\s*```\s*$", re.DOTALL)
+
+
+def json_text(raw: str) -> str:
+    """The JSON in a model's answer. Servers without structured outputs often wrap it in a
+    ```json fence; the fence is dropped (the raw answer is still what gets recorded)."""
+    match = _FENCE.match(raw or "")
+    return match.group("body") if match else raw
 
 
 def retry_message(schema: type[BaseModel], errors: str) -> dict[str, str]:
@@ -131,7 +142,7 @@ class OpenAICompatibleProvider:
             prompt_tokens += usage.prompt_tokens if usage else count_message_tokens(messages)
             completion_tokens += usage.completion_tokens if usage else count_tokens(raw)
             try:
-                output = schema.model_validate_json(raw)
+                output = schema.model_validate_json(json_text(raw))
             except ValidationError as error:
                 errors = str(error)
                 if attempt == 1:

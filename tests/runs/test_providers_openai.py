@@ -89,6 +89,16 @@ def test_free_form_payload_schema_is_sent_non_strict():
     assert response_format_for(TriageOutput)["json_schema"]["strict"] is True
 
 
+def test_a_fenced_json_answer_is_accepted_and_recorded_raw(provider, fake_openai):  # noqa: F811
+    fenced = "```json\n" + json.dumps(GOOD_RISK) + "\n```"
+    fake_openai.reply_content(fenced)
+
+    response = provider.complete(risk_request())
+
+    assert response.attempts == 1 and response.output.risk_level == "high"
+    assert response.raw == fenced
+
+
 def test_malformed_json_is_retried_once_with_the_parse_error(provider, fake_openai):  # noqa: F811
     fake_openai.reply_content('{"risk_level": "high", "rationale": ', usage=(100, 10))
     fake_openai.reply_json(GOOD_RISK, usage=(150, 40))
