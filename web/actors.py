@@ -27,9 +27,9 @@ def actor_labels(*, tenant_id: int, identifiers: Iterable[str],
             labels[identifier] = users[int(rest)]
         elif kind == "agent":
             name, _, version = rest.partition("@")
-            labels[identifier] = f"{name} {version} (agent)".replace("  ", " ")
+            labels[identifier] = f"{name} {version}".strip()
         elif kind == "system":
-            labels[identifier] = f"{rest} (system)"
+            labels[identifier] = rest
         else:
             labels[identifier] = identifier
     return labels

@@ -218,7 +218,7 @@ def test_review_inbox_lists_pending_proposals_and_notices(client, supervisor, an
     notice = services.notice_draft(actor=analyst, case=case, subject="We received your complaint", body="Hello.")
     services.notice_submit(actor=analyst, notice=notice)
     html = page(client, supervisor, reverse("web:review_inbox")).content.decode()
-    assert "risk_assessor 1.0 (agent)" in html and "Risk level → High" in html
+    assert "risk_assessor 1.0 <span class=\"tag\">agent</span>" in html and "Risk level → High" in html
     assert "We received your complaint" in html and "v2 <span class=\"muted small\">(current)</span>" in html
 
 

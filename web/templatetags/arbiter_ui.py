@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from django import template
+from django.utils.html import format_html
 
 from web.forms import TRANSITION_LABELS
 
@@ -13,8 +14,15 @@ register = template.Library()
 
 @register.filter
 def actor(identifier: str, labels: dict) -> str:
-    """`{{ event.actor_id|actor:labels }}`: a readable name for a recorded actor identifier."""
-    return (labels or {}).get(identifier, identifier) if identifier else "—"
+    """`{{ event.actor_id|actor:labels }}`: a readable name for a recorded actor identifier, tagged
+    when the actor is an agent or the system rather than a person."""
+    if not identifier:
+        return "—"
+    label = (labels or {}).get(identifier, identifier)
+    kind = identifier.partition(":")[0]
+    if kind in ("agent", "system"):
+        return format_html('{} <span class="tag">{}</span>', label, kind)
+    return label
 
 
 @register.filter

@@ -1,0 +1,157 @@
+"""End to end in Debian's Chromium (Playwright's sync API, no downloaded browser): people log
+in, work a case through the htmx actions, and meet the refusals the services make."""
+
+import os
+import shutil
+
+import pytest
+
+# Playwright's sync API runs an asyncio loop in this thread; the ORM calls the tests make between
+# browser steps are plain synchronous calls, so Django's async-safety guard is lifted here.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+from cases import services  # noqa: E402
+from cases.models import NoticeStatus, ProposalStatus  # noqa: E402
+from tests.factories import make_case  # noqa: E402
+
+CHROMIUM = "/usr/bin/chromium"
+SCREENSHOT = "/tmp/arbiter-case.png"
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(not shutil.which(CHROMIUM), reason=f"needs Chromium at {CHROMIUM}"),
+]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                  "--disable-sync", "--no-first-run"])
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def new_page(browser, live_server):
+    contexts = []
+
+    def make(*, javascript: bool = True):
+        context = browser.new_context(viewport={"width": 1360, "height": 900}, java_script_enabled=javascript,
+                                      base_url=live_server.url)
+        contexts.append(context)
+        page = context.new_page()
+        page.set_default_timeout(15_000)
+        return page
+
+    yield make
+    for context in contexts:
+        context.close()
+
+
+def log_in(page, username: str):
+    page.goto("/accounts/login/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill("pw-for-tests")
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url("**/")
+    assert page.get_by_role("heading", name="Case queue").is_visible()
+
+
+def mark_document(page):
+    """Tag the loaded document: the tag survives htmx swaps and disappears on a full page load."""
+    page.evaluate("window.__arbiterSamePage = true")
+
+
+def still_same_document(page) -> bool:
+    return page.evaluate("window.__arbiterSamePage === true")
+
+
+def test_an_analyst_adds_evidence_and_triages_a_case(new_page, analyst):
+    case = make_case(actor=analyst, title="Card charged twice for one purchase")
+    page = new_page()
+    log_in(page, "analyst")
+    page.get_by_role("link", name=case.reference).click()
+    page.wait_for_url(f"**/cases/{case.reference}/")
+    mark_document(page)
+
+    form = page.locator("#evidence-add-text")
+    form.locator("summary").click()
+    form.get_by_label("Title").fill("Call with the bank")
+    form.get_by_label("Text").fill("The agent confirmed the duplicate charge and promised a refund.")
+    form.get_by_role("button", name="Add evidence").click()
+    page.locator(".evidence-list").get_by_text("Call with the bank").wait_for()
+    assert "Evidence “Call with the bank” added." in page.locator("#flash").inner_text()
+
+    page.get_by_role("button", name="Triage").click()
+    page.locator("#case-status", has_text="Triaged").wait_for()
+    assert page.get_by_role("button", name="Start review").is_visible()
+    assert still_same_document(page), "the actions should have been htmx swaps, not page loads"
+
+    case.refresh_from_db()
+    assert case.status == "triaged" and case.evidence.count() == 2
+    page.screenshot(path=SCREENSHOT, full_page=True)
+
+
+def test_a_supervisor_approves_an_agent_proposal_from_the_inbox(new_page, analyst, supervisor, agent):
+    case = make_case(actor=analyst, title="Identity theft: accounts opened in my name")
+    proposal = services.proposal_create(actor=agent, case=case, kind="risk_level", payload={"risk_level": "high"},
+                                        rationale="The narrative alleges identity theft (rule FRAUD-ID).")
+    page = new_page()
+    log_in(page, "supervisor")
+    page.get_by_role("link", name="Review").click()
+    row = page.locator("tr", has_text=case.reference)
+    assert "risk_assessor 1.0" in row.inner_text() and "agent" in row.inner_text().lower()
+    row.get_by_role("link", name="Review").click()
+    page.wait_for_url(f"**/cases/{case.reference}/#proposal-{proposal.pk}")
+
+    item = page.locator(f"#proposal-{proposal.pk}")
+    item.get_by_role("button", name="Approve and apply").click()
+    page.locator(f"#proposal-{proposal.pk} .badge", has_text="Applied").wait_for()
+    assert "Risk: High" in page.locator(".case-meta").inner_text()
+    assert "Risk level: unassessed → high" in page.locator("#timeline").inner_text()
+
+    proposal.refresh_from_db()
+    case.refresh_from_db()
+    assert proposal.status == ProposalStatus.APPLIED and case.risk_level == "high"
+
+
+def test_approving_a_notice_whose_text_changed_shows_the_stale_message(new_page, analyst, supervisor):
+    case = make_case(actor=analyst, title="Mortgage payment not credited")
+    notice = services.notice_draft(actor=analyst, case=case, subject="We received your complaint",
+                                   body="We will reply within 15 days.")
+    services.notice_submit(actor=analyst, notice=notice)
+    page = new_page()
+    log_in(page, "supervisor")
+    page.goto(f"/cases/{case.reference}/")
+    item = page.locator(f"#notice-{notice.pk}")
+    assert "We will reply within 15 days." in item.inner_text()
+
+    # While the supervisor reads, the analyst changes the promise and resubmits.
+    services.notice_edit(actor=analyst, notice=notice, body="We will reply within 5 days.")
+    services.notice_submit(actor=analyst, notice=notice)
+
+    item.get_by_role("button", name="Approve this text").click()
+    error = page.locator("#action-error")
+    error.wait_for()
+    assert "The notice changed since you opened it" in error.inner_text()
+    assert "We will reply within 5 days." in page.locator(f"#notice-{notice.pk}").inner_text()
+    notice.refresh_from_db()
+    assert notice.status == NoticeStatus.PENDING_APPROVAL and not notice.approvals.exists()
+
+
+def test_the_case_page_works_without_javascript(new_page, analyst):
+    case = make_case(actor=analyst, title="Debt collector calls at work")
+    page = new_page(javascript=False)
+    log_in(page, "analyst")
+    page.goto(f"/cases/{case.reference}/")
+    page.get_by_role("button", name="Triage").click()
+    page.wait_for_url(f"**/cases/{case.reference}/#status")
+    assert page.locator("#case-status").inner_text() == "Triaged"
+    case.refresh_from_db()
+    assert case.status == "triaged"
