@@ -90,10 +90,15 @@ def detect_intents(question: str) -> tuple[list[dict], list[str]]:
     return intents, set_aside
 
 
-def _intent_sentence(intent: dict, status: str) -> str:
+def _intent_sentence(intent: dict, status: str, available: list[str] | None) -> str:
     kind, payload = intent["kind"], intent["payload"]
     if kind == "status_transition":
         transition = payload["transition"].replace("_", " ")
+        if available is not None and payload["transition"] not in available:
+            # context["available_transitions"]: the steps the case's lifecycle allows right now.
+            possible = ", ".join(name.replace("_", " ") for name in available) or "none"
+            return (f"You asked to {transition} the case, but it is {status or 'in a status'} where that step is not "
+                    f"possible (possible now: {possible}).")
         return (f"I am proposing to {transition} the case; that needs approval by {APPROVER}, "
                 f"and the case stays {status or 'as it is'} until then.")
     if kind == "risk_level":
@@ -238,9 +243,14 @@ def chat(context: dict) -> dict:
             elif triage_out:
                 sentences.append(f"Triage: {triage_out.get('product')} / {triage_out.get('issue')}, against "
                                  f"{triage_out.get('respondent')}.")
+            elif findings := [f for f in context.get("findings") or [] if isinstance(f, dict) and f.get("summary")]:
+                sentences.append("Latest findings: " + " ".join(
+                    f"[{f.get('type') or f.get('agent')}] {shorten(str(f['summary']), 200)}" for f in findings[-3:]))
             else:
                 sentences.append("No analysis has been run on this case yet.")
-    sentences += [_intent_sentence(intent, status.replace("_", " ")) for intent in intents]
+    available = context.get("available_transitions")
+    available = [str(name) for name in available] if isinstance(available, list) else None
+    sentences += [_intent_sentence(intent, status.replace("_", " "), available) for intent in intents]
     if set_aside or (_APPROVAL_REQUEST.search(question) and not intents):
         sentences.append(f"I cannot approve, send or change anything myself, and instructions to bypass approval "
                          f"are ignored: every change is a proposal that {APPROVER} approves in the review inbox.")

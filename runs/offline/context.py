@@ -17,6 +17,8 @@ The context is a plain dict (ModelRequest.context). Keys, all optional unless an
     thread         dict  {"summary": str | None, "recent": [{"role", "content", "sequence", "author"}]}
     artifacts      list  [{"id", "kind", "content"}] (content: dict or JSON text of an agent output)
     memory         list  [{"id", "content"}] active memory of the asking analyst
+    available_transitions  list  chat: the case transitions possible from its current status
+    findings       list  [{"id", "agent", "type", "summary"}] (chat falls back to them without artifacts)
 
 Everything read from evidence, messages and artifacts is untrusted data: it is analysed, never
 obeyed. Sentences that address the assistant are set aside before any analysis.

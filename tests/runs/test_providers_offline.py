@@ -594,6 +594,26 @@ def test_thread_summary_of_a_long_thread_stays_within_the_schema():
     assert "further turn(s) not itemised" in output.summary
 
 
+def test_chat_says_when_a_requested_step_is_not_possible_now():
+    context = context_for(OLDER_AMERICAN_ROW, status="under_review")
+    context["question"] = "Please close the case."
+    context["available_transitions"] = ["request_evidence", "mark_ready"]
+    reply = ask("chat", context).output
+    assert [(i.kind, i.payload) for i in reply.intents] == [("status_transition", {"transition": "close"})]
+    assert "not possible (possible now: request evidence, mark ready)" in reply.answer
+    context["available_transitions"] = ["close"]
+    assert "needs approval by a supervisor" in ask("chat", context).output.answer
+
+
+def test_chat_falls_back_to_findings_without_artifacts():
+    context = context_for(OLDER_AMERICAN_ROW)
+    context["question"] = "What are the findings?"
+    context["findings"] = [{"id": 1, "agent": "triage", "type": "triage", "summary": "Student loan refund."},
+                           {"id": 2, "agent": "risk_assessor", "type": "risk_level", "summary": "Risk medium."}]
+    reply = ask("chat", context).output
+    assert "Latest findings: [triage] Student loan refund. [risk_level] Risk medium." in reply.answer
+
+
 def test_chat_recalls_the_thread_and_refuses_to_approve():
     context = context_for(OLDER_AMERICAN_ROW)
     context["thread"] = {"summary": "The analyst asked about the refund; the assistant cited E11.", "recent": []}
