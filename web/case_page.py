@@ -42,13 +42,16 @@ class Outcome:
 
     `target` names the form or item: "transition:<name>", "evidence_text", "evidence_file",
     "proposal_new", "proposal:<pk>", "notice_new", "notice:<pk>". `form` is the bound form (with
-    its errors) to show instead of a fresh one; `form_key` says which of the item's forms it is."""
+    its errors) to show instead of a fresh one; `form_key` says which of the item's forms it is.
+    `typed` is what the person wrote in a form that is shown fresh (one carrying the version or
+    hash they saw, which must be the current one now)."""
 
     target: str
     error: DomainError | None = None
     form: Form | None = None
     form_key: str = ""
-    extra: dict = field(default_factory=dict)
+    typed: dict = field(default_factory=dict)  # text to carry into a fresh form (see web.views.actions)
+    shown: bool = False  # set once the error found its place on the page
 
 
 def transitions_for(*, case: Case, role: str | None) -> list[dict]:
@@ -91,7 +94,8 @@ def case_page_context(request: HttpRequest, case: Case, outcome: Outcome | None 
         if outcome.target == key and outcome.form is not None:
             item["form"] = outcome.form
         else:
-            item["form"] = TransitionForm(initial={"transition": item["name"], "expected_version": case.version},
+            item["form"] = TransitionForm(initial={"transition": item["name"], "expected_version": case.version,
+                                                   **(outcome.typed if outcome.target == key else {})},
                                           auto_id=f"id_{item['name']}_%s")
         item["error"] = _error_for(outcome, key)
 
@@ -147,11 +151,13 @@ def case_page_context(request: HttpRequest, case: Case, outcome: Outcome | None 
         notice.edit_form = _item_form(outcome, key, "edit", lambda n=notice: NoticeForm(
             initial={"recipient": n.recipient, "subject": n.subject, "body": n.body},
             auto_id=f"id_n{n.pk}_edit_%s"))
-        notice.approve_form = _item_form(outcome, key, "approve", lambda n=notice: NoticeApproveForm(
-            initial={"content_hash": n.content_hash}, auto_id=f"id_n{n.pk}_approve_%s"))
+        notice.approve_form = _item_form(outcome, key, "approve", lambda n=notice, k=key: NoticeApproveForm(
+            initial={"content_hash": n.content_hash, **(outcome.typed if outcome.target == k else {})},
+            auto_id=f"id_n{n.pk}_approve_%s"))
         notice.reject_form = _item_form(outcome, key, "reject",
                                         lambda n=notice: NoticeRejectForm(auto_id=f"id_n{n.pk}_reject_%s"))
-        notice.open_form = outcome.form_key if outcome.target == key and outcome.form is not None else ""
+        notice.open_form = outcome.form_key if outcome.target == key and (outcome.form is not None
+                                                                          or outcome.typed) else ""
         notice.error = _error_for(outcome, key)
     notice_form = _form_for(outcome, "notice_new", lambda: NoticeForm(
         initial={"recipient": case.complainant_email}, auto_id="id_notice_%s"))
@@ -162,6 +168,15 @@ def case_page_context(request: HttpRequest, case: Case, outcome: Outcome | None 
         | {e.added_by for e in evidence} | {n.drafted_by for n in notices} | {n.last_edited_by for n in notices}
     labels = actor_labels(tenant_id=case.tenant_id, identifiers=identifiers, usernames=usernames)
 
+    # A section's error counts as shown only when the page renders that section's form.
+    may_add_evidence = role in policy.CAN_ADD_EVIDENCE and is_open
+    may_draft_now = may_draft and is_open
+    evidence_text_error = _error_for(outcome, "evidence_text") if may_add_evidence else None
+    evidence_file_error = _error_for(outcome, "evidence_file") if may_add_evidence else None
+    proposal_error = _error_for(outcome, "proposal_new") if may_propose else None
+    notice_error = _error_for(outcome, "notice_new") if may_draft_now else None
+    unplaced_error = error_context(outcome.error) if outcome.error is not None and not outcome.shown else None
+
     return {
         "case": case,
         "lifecycle": CaseStatus.choices,
@@ -169,25 +184,28 @@ def case_page_context(request: HttpRequest, case: Case, outcome: Outcome | None 
         "evidence": evidence,
         "evidence_text_form": evidence_text_form,
         "evidence_file_form": evidence_file_form,
-        "evidence_text_error": _error_for(outcome, "evidence_text"),
-        "evidence_file_error": _error_for(outcome, "evidence_file"),
-        "may_add_evidence": role in policy.CAN_ADD_EVIDENCE and is_open,
+        "evidence_text_error": evidence_text_error,
+        "evidence_file_error": evidence_file_error,
+        "may_add_evidence": may_add_evidence,
         "evidence_max_bytes": settings.EVIDENCE_MAX_BYTES,
         "proposals": proposals,
         "pending_proposals": sum(1 for p in proposals if p.status == ProposalStatus.PENDING),
         "may_propose": may_propose,
         "proposal_form": proposal_form,
-        "proposal_error": _error_for(outcome, "proposal_new"),
+        "proposal_error": proposal_error,
         "notices": notices,
-        "may_draft": may_draft and is_open,
+        "may_draft": may_draft_now,
         "notice_form": notice_form,
-        "notice_error": _error_for(outcome, "notice_new"),
+        "notice_error": notice_error,
         "events": events,
         "timeline_truncated": len(events) == TIMELINE_LIMIT,
         "labels": labels,
         "assignee_name": usernames.get(case.assignee_id, ""),
         "may_see_audit": user.can_see_audit,
         "action_error": error_context(outcome.error) if outcome.error is not None else None,
+        # A refusal whose form is gone from the page now (e.g. a transition the case can no longer
+        # take after someone else moved it) is shown at the top of the page instead.
+        "unplaced_error": unplaced_error,
         "outcome_target": outcome.target,
     }
 
@@ -195,6 +213,7 @@ def case_page_context(request: HttpRequest, case: Case, outcome: Outcome | None 
 def _error_for(outcome: Outcome, key: str) -> dict | None:
     if outcome.target != key:
         return None
+    outcome.shown = True
     if outcome.error is not None:
         return error_context(outcome.error)
     if outcome.form is not None:  # the form itself was invalid (before any service call)

@@ -65,6 +65,9 @@ class TransitionForm(forms.Form):
     """One transition button. Carries the case version the person saw, so a change made by
     someone else in the meantime is refused as a conflict instead of being applied blindly."""
 
+    # After a refusal the page shows a fresh form with the current version (see web.case_page).
+    carries_seen_state = True
+
     transition = forms.ChoiceField(choices=[(t, TRANSITION_LABELS[t]) for t in CASE_TRANSITIONS],
                                    widget=forms.HiddenInput)
     expected_version = forms.IntegerField(min_value=1, widget=forms.HiddenInput)
@@ -160,6 +163,9 @@ class NoticeForm(forms.Form):
 class NoticeApproveForm(forms.Form):
     """Carries the content hash of the text the approver saw: if the notice changed since, the
     service refuses the approval as stale."""
+
+    # After a refusal the page shows a fresh form with the current hash (see web.case_page).
+    carries_seen_state = True
 
     content_hash = forms.CharField(max_length=64, widget=forms.HiddenInput)
     note = forms.CharField(required=False, max_length=5000, label="Note (optional)",

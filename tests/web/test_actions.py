@@ -409,3 +409,58 @@ def test_an_auditor_cannot_send_and_nothing_is_queued(
     with assert_nothing_changed(case), django_capture_on_commit_callbacks(execute=True) as callbacks:
         response = client.post(url("notice_send", case, notice.pk))
     assert response.status_code == 403 and callbacks == [] and not queued.called
+
+
+# --- after a refusal, the page shows what is current ----------------------------------------
+
+def test_after_a_conflict_the_button_carries_the_new_version_and_keeps_the_reason(client, supervisor, analyst,
+                                                                                   supervisor_b, case):
+    bring_case_to(case, "ready_for_decision", supervisor=supervisor, analyst=analyst)
+    seen = case.version
+    services.evidence_add(actor=supervisor_b, case=case, title="Late fact", text="Refund issued.")  # meanwhile
+    client.force_login(supervisor)
+    response = client.post(url("case_transition", case), {"transition": "decide", "expected_version": seen,
+                                                          "reason": "Complaint upheld; refund due."}, **HTMX)
+    assert response.status_code == 409
+    html = response.content.decode()
+    case.refresh_from_db()
+    assert f'name="expected_version" value="{case.version}" id="id_decide_expected_version"' in html
+    assert "Complaint upheld; refund due.</textarea>" in html
+    retry = client.post(url("case_transition", case), {"transition": "decide", "expected_version": case.version,
+                                                       "reason": "Complaint upheld; refund due."}, **HTMX)
+    assert retry.status_code == 200
+
+
+def test_a_refusal_whose_button_is_gone_is_shown_at_the_top(client, analyst, analyst_b, case):
+    seen = case.version
+    services.case_transition(actor=analyst_b, case=case, transition="triage")
+    client.force_login(analyst)
+    response = client.post(url("case_transition", case), {"transition": "triage", "expected_version": seen},
+                           **HTMX)
+    html = response.content.decode()
+    assert response.status_code == 409 and html.count('id="action-error"') == 1
+    assert html.index('id="action-error"') < html.index('id="status"')
+
+
+def test_a_refusal_in_a_section_that_is_not_shown_is_still_shown(client, supervisor, analyst, case):
+    bring_case_to(case, "closed", supervisor=supervisor, analyst=analyst)
+    client.force_login(supervisor)
+    response = client.post(url("evidence_add_text", case), {"title": "Late", "text": "More."}, **HTMX)
+    html = response.content.decode()
+    assert response.status_code == 409 and 'id="action-error"' in html
+    assert "reopen it before adding evidence" in html
+
+
+def test_after_a_stale_notice_approval_the_form_carries_the_current_hash(client, supervisor, analyst, case):
+    notice = _pending_notice(analyst, case)
+    seen = notice.content_hash
+    services.notice_edit(actor=analyst, notice=notice, body="A different promise.")
+    services.notice_submit(actor=analyst, notice=notice)
+    notice.refresh_from_db()
+    client.force_login(supervisor)
+    response = client.post(url("notice_approve", case, notice.pk), {"content_hash": seen, "note": "Looks fine."},
+                           **HTMX)
+    html = response.content.decode()
+    assert response.status_code == 409
+    assert f'name="content_hash" value="{notice.content_hash}"' in html and f'value="{seen}"' not in html
+    assert "Looks fine.</textarea>" in html

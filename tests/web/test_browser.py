@@ -144,6 +144,13 @@ def test_approving_a_notice_whose_text_changed_shows_the_stale_message(new_page,
     notice.refresh_from_db()
     assert notice.status == NoticeStatus.PENDING_APPROVAL and not notice.approvals.exists()
 
+    # The page now shows the current text, and approving that one works.
+    page.locator(f"#notice-{notice.pk}").get_by_role("button", name="Approve this text").click()
+    page.locator(f"#notice-{notice.pk} .badge", has_text="Approved").wait_for()
+    notice.refresh_from_db()
+    assert notice.status == NoticeStatus.APPROVED
+    assert notice.approvals.get().content_hash == notice.content_hash
+
 
 def test_the_case_page_works_without_javascript(new_page, analyst):
     case = make_case(actor=analyst, title="Debt collector calls at work")

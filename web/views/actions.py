@@ -55,6 +55,11 @@ def _answer(request, case: Case, *, target: str, form: Form | None, call: Callab
             if form is not None and error.fields:
                 add_to_form(form, error, field_map=field_map)
             outcome = Outcome(target=target, error=error, form=form, form_key=form_key)
+            if form is not None and getattr(form, "carries_seen_state", False) and not form.errors:
+                # The form holds the version / content hash the person saw, which is what was
+                # refused: show a fresh one with what is current now, keeping what they typed.
+                outcome.form = None
+                outcome.typed = {name: form.data[name] for name in ("reason", "note") if form.data.get(name)}
             status = status_for(error)
         else:
             level, text = message if isinstance(message, tuple) else (messages.SUCCESS, message)
