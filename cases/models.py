@@ -285,6 +285,9 @@ class Proposal(ThreadSafeRefreshMixin, ConcurrentTransitionMixin, models.Model):
     proposer_id = models.CharField(max_length=200)
     proposed_by_user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True,
                                          blank=True, related_name="+")
+    # The person on whose request an agent proposed (e.g. a chat "close the case"): they are
+    # barred from approving it too, or asking an agent would be a way around four eyes.
+    requested_by = models.CharField(max_length=200, blank=True)
     run_id = models.CharField(max_length=64, blank=True)
     idempotency_key = models.CharField(max_length=200, null=True, blank=True)
     case_version = models.PositiveIntegerField()
@@ -364,6 +367,7 @@ class Notice(ThreadSafeRefreshMixin, ConcurrentTransitionMixin, models.Model):
     drafted_by = models.CharField(max_length=200)  # actor identifier
     last_edited_by = models.CharField(max_length=200)
     submitted_by = models.CharField(max_length=200, blank=True)
+    requested_by = models.CharField(max_length=200, blank=True)  # see Proposal.requested_by
     run_id = models.CharField(max_length=64, blank=True)
     idempotency_key = models.CharField(max_length=200, null=True, blank=True)
     version = models.PositiveIntegerField(default=1)

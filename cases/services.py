@@ -359,10 +359,11 @@ def _validate_proposal(*, case: Case, kind: str, payload: dict, evidence_refs: l
 @transaction.atomic
 def proposal_create(*, actor, case: Case, kind: str, payload: dict, rationale: str,
                     evidence_refs: list | tuple = (), run_id: str = "",
-                    idempotency_key: str | None = None) -> Proposal:
+                    idempotency_key: str | None = None, requested_by: User | None = None) -> Proposal:
     """Record a proposed change against the case's current version. Agents and analysts /
     supervisors may propose; nothing in the domain changes. With an idempotency key, a repeated
-    call returns the proposal the first call created."""
+    call returns the proposal the first call created. `requested_by` names the person who asked an
+    agent for this change; like the proposer, they cannot approve it."""
     actor = coerce_actor(actor)
     if actor.is_user:
         _require_role(actor, policy.CAN_PROPOSE, "make proposals")
@@ -382,6 +383,7 @@ def proposal_create(*, actor, case: Case, kind: str, payload: dict, rationale: s
         tenant_id=locked.tenant_id, case=locked, kind=kind, payload=clean, rationale=rationale.strip(),
         evidence_refs=[int(r) for r in evidence_refs], proposer_type=actor.kind, proposer_id=actor.identifier,
         proposed_by_user=actor.user if actor.is_user else None, run_id=run_id, idempotency_key=idempotency_key,
+        requested_by=f"user:{requested_by.pk}" if requested_by is not None else "",
         case_version=locked.version, policy_version=policy.POLICY_VERSION,
     )
     try:
@@ -414,6 +416,9 @@ def _check_proposal_decidable(*, proposal: Proposal, case: Case, actor: Actor, v
         raise NotAllowed(f"This proposal is already {proposal.get_status_display().lower()}.")
     if proposal.proposer_id == actor.identifier:
         raise Forbidden(f"You made this proposal, so you cannot {verb} it: another supervisor must (four eyes).")
+    if proposal.requested_by and proposal.requested_by == actor.identifier:
+        raise Forbidden(f"The assistant proposed this at your request, so you cannot {verb} it: another "
+                        f"supervisor must (four eyes).")
 
 
 @transaction.atomic
@@ -551,7 +556,7 @@ def _void_approvals(*, notice: Notice, reason: str) -> int:
 
 @transaction.atomic
 def notice_draft(*, actor, case: Case, subject: str, body: str, recipient: str = "", kind: str = "response",
-                 run_id: str = "", idempotency_key: str | None = None) -> Notice:
+                 run_id: str = "", idempotency_key: str | None = None, requested_by: User | None = None) -> Notice:
     """Draft a notice to the complainant (agents and analysts/supervisors). Nothing is sent."""
     actor = coerce_actor(actor)
     if actor.is_user:
@@ -571,7 +576,8 @@ def notice_draft(*, actor, case: Case, subject: str, body: str, recipient: str =
         raise NotAllowed(f"{locked.reference} is closed; no notice can be drafted.")
     notice = Notice(tenant_id=locked.tenant_id, case=locked, kind=kind, recipient=recipient,
                     subject=subject.strip(), body=body, drafted_by=actor.identifier,
-                    last_edited_by=actor.identifier, run_id=run_id, idempotency_key=idempotency_key)
+                    last_edited_by=actor.identifier, run_id=run_id, idempotency_key=idempotency_key,
+                    requested_by=f"user:{requested_by.pk}" if requested_by is not None else "")
     notice.content_hash = notice.compute_content_hash()
     try:
         with transaction.atomic():
@@ -648,7 +654,7 @@ def notice_submit(*, actor, notice: Notice) -> Notice:
 def _check_notice_approver(*, actor: Actor, notice: Notice, verb: str) -> User:
     user = _require_role(actor, policy.CAN_APPROVE_NOTICES, f"{verb} notices")
     _require_tenant(actor, notice.tenant_id)
-    wrote_it = actor.identifier in {notice.drafted_by, notice.last_edited_by} or CaseEvent.objects.filter(
+    wrote_it = actor.identifier in {notice.drafted_by, notice.last_edited_by, notice.requested_by} or CaseEvent.objects.filter(
         case_id=notice.case_id, event_type__in=["notice.drafted", "notice.edited"], payload__notice_id=notice.pk,
         actor_id=actor.identifier).exists()
     if wrote_it:

@@ -46,3 +46,22 @@ def test_an_earlier_editor_cannot_approve_after_someone_else_edits(analyst, supe
     services.notice_approve(actor=supervisor_b, notice=notice, content_hash=notice.content_hash)
     notice.refresh_from_db()
     assert notice.status == "approved"
+
+
+def test_who_asked_an_agent_for_a_proposal_cannot_approve_it(analyst, supervisor, supervisor_b, agent, case):
+    proposal = services.proposal_create(actor=agent, case=case, kind="risk_level", payload={"risk_level": "high"},
+                                        rationale="asked for in chat", requested_by=supervisor)
+    with assert_nothing_changed(case), pytest.raises(Forbidden, match="at your request"):
+        services.proposal_approve(actor=supervisor, proposal=proposal)
+    services.proposal_approve(actor=supervisor_b, proposal=proposal)
+    case.refresh_from_db()
+    assert case.risk_level == "high"
+
+
+def test_who_asked_an_agent_for_a_notice_cannot_approve_it(supervisor, supervisor_b, agent, case):
+    notice = services.notice_draft(actor=agent, case=case, subject="Acknowledgement", body="We have it.",
+                                   requested_by=supervisor)
+    services.notice_submit(actor=agent, notice=notice)
+    with assert_nothing_changed(case), pytest.raises(Forbidden, match="four eyes"):
+        services.notice_approve(actor=supervisor, notice=notice, content_hash=notice.content_hash)
+    services.notice_approve(actor=supervisor_b, notice=notice, content_hash=notice.content_hash)
