@@ -1,7 +1,9 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from cases.api.views import api_not_found
 
 urlpatterns = [
     path("admin/", admin.site.urls),
@@ -13,5 +15,7 @@ urlpatterns = [
     # Swagger UI's assets come from drf-spectacular-sidecar's static files: no CDN, works offline.
     # (No Redoc page: drf-spectacular's Redoc template loads web fonts from an external host.)
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api_schema"), name="api_docs"),
+    # Keep last among the api/ routes: any other address under api/ is a JSON 404.
+    re_path(r"^api/", api_not_found),
     path("", include("web.urls")),
 ]

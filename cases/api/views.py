@@ -7,6 +7,7 @@ found (including another tenant's object), 409 not_allowed / stale / conflict.""
 
 from __future__ import annotations
 
+from django.http import JsonResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import ValidationError
@@ -438,3 +439,9 @@ class AuditEventListApi(SelectorListApi):
             raise Forbidden(AUDIT_FORBIDDEN)
         return self.list_response(request)
 
+
+
+def api_not_found(request, *args, **kwargs):
+    """Unknown addresses under /api/ answer in the API's error format, not with an HTML page."""
+    return JsonResponse({"code": "not_found", "detail": f"No API endpoint at {request.path}; "
+                                                        f"the endpoints are listed at /api/docs/."}, status=404)

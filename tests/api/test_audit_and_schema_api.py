@@ -74,3 +74,7 @@ def test_the_browsable_api_renders_for_a_person(client, analyst, case):
     client.force_login(analyst)
     response = client.get("/api/v1/cases/", HTTP_ACCEPT="text/html")
     assert response.status_code == 200 and case.reference in response.content.decode()
+
+
+def test_an_unknown_api_address_is_a_json_404(api, analyst):
+    assert_error(api(analyst).get("/api/v1/nothing-here/"), 404, "not_found")

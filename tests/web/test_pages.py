@@ -290,3 +290,10 @@ def test_audit_timeline_is_tenant_scoped(client, outsider, case):
 def test_nav_shows_audit_only_to_roles_that_may_see_it(client, analyst, auditor):
     assert 'href="/audit/"' not in page(client, analyst, "/").content.decode()
     assert 'href="/audit/"' in page(client, auditor, "/").content.decode()
+
+
+def test_review_inbox_names_the_proposed_assignee(client, supervisor, analyst_b, agent, case):
+    services.proposal_create(actor=agent, case=case, kind="assignment",
+                             payload={"team": "Cards desk", "assignee_id": analyst_b.pk}, rationale="Workload.")
+    html = page(client, supervisor, reverse("web:review_inbox")).content.decode()
+    assert "Assign to team Cards desk and analyst_b" in html

@@ -21,7 +21,8 @@ def review_inbox(request):
     may_approve_proposals = user.role in policy.CAN_APPROVE_PROPOSALS
     may_approve_notices = user.role in policy.CAN_APPROVE_NOTICES
     identifiers = {p.proposer_id for p in proposals} | {n.drafted_by for n in notices} \
-        | {n.last_edited_by for n in notices} | {n.submitted_by for n in notices}
+        | {n.last_edited_by for n in notices} | {n.submitted_by for n in notices} \
+        | {f"user:{p.payload['assignee_id']}" for p in proposals if (p.payload or {}).get("assignee_id")}
     labels = actor_labels(tenant_id=user.tenant_id, identifiers=identifiers)
     usernames = {int(i.split(":")[1]): label for i, label in labels.items() if i.startswith("user:")}
     for proposal in proposals:
