@@ -165,7 +165,8 @@ def case_page_context(request: HttpRequest, case: Case, outcome: Outcome | None 
     # --- timeline ---------------------------------------------------------------------------
     events = list(selectors.case_events_for_user(user=user, case=case).order_by("-sequence")[:TIMELINE_LIMIT])
     identifiers = {e.actor_id for e in events} | {p.proposer_id for p in proposals} \
-        | {e.added_by for e in evidence} | {n.drafted_by for n in notices} | {n.last_edited_by for n in notices}
+        | {e.added_by for e in evidence} | {n.drafted_by for n in notices} | {n.last_edited_by for n in notices} \
+        | {f"user:{e.payload['assignee_id']}" for e in events if (e.payload or {}).get("assignee_id")}
     labels = actor_labels(tenant_id=case.tenant_id, identifiers=identifiers, usernames=usernames)
 
     # A section's error counts as shown only when the page renders that section's form.

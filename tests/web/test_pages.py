@@ -297,3 +297,17 @@ def test_review_inbox_names_the_proposed_assignee(client, supervisor, analyst_b,
                              payload={"team": "Cards desk", "assignee_id": analyst_b.pk}, rationale="Workload.")
     html = page(client, supervisor, reverse("web:review_inbox")).content.decode()
     assert "Assign to team Cards desk and analyst_b" in html
+
+
+def test_the_timeline_names_who_a_case_was_assigned_to(client, supervisor, analyst_b, agent, case):
+    proposal = services.proposal_create(actor=agent, case=case, kind="assignment",
+                                        payload={"team": "Cards desk", "assignee_id": analyst_b.pk},
+                                        rationale="Workload.")
+    services.proposal_approve(actor=supervisor, proposal=proposal)
+    html = page(client, supervisor, reverse("web:case_detail", args=[case.reference])).content.decode()
+    assert "Assigned to Cards desk, analyst_b" in html
+
+
+def test_staff_see_a_link_to_the_admin_site(client, admin_user, analyst):
+    assert 'href="/admin/"' in page(client, admin_user, "/").content.decode()
+    assert 'href="/admin/"' not in page(client, analyst, "/").content.decode()

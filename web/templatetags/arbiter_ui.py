@@ -51,9 +51,10 @@ def _status(value: str) -> str:
 
 
 @register.filter
-def event_summary(event) -> str:
-    """One line saying what a case event did, in words."""
+def event_summary(event, labels: dict | None = None) -> str:
+    """One line saying what a case event did, in words (`{{ event|event_summary:labels }}`)."""
     p = event.payload or {}
+    labels = labels or {}
     kind = event.event_type
     if kind == "case.created":
         return f"Case opened: {p.get('title', '')}"
@@ -65,8 +66,10 @@ def event_summary(event) -> str:
     if kind == "case.risk_changed":
         return f"Risk level: {p.get('from')} → {p.get('to')} (proposal #{p.get('proposal_id')})"
     if kind == "case.assigned":
-        who = ", ".join(x for x in (p.get("team") or "", f"user #{p['assignee_id']}" if p.get("assignee_id") else "")
-                        if x)
+        assignee = ""
+        if p.get("assignee_id"):
+            assignee = labels.get(f"user:{p['assignee_id']}", f"user #{p['assignee_id']}")
+        who = ", ".join(x for x in (p.get("team") or "", assignee) if x)
         return f"Assigned to {who or '—'}"
     if kind == "evidence.added":
         return f"Evidence added: {p.get('title', '')} ({p.get('size', '?')} bytes, sha256 {short_hash(p.get('sha256'))})"
