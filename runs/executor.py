@@ -145,8 +145,12 @@ def _admit(run_id: int) -> bool:
         if run is None:
             return False
         # Lock order: tenant, then run. Admissions of one tenant queue here so the cap holds.
-        Tenant.objects.select_for_update().get(pk=run["tenant_id"])
-        locked = AgentRun.objects.select_for_update().get(pk=run_id)
+        # FOR NO KEY UPDATE, not FOR UPDATE: inserting a row that references the tenant (every
+        # audit event does) takes FOR KEY SHARE on it, which FOR UPDATE would block — a worker
+        # committing a step (holding its run row) would then wait for us while we wait for its run
+        # row: a deadlock. NO KEY UPDATE still excludes the other admitters.
+        Tenant.objects.select_for_update(no_key=True).get(pk=run["tenant_id"])
+        locked = AgentRun.objects.select_for_update(no_key=True).get(pk=run_id)
         if locked.status != RunStatus.QUEUED:
             return locked.status == RunStatus.RUNNING
         if run_id not in admission_order(locked.tenant_id):
@@ -196,7 +200,7 @@ def _release_lease(run_id: int, worker_id: str) -> None:
 def _lock_owned(run_id: int, worker_id: str, sequence: int) -> AgentRun:
     """Inside the commit transaction: the run row, locked, only if this worker still owns it and the
     step is still the next one. Anything else means another worker took over: abort."""
-    run = AgentRun.objects.select_for_update().get(pk=run_id)
+    run = AgentRun.objects.select_for_update(no_key=True).get(pk=run_id)
     if run.lease_owner != worker_id or run.status != RunStatus.RUNNING or run.next_sequence != sequence:
         raise LeaseLost(f"run {run_id}: no longer owned by {worker_id} at step {sequence}")
     return run
@@ -349,6 +353,10 @@ def _execute_claimed(*, run_id: int, worker_id: str, expected_sequence: int | No
     started_at = timezone.now()
     ctx = NodeContext(run=run, node=node, sequence=sequence, attempt=attempt, state=state, case=case,
                       provider=None, worker_id=worker_id, heartbeat=lambda: _heartbeat(run_id, worker_id))
+    from runs.tools import tool_reconcile_unfinished
+
+    # A previous attempt of this step may have died after a tool effect: settle those first.
+    ctx.buffer.tool_call_ids.extend(tool_reconcile_unfinished(run=run, sequence=sequence))
     try:
         try:
             ctx.provider = provider_for_run(run)
@@ -394,6 +402,10 @@ def _write_buffered(*, run: AgentRun, step: Step | None, ctx: NodeContext, with_
     """Model calls always (what the model saw is kept, failed or not); findings and artifacts
     only when the step succeeded."""
     ModelCall.objects.bulk_create([ModelCall(step=step, **record) for record in ctx.buffer.model_calls])
+    if step is not None:
+        from runs.tools import tool_abandon_unfinished
+
+        ctx.buffer.tool_call_ids.extend(tool_abandon_unfinished(run=run, sequence=ctx.sequence))
     if ctx.buffer.tool_call_ids and step is not None:
         ToolCall.objects.filter(pk__in=ctx.buffer.tool_call_ids, run=run).update(step=step)
     written = {"findings": [], "artifacts": []}
@@ -540,7 +552,7 @@ def _finish_at_boundary(run_id: int, worker_id: str, *, cancel: bool = False, er
                         code: str = "") -> StepOutcome:
     """End a run between steps (cancellation requested, budget exhausted, unknown node)."""
     with transaction.atomic():
-        run = AgentRun.objects.select_for_update().get(pk=run_id)
+        run = AgentRun.objects.select_for_update(no_key=True).get(pk=run_id)
         if run.lease_owner != worker_id or run.status != RunStatus.RUNNING:
             raise LeaseLost(f"run {run_id}: no longer owned by {worker_id}")
         now = timezone.now()

@@ -134,7 +134,7 @@ def run_start(*, actor, case: Case | None = None, thread=None, tenant: Tenant | 
 
 
 def _lock_run(run: AgentRun) -> AgentRun:
-    return AgentRun.objects.select_for_update().get(pk=run.pk)
+    return AgentRun.objects.select_for_update(no_key=True).get(pk=run.pk)
 
 
 def _lease_is_free(run: AgentRun, now) -> bool:

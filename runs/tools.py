@@ -239,6 +239,56 @@ def _reconcile(definition: Tool | None, row: ToolCall, invocation: ToolInvocatio
     return _perform(definition, row, invocation)
 
 
+def _actor_from_identifier(identifier: str) -> Actor:
+    kind, _, rest = identifier.partition(":")
+    if kind == Actor.AGENT:
+        name, _, version = rest.partition("@")
+        return Actor.agent(name, version)
+    return Actor.system(rest or identifier)
+
+
+def tool_reconcile_unfinished(*, run, sequence: int) -> list[int]:
+    """At the start of a (re)attempted step: settle the tool calls an earlier attempt of this step
+    left `started` (its worker died), by looking each effect up through its idempotency key. Found
+    effects are recorded as succeeded (reconciled) whatever the node does next — it may not ask
+    for them again (e.g. it now sees the proposal and skips it). Returns the settled ids."""
+    settled = []
+    for row in ToolCall.objects.filter(run=run, sequence=sequence, status=ToolCallStatus.STARTED):
+        definition = TOOLS.get(row.tool)
+        if definition is None or definition.reconcile is None:
+            continue
+        invocation = ToolInvocation(run=run, sequence=sequence, actor=_actor_from_identifier(row.actor_id),
+                                    args=dict(row.arguments), idempotency_key=row.idempotency_key)
+        found = definition.reconcile(invocation)
+        if found is not None:
+            _finish(row, outcome=found, reconciled=True)
+            settled.append(row.pk)
+    return settled
+
+
+def tool_abandon_unfinished(*, run, sequence: int) -> list[int]:
+    """At a step's commit: tool calls of this step still `started` were left by a dead attempt,
+    their effect was looked up at the step's start and not found, and the step finished without
+    asking for them again. Record them as not performed (or, for an effect that cannot be looked
+    up, as unknown for an operator to check)."""
+    now = timezone.now()
+    ids = []
+    for row in ToolCall.objects.select_for_update().filter(run=run, sequence=sequence, status=ToolCallStatus.STARTED):
+        definition = TOOLS.get(row.tool)
+        checked = definition is not None and (definition.reconcile is not None
+                                              or definition.effect_type == EffectType.READ_ONLY)
+        row.status = ToolCallStatus.FAILED
+        row.finished_at = now
+        row.reconciled = True
+        row.error_code = "abandoned" if checked else "unknown_outcome"
+        row.error = ("Not performed: an earlier attempt of this step died before acting, and the retried step "
+                     "did not ask for it again." if checked else
+                     "The outcome of this effect is unknown and it cannot be looked up; an operator must check it.")
+        row.save(update_fields=["status", "finished_at", "reconciled", "error_code", "error"])
+        ids.append(row.pk)
+    return ids
+
+
 # --- tools -------------------------------------------------------------------------------------
 
 def _case_read(inv: ToolInvocation) -> ToolOutcome:

@@ -155,3 +155,24 @@ def test_a_tool_cannot_reach_another_cases_notice(run, analyst):
     assert not result.ok and result.error_code == "not_found"
     notice.refresh_from_db()
     assert notice.status == "draft"
+
+
+def test_a_retried_step_settles_its_dead_attempts_calls_even_if_it_does_not_ask_again(analyst, case, test_graphs,
+                                                                                       fake_provider):
+    from runs.executor import run_step
+
+    run = services.run_start(actor=analyst, case=case, graph="test_tools", input={"calls": []}, enqueue=False)
+    happened, never = f"{run.pk}:1:risk", f"{run.pk}:1:draft"
+    for key, tool in ((happened, "proposal_create"), (never, "notice_draft")):
+        ToolCall.objects.create(run=run, sequence=1, tool=tool, action=key.rsplit(":", 1)[1],
+                                effect_type=EffectType.DRAFT, idempotency_key=key, arguments={},
+                                actor_id=AGENT.identifier, policy_decision="allowed", status=ToolCallStatus.STARTED,
+                                started_at=timezone.now())
+    proposal = case_services.proposal_create(actor=AGENT, case=case, kind="risk_level",
+                                             payload={"risk_level": "high"}, rationale="r", idempotency_key=happened)
+    assert run_step(run_id=run.pk, worker_id="w2").action == "executed"
+    found, abandoned = ToolCall.objects.get(idempotency_key=happened), ToolCall.objects.get(idempotency_key=never)
+    assert (found.status, found.reconciled, found.step.sequence) == ("succeeded", True, 1)
+    assert found.result["proposal_id"] == proposal.pk
+    assert (abandoned.status, abandoned.error_code, abandoned.step.sequence) == ("failed", "abandoned", 1)
+    assert Proposal.objects.count() == 1 and not Notice.objects.exists()
