@@ -300,6 +300,13 @@ def _case_read(inv: ToolInvocation) -> ToolOutcome:
                                "available_transitions": [t.name for t in case.get_available_status_transitions()]})
 
 
+def _requested_by(inv: ToolInvocation):
+    """The person who asked the agent for this change: in a thread, the user whose message
+    started the run (four eyes: they cannot approve what they asked for). A case analysis is
+    asked for as a whole, not change by change, so it names no requester."""
+    return inv.run.started_by_user if inv.run.thread_id else None
+
+
 def _proposal_outcome(proposal: Proposal) -> ToolOutcome:
     return ToolOutcome(result={"proposal_id": proposal.pk, "kind": proposal.kind, "payload": proposal.payload,
                                "status": proposal.status, "case_version": proposal.case_version},
@@ -313,7 +320,7 @@ def _proposal_create(inv: ToolInvocation) -> ToolOutcome:
                                payload=dict(inv.args.get("payload") or {}),
                                rationale=str(inv.args.get("rationale", "")),
                                evidence_refs=list(inv.args.get("evidence_refs") or []), run_id=str(inv.run.pk),
-                               idempotency_key=inv.idempotency_key)
+                               idempotency_key=inv.idempotency_key, requested_by=_requested_by(inv))
     return _proposal_outcome(proposal)
 
 
@@ -332,7 +339,8 @@ def _notice_draft(inv: ToolInvocation) -> ToolOutcome:
 
     notice = notice_draft(actor=inv.actor, case=inv.case, subject=str(inv.args.get("subject", "")),
                           body=str(inv.args.get("body", "")), kind=str(inv.args.get("kind") or "response"),
-                          run_id=str(inv.run.pk), idempotency_key=inv.idempotency_key)
+                          run_id=str(inv.run.pk), idempotency_key=inv.idempotency_key,
+                          requested_by=_requested_by(inv))
     return _notice_outcome(notice)
 
 

@@ -176,3 +176,24 @@ def test_a_retried_step_settles_its_dead_attempts_calls_even_if_it_does_not_ask_
     assert found.result["proposal_id"] == proposal.pk
     assert (abandoned.status, abandoned.error_code, abandoned.step.sequence) == ("failed", "abandoned", 1)
     assert Proposal.objects.count() == 1 and not Notice.objects.exists()
+
+
+def test_in_a_thread_the_person_who_asked_cannot_approve_what_the_agent_proposed(supervisor, supervisor_b, case,
+                                                                                 test_graphs, fake_provider):
+    from conversations.services import thread_create
+    from core.errors import Forbidden
+    from runs.executor import run_step
+
+    thread = thread_create(actor=supervisor, tenant=case.tenant, title="Chat", case=case)
+    calls = [{"tool": "proposal_create", "args": {"kind": "risk_level", "payload": {"risk_level": "high"},
+                                                  "rationale": "asked in chat"}}]
+    run = services.run_start(actor=supervisor, case=case, thread=thread, graph="test_tools", input={"calls": calls},
+                             enqueue=False)
+    run_step(run_id=run.pk, worker_id="w")
+    proposal = Proposal.objects.get()
+    assert proposal.requested_by == f"user:{supervisor.pk}"
+    with assert_nothing_changed(case), pytest.raises(Forbidden, match="at your request"):
+        case_services.proposal_approve(actor=supervisor, proposal=proposal)
+    case_services.proposal_approve(actor=supervisor_b, proposal=proposal)
+    case.refresh_from_db()
+    assert case.risk_level == "high"
