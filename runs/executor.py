@@ -30,6 +30,7 @@ import traceback
 from dataclasses import dataclass
 from datetime import timedelta
 
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
@@ -370,6 +371,10 @@ def _execute_claimed(*, run_id: int, worker_id: str, expected_sequence: int | No
             graph.node(result.next_node)  # an unknown next node fails this step, not the next one
     except LeaseLost:
         raise
+    except SoftTimeLimitExceeded:
+        # The task's soft time limit: a slow provider, most likely. Give the step another chance.
+        return _retry_or_fail(run_id=run_id, worker_id=worker_id, ctx=ctx, started_at=started_at, enqueue=enqueue,
+                              message=f"Step {sequence} ({node.name}) exceeded the task's time limit.")
     except StepRetry as exc:
         return _retry_or_fail(run_id=run_id, worker_id=worker_id, ctx=ctx, message=str(exc), started_at=started_at,
                               enqueue=enqueue)
@@ -384,8 +389,19 @@ def _execute_claimed(*, run_id: int, worker_id: str, expected_sequence: int | No
         detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         return _commit_failed(run_id=run_id, worker_id=worker_id, ctx=ctx, message=f"Node {node.name} crashed: "
                               f"{detail}", code="node_error", started_at=started_at)
-    return _commit_step(run_id=run_id, worker_id=worker_id, ctx=ctx, result=result, state_before=state_before,
-                        started_at=started_at, enqueue=enqueue)
+    try:
+        return _commit_step(run_id=run_id, worker_id=worker_id, ctx=ctx, result=result, state_before=state_before,
+                            started_at=started_at, enqueue=enqueue)
+    except LeaseLost:
+        raise
+    except Exception as exc:
+        # A write the node asked for at commit (ctx.on_commit) refused, or an output did not fit:
+        # the commit rolled back as a whole; fail the step rather than retry it forever.
+        logger.exception("step %s of run %s could not be committed", sequence, run_id)
+        detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        return _commit_failed(run_id=run_id, worker_id=worker_id, ctx=ctx, code="commit_error",
+                              message=f"Step {sequence} ({node.name}) could not be committed: {detail}",
+                              started_at=started_at)
 
 
 def _step_row(*, run: AgentRun, ctx: NodeContext, status: str, outcome: str, next_node: str = "",

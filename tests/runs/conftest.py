@@ -113,5 +113,6 @@ def test_graphs(monkeypatch):
     from runs.graphs import GRAPHS
 
     for name, attribute in {"test_loop": "LOOP", "test_wait": "WAIT", "test_crash": "CRASH", "test_chat": "CHAT",
-                            "test_tools": "TOOLS", "test_chat_loop": "CHAT_LOOP"}.items():
+                            "test_tools": "TOOLS", "test_chat_loop": "CHAT_LOOP",
+                            "test_commit_refused": "COMMIT_REFUSED"}.items():
         monkeypatch.setitem(GRAPHS, name, f"tests.runs.graphs:{attribute}")

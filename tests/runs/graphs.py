@@ -65,3 +65,18 @@ def chat_loop(ctx: NodeContext):
 
 CHAT_LOOP = Graph(name="test_chat_loop", version="1", start="chat", requires_case=False,
                   nodes=(Node("chat", chat_loop),))
+
+
+def refuse_at_commit(ctx: NodeContext):
+    from core.errors import Invalid
+
+    def write(step):
+        raise Invalid("The thread was closed meanwhile.")
+
+    ctx.finding(type="note", summary="would be written")
+    ctx.on_commit(write)
+    return ctx.end("done")
+
+
+COMMIT_REFUSED = Graph(name="test_commit_refused", version="1", start="node", requires_case=False,
+                       nodes=(Node("node", refuse_at_commit),))

@@ -307,3 +307,25 @@ def test_the_reaper_re_enqueues_runs_whose_worker_died_or_whose_message_was_lost
     assert set(kicked) == {dead.pk, lost.pk, waiting_in_queue.pk}
     assert (dead.pk, 2, 0) in enqueued and (lost.pk, 2, 0) in enqueued and (waiting_in_queue.pk, None, 0) in enqueued
     assert run_step(run_id=dead.pk, worker_id="w2", expected_sequence=2).action == "executed"
+
+
+def test_a_write_refused_at_commit_fails_the_step_and_rolls_back_its_outputs(analyst, tenant, test_graphs):
+    from runs.models import Finding
+
+    run = drive(services.run_start(actor=analyst, tenant=tenant, graph="test_commit_refused", enqueue=False))
+    assert run.status == RunStatus.FAILED and run.error_code == "commit_error"
+    assert "The thread was closed meanwhile." in run.error
+    assert Step.objects.get(run=run).status == "failed"
+    assert not Finding.objects.exists() and not Checkpoint.objects.filter(run=run, sequence=1).exists()
+
+
+def test_a_task_time_limit_inside_a_step_retries_it(analyst, tenant, test_graphs, monkeypatch, settings):
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    settings.ARBITER_RUN_RETRY_BACKOFF_SECONDS = 0
+    provider = FakeProvider({"chat": [SoftTimeLimitExceeded(), None]})
+    monkeypatch.setattr("runs.providers.get_provider", lambda name=None: provider)
+    run = services.run_start(actor=analyst, tenant=tenant, graph="test_chat", enqueue=False)
+    assert run_step(run_id=run.pk, worker_id="w").action == "retry"
+    assert drive(run).status == RunStatus.COMPLETED
+    assert Step.objects.get(run=run).attempt == 2
