@@ -112,7 +112,8 @@ def case_page_context(request: HttpRequest, case: Case, outcome: Outcome | None 
         key = f"proposal:{proposal.pk}"
         proposal.is_stale_now = proposal.status == ProposalStatus.STALE or (
             proposal.status == ProposalStatus.PENDING and proposal.case_version != case.version)
-        proposal.is_own = proposal.proposer_id == actor.identifier
+        # Whoever proposed, or asked an agent to propose, cannot decide it (four eyes).
+        proposal.is_own = actor.identifier in {proposal.proposer_id, proposal.requested_by}
         is_pending = proposal.status == ProposalStatus.PENDING
         proposal.may_decide = is_pending and may_decide_proposals and not proposal.is_own
         proposal.may_withdraw = is_pending and (proposal.is_own or role == policy.SUPERVISOR)
@@ -129,7 +130,14 @@ def case_page_context(request: HttpRequest, case: Case, outcome: Outcome | None 
                               lambda: ProposalCreateForm(users=users, auto_id="id_proposal_%s",
                                                          initial={"kind": ProposalKind.RISK_LEVEL}))
 
+    events = list(selectors.case_events_for_user(user=user, case=case).order_by("-sequence")[:TIMELINE_LIMIT])
+
     # --- notices ----------------------------------------------------------------------------
+    # Everyone who wrote a version of a notice (not only the last editor) is barred from approving it.
+    writers: dict[int, set[str]] = {}
+    for event in events:
+        if event.event_type in ("notice.drafted", "notice.edited"):
+            writers.setdefault((event.payload or {}).get("notice_id"), set()).add(event.actor_id)
     notices = list(selectors.notice_list_for_user(user=user, case=case)
                    .prefetch_related("approvals__approver").order_by("-created_at", "-id"))
     may_draft = role in policy.CAN_DRAFT_NOTICES
@@ -137,7 +145,8 @@ def case_page_context(request: HttpRequest, case: Case, outcome: Outcome | None 
     may_send = role in policy.CAN_DISPATCH_NOTICES
     for notice in notices:
         key = f"notice:{notice.pk}"
-        is_author = actor.identifier in {notice.drafted_by, notice.last_edited_by}
+        is_author = actor.identifier in {notice.drafted_by, notice.last_edited_by, notice.requested_by,
+                                         *writers.get(notice.pk, ())}
         notice.is_pending = notice.status == NoticeStatus.PENDING_APPROVAL
         notice.may_edit = may_draft and can_proceed(notice.edit)
         notice.may_submit = may_draft and notice.status == NoticeStatus.DRAFT
@@ -163,8 +172,8 @@ def case_page_context(request: HttpRequest, case: Case, outcome: Outcome | None 
         initial={"recipient": case.complainant_email}, auto_id="id_notice_%s"))
 
     # --- timeline ---------------------------------------------------------------------------
-    events = list(selectors.case_events_for_user(user=user, case=case).order_by("-sequence")[:TIMELINE_LIMIT])
     identifiers = {e.actor_id for e in events} | {p.proposer_id for p in proposals} \
+        | {p.requested_by for p in proposals} | {n.requested_by for n in notices} \
         | {e.added_by for e in evidence} | {n.drafted_by for n in notices} | {n.last_edited_by for n in notices} \
         | {f"user:{e.payload['assignee_id']}" for e in events if (e.payload or {}).get("assignee_id")}
     labels = actor_labels(tenant_id=case.tenant_id, identifiers=identifiers, usernames=usernames)

@@ -464,3 +464,23 @@ def test_after_a_stale_notice_approval_the_form_carries_the_current_hash(client,
     assert response.status_code == 409
     assert f'name="content_hash" value="{notice.content_hash}"' in html and f'value="{seen}"' not in html
     assert "Looks fine.</textarea>" in html
+
+
+def test_an_earlier_editor_of_a_notice_is_not_offered_the_approval(client, supervisor, supervisor_b, analyst, case):
+    notice = services.notice_draft(actor=analyst, case=case, subject="Hello", body="First text.")
+    services.notice_edit(actor=supervisor, notice=notice, body="Supervisor's text.")
+    services.notice_edit(actor=analyst, notice=notice, body="Analyst's final text.")
+    services.notice_submit(actor=analyst, notice=notice)
+    client.force_login(supervisor)
+    html = client.get(reverse("web:case_detail", args=[case.reference])).content.decode()
+    assert "Approve this text" not in html and "another supervisor must approve it" in html
+    client.force_login(supervisor_b)
+    assert "Approve this text" in client.get(reverse("web:case_detail", args=[case.reference])).content.decode()
+
+
+def test_the_person_who_asked_an_agent_for_a_proposal_is_not_offered_the_decision(client, supervisor, agent, case):
+    services.proposal_create(actor=agent, case=case, kind="risk_level", payload={"risk_level": "high"},
+                             rationale="Asked in chat.", requested_by=supervisor)
+    client.force_login(supervisor)
+    html = client.get(reverse("web:case_detail", args=[case.reference])).content.decode()
+    assert "Approve and apply" not in html and "at the request of <strong>supervisor</strong>" in html

@@ -20,7 +20,8 @@ def review_inbox(request):
     me = Actor.for_user(user).identifier
     may_approve_proposals = user.role in policy.CAN_APPROVE_PROPOSALS
     may_approve_notices = user.role in policy.CAN_APPROVE_NOTICES
-    identifiers = {p.proposer_id for p in proposals} | {n.drafted_by for n in notices} \
+    identifiers = {p.proposer_id for p in proposals} | {p.requested_by for p in proposals} \
+        | {n.drafted_by for n in notices} | {n.requested_by for n in notices} \
         | {n.last_edited_by for n in notices} | {n.submitted_by for n in notices} \
         | {f"user:{p.payload['assignee_id']}" for p in proposals if (p.payload or {}).get("assignee_id")}
     labels = actor_labels(tenant_id=user.tenant_id, identifiers=identifiers)
@@ -28,10 +29,10 @@ def review_inbox(request):
     for proposal in proposals:
         proposal.is_stale_now = proposal.case_version != proposal.case.version
         proposal.payload_label = proposal_payload_label(proposal, usernames)
-        proposal.is_own = proposal.proposer_id == me
+        proposal.is_own = me in {proposal.proposer_id, proposal.requested_by}
         proposal.may_decide = may_approve_proposals and not proposal.is_own and not proposal.is_stale_now
     for notice in notices:
-        notice.is_own = me in {notice.drafted_by, notice.last_edited_by}
+        notice.is_own = me in {notice.drafted_by, notice.last_edited_by, notice.requested_by}
         notice.may_decide = may_approve_notices and not notice.is_own
     return render(request, "web/review/inbox.html", {
         "proposals": proposals, "notices": notices, "labels": labels,
