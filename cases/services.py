@@ -740,6 +740,51 @@ def _valid_approval(notice: Notice) -> Approval | None:
                                     content_hash=notice.content_hash).order_by("-created_at").first())
 
 
+def _check_dispatchable(notice: Notice) -> Approval:
+    """What must hold for a notice to be sent; returns the approval that authorises it."""
+    if notice.status in (NoticeStatus.SENDING, NoticeStatus.SENT):
+        raise Conflict(f"This notice is already {notice.get_status_display().lower()}; it is sent only once.")
+    if notice.status not in (NoticeStatus.APPROVED, NoticeStatus.FAILED):
+        raise NotAllowed(f"Only an approved notice can be sent; this one is "
+                         f"{notice.get_status_display().lower()}.")
+    if notice.compute_content_hash() != notice.content_hash:
+        raise NotAllowed("The notice's content does not match its recorded hash; it needs a new approval.")
+    approval = _valid_approval(notice)
+    if approval is None:
+        raise NotAllowed("This notice has no valid approval of its current content; submit it for approval.")
+    return approval
+
+
+def _check_dispatcher(actor: Actor, notice: Notice) -> None:
+    if actor.is_user:
+        _require_role(actor, policy.CAN_DISPATCH_NOTICES, "send notices")
+        _require_tenant(actor, notice.tenant_id)
+    elif actor.is_agent:
+        raise Forbidden("Agents cannot send notices; an approved notice is sent by a person or the system.")
+
+
+@transaction.atomic
+def notice_dispatch_request(*, actor, notice: Notice) -> Notice:
+    """A person asks for an approved notice to be sent: the checks `notice_dispatch` will make are
+    made now (so a refusal is immediate and queues nothing), the request is audited, and the
+    dispatch task is queued once this transaction commits. The worker's `notice_dispatch` stays
+    the only judge and the only sender; a double click queues two tasks of which one sends."""
+    actor = coerce_actor(actor)
+    _check_dispatcher(actor, notice)
+    case = _lock_case(notice.case_id)
+    locked = _lock_notice(notice)
+    approval = _check_dispatchable(locked)
+    audit_record(
+        tenant_id=case.tenant_id, case_id=case.pk, actor_type=actor.kind, actor_id=actor.identifier,
+        action="cases.notice.dispatch_requested", target_type="notice", target_id=locked.pk,
+        policy_version=policy.POLICY_VERSION, decision="allowed",
+        payload={"notice_id": locked.pk, "approval_id": approval.pk, "content_hash": locked.content_hash})
+    from cases.tasks import notice_dispatch_enqueue  # tasks import services; import late to avoid a cycle
+
+    notice_dispatch_enqueue(notice_id=locked.pk, actor_user_id=actor.user.pk if actor.is_user else None)
+    return locked
+
+
 def notice_dispatch(*, actor, notice: Notice) -> Notice:
     """Send an approved notice by email, exactly once.
 
@@ -754,25 +799,12 @@ def notice_dispatch(*, actor, notice: Notice) -> Notice:
     the drift report shows it for an operator to reconcile with the mail log by its Message-ID.
     Refuses agents (Forbidden), unapproved or edited-after-approval notices (NotAllowed)."""
     actor = coerce_actor(actor)
-    if actor.is_user:
-        _require_role(actor, policy.CAN_DISPATCH_NOTICES, "send notices")
-        _require_tenant(actor, notice.tenant_id)
-    elif actor.is_agent:
-        raise Forbidden("Agents cannot send notices; an approved notice is sent by a person or the system.")
+    _check_dispatcher(actor, notice)
 
     with transaction.atomic():
         case = _lock_case(notice.case_id)
         locked = _lock_notice(notice)
-        if locked.status in (NoticeStatus.SENDING, NoticeStatus.SENT):
-            raise Conflict(f"This notice is already {locked.get_status_display().lower()}; it is sent only once.")
-        if locked.status not in (NoticeStatus.APPROVED, NoticeStatus.FAILED):
-            raise NotAllowed(f"Only an approved notice can be sent; this one is "
-                             f"{locked.get_status_display().lower()}.")
-        if locked.compute_content_hash() != locked.content_hash:
-            raise NotAllowed("The notice's content does not match its recorded hash; it needs a new approval.")
-        approval = _valid_approval(locked)
-        if approval is None:
-            raise NotAllowed("This notice has no valid approval of its current content; submit it for approval.")
+        approval = _check_dispatchable(locked)
         dispatch = NoticeDispatch.objects.filter(notice=locked).first()
         if dispatch is None:
             dispatch = NoticeDispatch.objects.create(

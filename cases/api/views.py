@@ -19,7 +19,6 @@ from rest_framework.views import APIView
 from audit.models import AuditEvent
 from audit.selectors import audit_events_for_tenant
 from cases import selectors, services
-from cases.api.dispatch import notice_dispatch_request
 from cases.api.filters import AuditEventFilter, CaseFilter, NoticeFilter, ProposalFilter
 from cases.api.serializers import (
     AuditEventOutputSerializer,
@@ -416,7 +415,7 @@ class NoticeDispatchApi(APIView):
                    summary="Send an approved notice (queued; sent exactly once by the worker)")
     def post(self, request, pk: int):
         notice = selectors.notice_get_for_user(user=request.user, pk=pk)
-        notice = notice_dispatch_request(user=request.user, notice=notice)
+        notice = services.notice_dispatch_request(actor=request.user, notice=notice)
         return Response(NoticeOutputSerializer(notice).data, status=status.HTTP_202_ACCEPTED)
 
 

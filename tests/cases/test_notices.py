@@ -353,3 +353,38 @@ def test_failing_backend_marks_the_notice_failed_and_a_retry_sends_once(approved
 def test_notice_status_is_protected(pending_notice):
     with pytest.raises(AttributeError):
         pending_notice.status = "sent"
+
+
+# --- notice_dispatch_request: the browser's and the API's "send" ------------------------------
+
+def test_dispatch_request_audits_and_queues_one_task_after_commit(approved_notice, analyst,
+                                                                  django_capture_on_commit_callbacks):
+    from unittest import mock
+
+    with mock.patch("cases.tasks.notice_dispatch_task.delay") as delay:
+        with django_capture_on_commit_callbacks(execute=True) as callbacks:
+            services.notice_dispatch_request(actor=analyst, notice=approved_notice)
+    assert len(callbacks) == 1
+    delay.assert_called_once_with(approved_notice.pk, analyst.pk)
+    assert AuditEvent.objects.filter(action="cases.notice.dispatch_requested",
+                                     target_id=str(approved_notice.pk)).count() == 1
+    approved_notice.refresh_from_db()
+    assert approved_notice.status == "approved"  # the worker sends; the request only asks
+    assert mail.outbox == []
+
+
+@pytest.mark.parametrize("who", ["agent", "auditor", "outsider"])
+def test_dispatch_request_refused_queues_nothing(approved_notice, who, request,
+                                                 django_capture_on_commit_callbacks):
+    with assert_nothing_changed(approved_notice.case), pytest.raises((Forbidden, NotFound)):
+        with django_capture_on_commit_callbacks() as callbacks:
+            services.notice_dispatch_request(actor=request.getfixturevalue(who), notice=approved_notice)
+    assert callbacks == []
+
+
+def test_dispatch_request_for_an_unapproved_notice_queues_nothing(pending_notice, analyst,
+                                                                  django_capture_on_commit_callbacks):
+    with assert_nothing_changed(pending_notice.case), pytest.raises(NotAllowed, match="approved"):
+        with django_capture_on_commit_callbacks() as callbacks:
+            services.notice_dispatch_request(actor=analyst, notice=pending_notice)
+    assert callbacks == []

@@ -137,6 +137,7 @@ def _outsider_calls(world, outsider, tenant):
         "notice_reject": lambda: services.notice_reject(actor=outsider, notice=notice, note="n"),
         "notice_withdraw": lambda: services.notice_withdraw(actor=outsider, notice=notice),
         "notice_dispatch": lambda: services.notice_dispatch(actor=outsider, notice=notice),
+        "notice_dispatch_request": lambda: services.notice_dispatch_request(actor=outsider, notice=notice),
     }
 
 

@@ -19,7 +19,6 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from cases import selectors, services
-from cases.api.dispatch import notice_dispatch_request
 from cases.models import Case
 from core.errors import DomainError, NotFound
 from web.access import member_required
@@ -284,7 +283,7 @@ def notice_withdraw(request, reference: str, pk: int):
 @member_required
 def notice_send(request, reference: str, pk: int):
     def call(notice):
-        notice_dispatch_request(user=request.user, notice=notice)
+        services.notice_dispatch_request(actor=request.user, notice=notice)
         return (f"Sending: the notice to {notice.recipient} is queued and goes out within moments. "
                 f"Reload the page to see it marked sent.")
 
