@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from accounts.models import User
+from accounts.selectors import user_list_for_tenant, usernames_for_tenant
 
 
 def actor_labels(*, tenant_id: int, identifiers: Iterable[str],
@@ -17,8 +17,7 @@ def actor_labels(*, tenant_id: int, identifiers: Iterable[str],
     if usernames is None:
         user_ids = {int(i.split(":", 1)[1]) for i in identifiers
                     if i.startswith("user:") and i.split(":", 1)[1].isdigit()}
-        # accounts has no selectors module yet; this read is scoped to the tenant like every selector.
-        usernames = dict(User.objects.filter(tenant_id=tenant_id, pk__in=user_ids).values_list("pk", "username"))
+        usernames = usernames_for_tenant(tenant_id=tenant_id, user_ids=user_ids)
     users = usernames
     labels = {}
     for identifier in identifiers:
@@ -37,4 +36,4 @@ def actor_labels(*, tenant_id: int, identifiers: Iterable[str],
 
 def tenant_users(*, tenant_id: int):
     """Active people of the tenant, for the assignee choice of an assignment proposal."""
-    return User.objects.filter(tenant_id=tenant_id, is_active=True).order_by("username")
+    return user_list_for_tenant(tenant_id=tenant_id)
