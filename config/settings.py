@@ -75,6 +75,9 @@ TEMPLATES = [
 DATABASE_URL = env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'arbiter.sqlite3'}")
 DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 0))}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # The default lives under VAR_DIR; create its folder so a first `migrate` just works.
+    if DATABASES["default"]["NAME"] not in ("", ":memory:"):
+        Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
     # Several processes (web + worker) share the file: WAL and a busy timeout avoid "database is locked".
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",

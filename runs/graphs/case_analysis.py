@@ -84,7 +84,9 @@ def risk_assessor(ctx: NodeContext) -> NodeResult:
     refs = _shown_evidence(ctx, out.evidence_refs)
     ctx.observe(out)
     signals = [s.model_dump(mode="json") for s in out.signals]
-    ctx.finding(type="risk_level", summary=f"Risk {out.risk_level}: {out.rationale}", evidence_refs=refs,
+    headline = f"Risk {out.risk_level}"
+    summary = out.rationale if out.rationale.lower().startswith(headline.lower()) else f"{headline}: {out.rationale}"
+    ctx.finding(type="risk_level", summary=summary, evidence_refs=refs,
                 confidence=out.confidence, data={"risk_level": out.risk_level, "signals": signals})
     ctx.artifact(kind="risk_assessment", content={"risk_level": out.risk_level, "rationale": out.rationale,
                                                   "signals": signals, "evidence_refs": refs,
