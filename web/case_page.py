@@ -16,8 +16,10 @@ from django_fsm import can_proceed
 
 from cases import policy, selectors
 from cases.models import CASE_TRANSITIONS, Case, CaseStatus, NoticeStatus, ProposalKind, ProposalStatus
+from conversations.services import CAN_CHAT
 from core.actors import Actor
 from core.errors import DomainError
+from runs.services import CAN_MANAGE_RUNS
 from web.actors import actor_labels, tenant_users
 from web.errors import error_context
 from web.forms import (
@@ -178,6 +180,16 @@ def case_page_context(request: HttpRequest, case: Case, outcome: Outcome | None 
         | {f"user:{e.payload['assignee_id']}" for e in events if (e.payload or {}).get("assignee_id")}
     labels = actor_labels(tenant_id=case.tenant_id, identifiers=identifiers, usernames=usernames)
 
+    # --- agents and threads (their lists load from web.views.runs / web.views.threads) ---------
+    may_start_runs = role in CAN_MANAGE_RUNS
+    may_chat = role in CAN_CHAT
+    runs_error = _error_for(outcome, "runs_new") if may_start_runs else None
+    thread_error = _error_for(outcome, "thread_new") if may_chat else None
+    from web.views.threads import ThreadCreateForm  # local: that module imports this one
+
+    thread_form = _form_for(outcome, "thread_new", lambda: ThreadCreateForm(
+        initial={"title": f"Questions about {case.reference}"}, auto_id="id_thread_%s"))
+
     # A section's error counts as shown only when the page renders that section's form.
     may_add_evidence = role in policy.CAN_ADD_EVIDENCE and is_open
     may_draft_now = may_draft and is_open
@@ -217,6 +229,11 @@ def case_page_context(request: HttpRequest, case: Case, outcome: Outcome | None 
         # take after someone else moved it) is shown at the top of the page instead.
         "unplaced_error": unplaced_error,
         "outcome_target": outcome.target,
+        "may_start_runs": may_start_runs,
+        "runs_error": runs_error,
+        "may_chat": may_chat,
+        "thread_form": thread_form,
+        "thread_error": thread_error,
     }
 
 

@@ -3,7 +3,7 @@ routes here, and a link in templates/web/_nav.html."""
 
 from django.urls import path
 
-from web.views import actions, audit, cases, review
+from web.views import actions, audit, cases, memory, review, runs, threads
 
 app_name = "web"
 
@@ -27,6 +27,25 @@ urlpatterns = [
     path("cases/<str:reference>/notices/<int:pk>/reject/", actions.notice_reject, name="notice_reject"),
     path("cases/<str:reference>/notices/<int:pk>/withdraw/", actions.notice_withdraw, name="notice_withdraw"),
     path("cases/<str:reference>/notices/<int:pk>/send/", actions.notice_send, name="notice_send"),
+    path("cases/<str:reference>/runs/", runs.case_runs, name="case_runs"),
+    path("cases/<str:reference>/analyse/", runs.case_analyse, name="case_analyse"),
+    path("cases/<str:reference>/threads/", threads.case_threads, name="case_threads"),
+    path("cases/<str:reference>/threads/new/", threads.case_thread_create, name="case_thread_create"),
+    path("runs/", runs.run_list, name="run_list"),
+    path("runs/<int:pk>/", runs.run_detail, name="run_detail"),
+    path("runs/<int:pk>/steps/<int:sequence>/", runs.run_step_detail, name="run_step"),
+    path("runs/<int:pk>/cancel/", runs.run_cancel, name="run_cancel"),
+    path("runs/<int:pk>/resume/", runs.run_resume, name="run_resume"),
+    path("runs/<int:pk>/fork/", runs.run_fork, name="run_fork"),
+    path("threads/", threads.thread_list, name="thread_list"),
+    path("threads/<int:pk>/", threads.thread_detail, name="thread_detail"),
+    path("threads/<int:pk>/pending/", threads.thread_pending, name="thread_pending"),
+    path("threads/<int:pk>/messages/", threads.message_post, name="thread_message_post"),
+    path("threads/<int:pk>/messages/<int:message_pk>/redact/", threads.message_redact, name="thread_message_redact"),
+    path("threads/<int:pk>/compact/", threads.thread_compact, name="thread_compact"),
+    path("memory/", memory.memory_list, name="memory_list"),
+    path("memory/<int:pk>/confirm/", memory.memory_confirm, name="memory_confirm"),
+    path("memory/<int:pk>/forget/", memory.memory_forget, name="memory_forget"),
     path("review/", review.review_inbox, name="review_inbox"),
     path("audit/", audit.audit_timeline, name="audit_timeline"),
 ]

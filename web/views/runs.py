@@ -1,0 +1,452 @@
+"""Agent runs in the browser: the case page's agents section, the run list and the run inspector
+(status, budget, lease, steps; per step what the model saw, the tool calls and the checkpoint).
+
+Reads go through runs.selectors, writes through runs.services (one service call per action).
+Which buttons appear is a courtesy; the services judge, and a refusal comes back next to the
+action it came from with the status web.errors maps it to.
+
+`answer_action` is the one way an action on these pages (and on the thread and memory pages)
+answers: htmx requests get the page region re-read from the database (or an HX-Redirect), plain
+form posts a redirect or the whole page with the refusal."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+
+from django import forms
+from django.conf import settings
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.forms import Form
+from django.http import HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.vary import vary_on_headers
+
+from cases import selectors as case_selectors
+from cases.models import Case
+from core.errors import DomainError, NotFound
+from runs import selectors, services
+from runs.graphs import GRAPHS
+from runs.models import AgentRun, RunStatus
+from web.access import member_required
+from web.actors import actor_labels
+from web.case_page import Outcome
+from web.errors import add_to_form, error_context, status_for
+from web.views.cases import is_partial
+
+RUNS_PER_PAGE = 25
+CASE_RUNS_SHOWN = 10
+CASE_ANALYSIS_GRAPH = "case_analysis"
+POLL_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING)
+
+
+# --- forms ---------------------------------------------------------------------------------------
+
+class RunFilterForm(forms.Form):
+    status = forms.ChoiceField(label="Status", required=False, choices=[("", "Any status"), *RunStatus.choices])
+    graph = forms.ChoiceField(label="Kind of run", required=False,
+                              choices=[("", "Any kind"), *[(name, name.replace("_", " ")) for name in GRAPHS]])
+    case = forms.CharField(label="Case reference", required=False, max_length=40,
+                           widget=forms.TextInput(attrs={"placeholder": "CASE-2026-000001"}))
+
+
+class RunCancelForm(forms.Form):
+    reason = forms.CharField(label="Reason (optional)", required=False, max_length=500,
+                             widget=forms.TextInput(attrs={"placeholder": "Why stop it"}))
+
+
+class RunForkForm(forms.Form):
+    # The select offers the checkpoints a fork can start from; any other number is the service's
+    # to refuse (with a message that says which steps are possible).
+    from_step = forms.IntegerField(label="Fork from the checkpoint after step", min_value=0,
+                                   error_messages={"required": "Choose the step to fork from."})
+
+
+# --- answering an action -----------------------------------------------------------------------------
+
+def go_to(request, url: str):
+    """Send the browser to `url`: a redirect for a plain post, HX-Redirect for htmx (a new page)."""
+    if request.htmx:
+        response = HttpResponse(status=200)
+        response["HX-Redirect"] = url
+        return response
+    return redirect(url)
+
+
+def answer_action(request, *, target: str, form: Form | None, call: Callable[[], str | tuple[str, str]],
+                  render_page: Callable[..., HttpResponse], page_url: str):
+    """Validate `form`, run `call` (ONE service call) and answer.
+
+    `call` returns the message to show, or (message, url) to send the person to another page (a
+    fork, a new thread). `render_page(outcome=..., status=...)` renders the page region for htmx
+    or the whole page, re-read from the database, so it shows what is true now. A refusal is
+    pinned to `target` (the action it came from) and answered with its status."""
+    outcome, status = None, 200
+    if form is not None and not form.is_valid():
+        outcome, status = Outcome(target=target, form=form), 400
+    else:
+        try:
+            result = call()
+        except DomainError as error:
+            if form is not None and error.fields:
+                add_to_form(form, error)
+            outcome, status = Outcome(target=target, error=error, form=form), status_for(error)
+        else:
+            text, url = result if isinstance(result, tuple) else (result, page_url)
+            messages.success(request, text)
+            if url != page_url or not request.htmx:
+                return go_to(request, url)
+    response = render_page(outcome=outcome, status=status)
+    if request.htmx and outcome is not None:
+        response["HX-Reswap"] = "outerHTML show:#action-error:top"
+    return response
+
+
+def pinned_error(outcome: Outcome | None, target: str) -> dict | None:
+    """The refusal (or invalid form) of the action `target`, for the template next to it."""
+    if outcome is None or outcome.target != target:
+        return None
+    outcome.shown = True
+    if outcome.error is not None:
+        return error_context(outcome.error)
+    return {"code": "invalid", "title": "Please correct the highlighted fields", "message": "", "next_step": "",
+            "fields": {}}
+
+
+# --- shared facts about runs ---------------------------------------------------------------------------
+
+def may_manage_runs(user) -> bool:
+    return user.role in services.CAN_MANAGE_RUNS
+
+
+def queue_facts(*, user, run: AgentRun) -> dict:
+    """Where a queued run stands: its position (1 = next) and whether the tenant's cap is the
+    reason it waits. Two small queries, only for a queued run."""
+    if run.status != RunStatus.QUEUED:
+        return {"position": None, "cap": settings.ARBITER_TENANT_MAX_CONCURRENT_RUNS, "running": None,
+                "cap_reached": False}
+    cap = settings.ARBITER_TENANT_MAX_CONCURRENT_RUNS
+    running = selectors.run_list_for_user(user=user, status=RunStatus.RUNNING).count()
+    return {"position": selectors.run_queue_position(run=run), "cap": cap, "running": running,
+            "cap_reached": running >= cap}
+
+
+def _budget_rows(run: AgentRun) -> list[dict]:
+    if run.started_at is None:
+        elapsed = 0
+    else:
+        elapsed = int(((run.finished_at or timezone.now()) - run.started_at).total_seconds())
+    rows = [("Steps", run.steps_used, run.max_steps, ""), ("Model tokens", run.tokens_used, run.max_tokens, ""),
+            ("Wall time", elapsed, run.max_wall_seconds, "s")]
+    return [{"label": label, "used": used, "limit": limit, "unit": unit,
+             "percent": min(100, round(100 * used / limit)) if limit else 0,
+             "is_exhausted": used >= limit} for label, used, limit, unit in rows]
+
+
+def _lease(run: AgentRun) -> dict:
+    now = timezone.now()
+    expires = run.lease_expires_at
+    if run.lease_owner:
+        return {"state": "held" if expires and expires >= now else "expired", "owner": run.lease_owner,
+                "expires_at": expires}
+    return {"state": "free", "owner": "", "expires_at": expires if run.status == RunStatus.RUNNING else None,
+            "is_overdue": bool(expires and expires < now and run.status == RunStatus.RUNNING)}
+
+
+def _may_resume(run: AgentRun) -> bool:
+    if run.status in (RunStatus.WAITING, RunStatus.FAILED):
+        return True
+    # A running run whose worker died (lease expired) or whose next step was never delivered.
+    lease = _lease(run)
+    return run.status == RunStatus.RUNNING and (lease["state"] == "expired" or lease.get("is_overdue", False))
+
+
+# --- the case page's agents section ------------------------------------------------------------------
+
+def _case(request, reference: str) -> Case:
+    return case_selectors.case_get_for_user(user=request.user, reference=reference)
+
+
+@require_GET
+@member_required
+def case_runs(request, reference: str):
+    """The case's runs (the case page loads this section with htmx and polls it while a run is
+    queued or running); without JavaScript the case page links to the run list instead."""
+    case = _case(request, reference)
+    runs = list(selectors.run_list_for_user(user=request.user, case=case)
+                .filter(graph=CASE_ANALYSIS_GRAPH).order_by("-id")[:CASE_RUNS_SHOWN + 1])
+    shown = runs[:CASE_RUNS_SHOWN]
+    for run in shown:
+        run.queue = queue_facts(user=request.user, run=run) if run.status == RunStatus.QUEUED else None
+    return render(request, "web/runs/_case_runs.html", {
+        "case": case, "runs": shown, "more_runs": len(runs) > CASE_RUNS_SHOWN,
+        "is_live": any(run.status in POLL_STATUSES for run in shown),
+    })
+
+
+@require_POST
+@member_required
+def case_analyse(request, reference: str):
+    """"Analyse with agents": start a case_analysis run (runs.services.run_start)."""
+    from web.views.actions import _answer  # the case page's one way to answer an action
+
+    case = _case(request, reference)
+
+    def call():
+        run = services.run_start(actor=request.user, case=case, graph=CASE_ANALYSIS_GRAPH)
+        queue = queue_facts(user=request.user, run=run)
+        text = f"Analysis R{run.pk} queued"
+        if queue["cap_reached"]:
+            text += (f" at position {queue['position']}: your organisation already has {queue['running']} runs in "
+                     f"progress (at most {queue['cap']} at once); it starts when one finishes.")
+        elif queue["position"] and queue["position"] > 1:
+            text += f" at position {queue['position']}; it starts after the runs ahead of it."
+        else:
+            text += "; it starts as soon as a worker picks it up."
+        return text + " The agents propose; nothing changes on the case until a person approves."
+
+    return _answer(request, case, target="runs_new", form=None, call=call, anchor="#agents")
+
+
+# --- run list ----------------------------------------------------------------------------------------
+
+@member_required
+@vary_on_headers("HX-Request", "HX-Target")
+def run_list(request):
+    form = RunFilterForm(request.GET)
+    status = 200
+    if form.is_valid():
+        filters = form.cleaned_data
+    else:
+        filters, status = {}, 400  # an unknown status in a hand-edited URL: say so, list all
+    case = None
+    reference = (filters.get("case") or "").strip()
+    case_error = ""
+    if reference:
+        try:
+            case = _case(request, reference)
+        except NotFound:
+            case_error, status = f"No case {reference} in your organisation; showing runs of all cases.", 400
+    runs = selectors.run_list_for_user(user=request.user, case=case, status=filters.get("status") or None)
+    if filters.get("graph"):
+        runs = runs.filter(graph=filters["graph"])
+    page = Paginator(runs.order_by("-id"), RUNS_PER_PAGE).get_page(request.GET.get("page"))
+    for run in page:
+        # Bounded by the page size, and only queued rows ask.
+        run.queue_position = selectors.run_queue_position(run=run) if run.status == RunStatus.QUEUED else None
+    labels = actor_labels(tenant_id=request.user.tenant_id, identifiers={run.started_by for run in page})
+    query = request.GET.copy()
+    query.pop("page", None)
+    context = {"form": form, "page": page, "labels": labels, "query": query.urlencode(), "case_error": case_error,
+               "is_filtered": any(filters.get(k) for k in ("status", "graph", "case"))}
+    template = "web/runs/_results.html" if is_partial(request, "run-results") else "web/runs/list.html"
+    return render(request, template, context, status=status)
+
+
+# --- run inspector -----------------------------------------------------------------------------------
+
+def _run(request, pk: int) -> AgentRun:
+    return selectors.run_get_for_user(user=request.user, pk=pk)
+
+
+def link_tool_calls(tool_calls, *, proposals, notices) -> None:
+    """Point each tool call at the proposal or notice it made (its external ref), for a link."""
+    targets = {f"proposal:{p.pk}": p for p in proposals} | {f"notice:{n.pk}": n for n in notices}
+    for call in tool_calls:
+        call.target = targets.get(call.external_ref)
+        call.target_anchor = call.external_ref.replace(":", "-")
+
+
+def run_page_context(request, run: AgentRun, outcome: Outcome | None = None) -> dict:
+    user = request.user
+    produced = selectors.run_outcome(run=run)
+    steps = produced["steps"]
+    by_step = {step.pk: step.sequence for step in steps}
+    tool_counts: dict[int, int] = defaultdict(int)
+    for call in produced["tool_calls"]:
+        tool_counts[call.sequence] += 1
+    for step in steps:
+        step.tool_call_count = tool_counts.get(step.sequence, 0)
+    link_tool_calls(produced["tool_calls"], proposals=produced["proposals"], notices=produced["notices"])
+    for item in (*produced["findings"], *produced["artifacts"]):
+        item.step_sequence = by_step.get(item.step_id)
+    forks = list(selectors.run_list_for_user(user=user).filter(parent_run=run).order_by("id"))
+    fork_choices = [0, *[step.sequence for step in steps if step.outcome == "goto"]]
+    identifiers = {run.started_by} | {a.produced_by for a in produced["artifacts"]} \
+        | {p.proposer_id for p in produced["proposals"]} | {n.drafted_by for n in produced["notices"]} \
+        | {c.actor_id for c in produced["tool_calls"]}
+    labels = actor_labels(tenant_id=run.tenant_id, identifiers=identifiers)
+    may_manage = may_manage_runs(user)
+    outcome = outcome or Outcome(target="")
+    fork_form = outcome.form if outcome.target == "fork" and outcome.form is not None else RunForkForm(
+        initial={"from_step": fork_choices[-1]}, auto_id="id_fork_%s")
+    cancel_form = outcome.form if outcome.target == "cancel" and outcome.form is not None else RunCancelForm(
+        auto_id="id_cancel_%s")
+    errors = {name: pinned_error(outcome, name) for name in ("cancel", "resume", "fork")}
+    return {
+        "run": run,
+        "is_live": run.status in POLL_STATUSES,
+        "queue": queue_facts(user=user, run=run),
+        "budget": _budget_rows(run),
+        "lease": _lease(run),
+        "steps": steps,
+        "findings": produced["findings"],
+        "artifacts": produced["artifacts"],
+        "proposals": produced["proposals"],
+        "notices": produced["notices"],
+        "tool_calls": produced["tool_calls"],
+        "forks": forks,
+        "labels": labels,
+        "may_manage": may_manage,
+        "may_cancel": may_manage and not run.is_finished,
+        "may_resume": may_manage and _may_resume(run),
+        "may_fork": may_manage and bool(steps),
+        "fork_choices": fork_choices,
+        "fork_form": fork_form,
+        "cancel_form": cancel_form,
+        "errors": errors,
+        "unplaced_error": error_context(outcome.error) if outcome.error is not None and not any(errors.values())
+        else None,
+    }
+
+
+def _render_run(request, run: AgentRun, *, outcome: Outcome | None = None, status: int = 200):
+    fresh = _run(request, run.pk)
+    template = "web/runs/_body.html" if request.htmx else "web/runs/detail.html"
+    return render(request, template, run_page_context(request, fresh, outcome), status=status)
+
+
+@member_required
+@vary_on_headers("HX-Request", "HX-Target")
+def run_detail(request, pk: int):
+    run = _run(request, pk)
+    if is_partial(request, "run-live"):
+        # The live block polls while the run is queued or running. Once it has finished, reload
+        # the page once: findings, artifacts, proposals and the actions change with it.
+        if run.status not in POLL_STATUSES:
+            response = HttpResponse(status=200)
+            response["HX-Refresh"] = "true"
+            return response
+        return render(request, "web/runs/_live.html", run_page_context(request, run))
+    return render(request, "web/runs/detail.html", run_page_context(request, run))
+
+
+@require_POST
+@member_required
+def run_cancel(request, pk: int):
+    run = _run(request, pk)
+    form = RunCancelForm(request.POST, auto_id="id_cancel_%s")
+
+    def call():
+        cancelled = services.run_cancel(actor=request.user, run=run, reason=form.cleaned_data["reason"].strip())
+        if cancelled.status == RunStatus.CANCELLED:
+            return f"Run R{run.pk} cancelled. What it produced so far stays recorded."
+        return f"Run R{run.pk} stops when its current step ends; that step's work is kept."
+
+    return answer_action(request, target="cancel", form=form, call=call, page_url=_run_url(run),
+                         render_page=lambda **kw: _render_run(request, run, **kw))
+
+
+@require_POST
+@member_required
+def run_resume(request, pk: int):
+    run = _run(request, pk)
+
+    def call():
+        resumed = services.run_resume(actor=request.user, run=run)
+        return (f"Run R{run.pk} resumes from its last checkpoint at step {resumed.next_sequence}; it is "
+                f"{resumed.get_status_display().lower()}.")
+
+    return answer_action(request, target="resume", form=None, call=call, page_url=_run_url(run),
+                         render_page=lambda **kw: _render_run(request, run, **kw))
+
+
+@require_POST
+@member_required
+def run_fork(request, pk: int):
+    run = _run(request, pk)
+    form = RunForkForm(request.POST, auto_id="id_fork_%s")
+
+    def call():
+        step = form.cleaned_data["from_step"]
+        fork = services.run_fork(actor=request.user, run=run, from_sequence=step)
+        where = "from the start" if step == 0 else f"after step {step}"
+        return (f"Run R{fork.pk} forked from R{run.pk} {where}: it reproduces those steps and runs the rest "
+                f"afresh. R{run.pk} stays as it was.", _run_url(fork))
+
+    return answer_action(request, target="fork", form=form, call=call, page_url=_run_url(run),
+                         render_page=lambda **kw: _render_run(request, run, **kw))
+
+
+def _run_url(run: AgentRun) -> str:
+    return reverse("web:run_detail", args=[run.pk])
+
+
+# --- one step: what the model saw, the tools, the checkpoint -----------------------------------------
+
+UNTRUSTED_OPEN = "<untrusted_"
+
+
+def message_segments(text: str) -> list[dict]:
+    """Split a rendered prompt into plain text and the <untrusted_...> blocks, so the page can
+    show the untrusted data visibly marked (as the model was told to treat it)."""
+    segments: list[dict] = []
+    rest = text or ""
+    while rest:
+        start = rest.find(UNTRUSTED_OPEN)
+        if start < 0:
+            segments.append({"text": rest, "is_untrusted": False})
+            break
+        if start:
+            segments.append({"text": rest[:start], "is_untrusted": False})
+        name_end = rest.find(" ", start)
+        tag_end = rest.find(">", start)
+        if tag_end < 0:  # not a complete tag: plain text
+            segments.append({"text": rest[start:], "is_untrusted": False})
+            break
+        name = rest[start + 1:min(i for i in (name_end, tag_end) if i >= 0)]
+        close = f"</{name}>"
+        end = rest.find(close, tag_end)
+        end = len(rest) if end < 0 else end + len(close)
+        segments.append({"text": rest[start:end], "is_untrusted": True, "kind": name.removeprefix("untrusted_")})
+        rest = rest[end:]
+    return segments
+
+
+@member_required
+def run_step_detail(request, pk: int, sequence: int):
+    run = _run(request, pk)
+    produced = selectors.run_outcome(run=run)
+    steps = produced["steps"]
+    step = next((s for s in steps if s.sequence == sequence), None)
+    model_calls = list(selectors.run_model_calls_at(run=run, sequence=sequence))
+    if step is None and not model_calls:
+        raise NotFound(f"Run R{run.pk} has no step {sequence}; its steps are 1 to {len(steps)}."
+                       if steps else f"Run R{run.pk} has not executed a step yet.")
+    for call in model_calls:
+        call.rendered = [{"role": m.get("role", ""), "segments": message_segments(str(m.get("content", "")))}
+                         for m in call.messages or []]
+    state = selectors.run_state_at(run=run, sequence=sequence)
+    state_is_this_step = bool(state.completed_steps) and state.completed_steps[-1].sequence == sequence
+    tool_calls = [c for c in produced["tool_calls"] if c.sequence == sequence]
+    step_id = step.pk if step else None
+    findings = [f for f in produced["findings"] if step_id and f.step_id == step_id]
+    artifacts = [a for a in produced["artifacts"] if step_id and a.step_id == step_id]
+    link_tool_calls(tool_calls, proposals=produced["proposals"], notices=produced["notices"])
+    labels = actor_labels(tenant_id=run.tenant_id, identifiers={c.actor_id for c in tool_calls}
+                          | {a.produced_by for a in artifacts} | {run.started_by})
+    sequences = [s.sequence for s in steps]
+    may_manage = may_manage_runs(request.user)
+    return render(request, "web/runs/step.html", {
+        "run": run, "step": step, "sequence": sequence, "model_calls": model_calls, "tool_calls": tool_calls,
+        "state": state.as_dict(), "state_is_this_step": state_is_this_step, "findings": findings,
+        "artifacts": artifacts, "labels": labels, "steps": steps,
+        "previous_step": max((s for s in sequences if s < sequence), default=None),
+        "next_step": min((s for s in sequences if s > sequence), default=None),
+        "may_fork_here": may_manage and step is not None and step.outcome == "goto",
+        "fork_form": RunForkForm(initial={"from_step": sequence}, auto_id="id_fork_%s"),
+    })
