@@ -254,3 +254,17 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(ARBITER_REAP_INTERVAL_SECONDS),
     },
 }
+
+# --- REST API for runs, memory and threads (runs/api, conversations/api) ----------------------
+# Their models have a `status` too; name each choice set after its model (as for cases above).
+SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"] = {
+    **SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"],
+    "RunStatusEnum": "runs.models.RunStatus",
+    "RunPhaseEnum": "runs.models.RunPhase",
+    "StepStatusEnum": "runs.models.StepStatus",
+    "ToolCallStatusEnum": "runs.models.ToolCallStatus",
+    "EffectTypeEnum": "runs.models.EffectType",
+    "MemoryStatusEnum": "runs.models.MemoryStatus",
+    "MemoryTypeEnum": "runs.models.MemoryType",
+    "MessageRoleEnum": "conversations.models.MessageRole",
+}

@@ -11,6 +11,8 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     # REST API (DRF). Each app mounts its own routes under /api/v1/.
     path("api/v1/", include("cases.api.urls")),
+    path("api/v1/", include("runs.api.urls")),
+    path("api/v1/", include("conversations.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api_schema"),
     # Swagger UI's assets come from drf-spectacular-sidecar's static files: no CDN, works offline.
     # (No Redoc page: drf-spectacular's Redoc template loads web fonts from an external host.)

@@ -1,0 +1,161 @@
+"""REST API for threads and messages (like cases.api): thin views with nested input serializers;
+reads through conversations.selectors (tenant-scoped: another tenant's thread is 404), writes
+through conversations.services, errors as {code, detail, fields?}.
+
+Posting a message answers 202 Accepted with the pending run that writes the reply; the reply
+appears in GET /threads/<id>/messages/ when that run has finished."""
+
+from __future__ import annotations
+
+import django_filters
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from cases import selectors as case_selectors
+from cases.api.views import SelectorListApi, refusals
+from conversations import selectors, services
+from conversations.api.serializers import (
+    MessageOutputSerializer,
+    MessagePostOutputSerializer,
+    ThreadDetailOutputSerializer,
+    ThreadOutputSerializer,
+)
+from conversations.models import Message, Thread
+from core.errors import Invalid, NotFound
+from runs import selectors as run_selectors
+from runs.api.serializers import RunDetailOutputSerializer
+from runs.api.views import run_detail_response
+
+
+def _thread(request, pk: int) -> Thread:
+    return selectors.thread_get_for_user(user=request.user, pk=pk)
+
+
+def thread_detail_response(request, thread: Thread, *, status_code: int = status.HTTP_200_OK) -> Response:
+    fresh = _thread(request, thread.pk)
+    context = {"pending": selectors.thread_pending_replies(thread=fresh),
+               "summary": selectors.thread_latest_summary(thread=fresh)}
+    return Response(ThreadDetailOutputSerializer(fresh, context=context).data, status=status_code)
+
+
+class ThreadFilter(django_filters.FilterSet):
+    case = django_filters.CharFilter(max_length=40, help_text="Only threads about this case (its reference).")
+
+    class Meta:
+        model = Thread
+        fields = ["case"]
+
+
+class MessageFilter(django_filters.FilterSet):
+    after = django_filters.NumberFilter(min_value=0, help_text="Only messages after this sequence (for polling).")
+
+    class Meta:
+        model = Message
+        fields = ["after"]
+
+
+class ThreadListCreateApi(SelectorListApi):
+    queryset = Thread.objects.none()
+    filterset_class = ThreadFilter
+    output_serializer_class = ThreadOutputSerializer
+
+    class ThreadCreateInput(serializers.Serializer):
+        title = serializers.CharField(max_length=300)
+        case = serializers.CharField(max_length=40, required=False, allow_null=True, default=None,
+                                     help_text="The case the thread is about (its reference); optional.")
+        token_budget = serializers.IntegerField(required=False, allow_null=True, default=None,
+                                                help_text="Context budget for the thread part (default: setting).")
+
+    serializer_class = ThreadCreateInput
+
+    def select(self, request, **params):
+        queryset = selectors.thread_list_for_user(user=request.user)
+        if params.get("case"):
+            queryset = queryset.filter(case__reference=params["case"])  # still within the user's tenant
+        return queryset.order_by("-created_at", "-id")
+
+    @extend_schema(responses=ThreadOutputSerializer(many=True), summary="List the tenant's threads")
+    def get(self, request):
+        return self.list_response(request)
+
+    @extend_schema(request=ThreadCreateInput, responses={201: ThreadDetailOutputSerializer, **refusals(400, 403)},
+                   summary="Open a thread with the case assistant")
+    def post(self, request):
+        data = self.ThreadCreateInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        case = None
+        if values["case"]:
+            try:
+                case = case_selectors.case_get_for_user(user=request.user, reference=values["case"])
+            except NotFound:
+                raise Invalid("No such case.", fields={"case": [f"There is no case {values['case']} in your "
+                                                                f"organisation."]}) from None
+        thread = services.thread_create(actor=request.user, tenant=request.user.tenant, case=case,
+                                        title=values["title"], token_budget=values["token_budget"])
+        return thread_detail_response(request, thread, status_code=status.HTTP_201_CREATED)
+
+
+class ThreadDetailApi(APIView):
+    @extend_schema(responses={200: ThreadDetailOutputSerializer, **refusals(404)},
+                   summary="A thread, with its pending replies and latest summary")
+    def get(self, request, pk: int):
+        return thread_detail_response(request, _thread(request, pk))
+
+
+class ThreadMessageListPostApi(SelectorListApi):
+    queryset = Message.objects.none()
+    filterset_class = MessageFilter
+    output_serializer_class = MessageOutputSerializer
+
+    class MessagePostInput(serializers.Serializer):
+        content = serializers.CharField(trim_whitespace=False,
+                                        help_text="The message; its length limit is the server's setting.")
+
+    serializer_class = MessagePostInput
+
+    def select(self, request, *, pk: int, **params):
+        return selectors.message_list_for_user(user=request.user, thread=_thread(request, pk),
+                                               after_sequence=int(params.get("after") or 0))
+
+    @extend_schema(responses={200: MessageOutputSerializer(many=True), **refusals(404)},
+                   summary="A thread's messages in order (redacted ones read \"[redacted]\")")
+    def get(self, request, pk: int):
+        return self.list_response(request, pk=pk)
+
+    @extend_schema(request=MessagePostInput, responses={202: MessagePostOutputSerializer, **refusals(400, 403, 404)},
+                   summary="Post a message; the assistant's reply is written by the returned run")
+    def post(self, request, pk: int):
+        thread = _thread(request, pk)
+        data = self.MessagePostInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        message = services.message_post(actor=request.user, thread=thread, content=data.validated_data["content"])
+        run = run_selectors.run_get_for_user(user=request.user, pk=int(message.reply_run_id))
+        body = {"message": message,
+                "reply_run": {"id": run.pk, "status": run.status,
+                              "queue_position": run_selectors.run_queue_position(run=run)}}
+        return Response(MessagePostOutputSerializer(body).data, status=status.HTTP_202_ACCEPTED)
+
+
+class ThreadCompactApi(APIView):
+    @extend_schema(request=None, responses={202: RunDetailOutputSerializer, **refusals(403, 404, 409)},
+                   summary="Summarise the thread's older turns (a compaction run; originals stay stored)")
+    def post(self, request, pk: int):
+        run = services.thread_compact(actor=request.user, thread=_thread(request, pk))
+        return run_detail_response(request, run, status_code=status.HTTP_202_ACCEPTED)
+
+
+class MessageRedactApi(APIView):
+    class MessageRedactInput(serializers.Serializer):
+        reason = serializers.CharField(max_length=500, help_text="Why it is hidden (kept in the audit log).")
+
+    @extend_schema(request=MessageRedactInput, responses={200: MessageOutputSerializer, **refusals(400, 403, 404, 409)},
+                   summary="Redact a message (its author, a supervisor or an admin): it reads \"[redacted]\" everywhere")
+    def post(self, request, pk: int):
+        message = selectors.message_get_for_user(user=request.user, pk=pk)
+        data = self.MessageRedactInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        services.message_redact(actor=request.user, message=message, **data.validated_data)
+        return Response(MessageOutputSerializer(selectors.message_get_for_user(user=request.user, pk=pk)).data)
