@@ -307,6 +307,7 @@ def run_step(*, run_id: int, worker_id: str, expected_sequence: int | None = Non
     `expected_sequence` (set by the task that enqueued this step) turns a late or duplicate
     delivery into a no-op once that step is done. `enqueue=False` leaves the next step to the
     caller (manage.py analyze --inline drives the loop itself)."""
+    run_id = int(run_id)  # run ids travel as text on messages and audit rows; compare as numbers
     run = AgentRun.objects.filter(pk=run_id).first()
     if run is None:
         return StepOutcome(run_id, "missing", "")
@@ -597,6 +598,7 @@ def drive_inline(*, run_id: int, worker_id: str, timeout_seconds: float = 600, p
     """Execute a run's steps in this process through run_step (same leases, same commits) until it
     finishes, waits, or the timeout passes. Waits while the run is not admitted or another worker
     holds its lease."""
+    run_id = int(run_id)
     deadline = time.monotonic() + timeout_seconds
     while time.monotonic() < deadline:
         outcome = run_step(run_id=run_id, worker_id=worker_id, enqueue=False)

@@ -329,3 +329,14 @@ def test_a_task_time_limit_inside_a_step_retries_it(analyst, tenant, test_graphs
     assert run_step(run_id=run.pk, worker_id="w").action == "retry"
     assert drive(run).status == RunStatus.COMPLETED
     assert Step.objects.get(run=run).attempt == 2
+
+
+def test_run_step_accepts_a_run_id_given_as_text(case, analyst):
+    """Run ids travel as text on messages (reply_run_id) and audit rows; a step must still run."""
+    from runs.executor import run_step
+    from runs.services import run_start
+
+    run = run_start(actor=analyst, case=case, enqueue=False)
+    outcome = run_step(run_id=str(run.pk), worker_id="w-text", enqueue=False)
+    assert outcome.action == "executed"
+    assert outcome.run_id == run.pk
