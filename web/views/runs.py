@@ -218,11 +218,9 @@ def case_analyse(request, reference: str):
 @vary_on_headers("HX-Request", "HX-Target")
 def run_list(request):
     form = RunFilterForm(request.GET)
-    status = 200
-    if form.is_valid():
-        filters = form.cleaned_data
-    else:
-        filters, status = {}, 400  # an unknown status in a hand-edited URL: say so, list all
+    # An unknown value in a hand-edited URL is ignored, and the page says so; the valid ones apply.
+    status = 200 if form.is_valid() else 400
+    filters = form.cleaned_data
     case = None
     reference = (filters.get("case") or "").strip()
     case_error = ""
@@ -286,7 +284,8 @@ def run_page_context(request, run: AgentRun, outcome: Outcome | None = None) -> 
         initial={"from_step": fork_choices[-1]}, auto_id="id_fork_%s")
     cancel_form = outcome.form if outcome.target == "cancel" and outcome.form is not None else RunCancelForm(
         auto_id="id_cancel_%s")
-    errors = {name: pinned_error(outcome, name) for name in ("cancel", "resume", "fork")}
+    # A refusal sits next to its action when the page shows the actions; otherwise at the top.
+    errors = {name: pinned_error(outcome, name) for name in ("cancel", "resume", "fork")} if may_manage else {}
     return {
         "run": run,
         "is_live": run.status in POLL_STATUSES,
@@ -309,8 +308,7 @@ def run_page_context(request, run: AgentRun, outcome: Outcome | None = None) -> 
         "fork_form": fork_form,
         "cancel_form": cancel_form,
         "errors": errors,
-        "unplaced_error": error_context(outcome.error) if outcome.error is not None and not any(errors.values())
-        else None,
+        "unplaced_error": error_context(outcome.error) if outcome.error is not None and not outcome.shown else None,
     }
 
 

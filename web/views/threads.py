@@ -159,7 +159,9 @@ def thread_page_context(request, thread: Thread, *, outcome: Outcome | None = No
     outcome = outcome or Outcome(target="")
     message_form = outcome.form if outcome.target == "post" and outcome.form is not None else MessageForm(
         auto_id="id_message_%s")
-    errors = {"post": pinned_error(outcome, "post"), "compact": pinned_error(outcome, "compact")}
+    # A refusal sits next to its form when the page shows it (people who may chat); else at the top.
+    errors = {"post": pinned_error(outcome, "post"), "compact": pinned_error(outcome, "compact")} \
+        if may_chat(user) else {}
     unplaced = error_context(outcome.error) if outcome.error is not None and not outcome.shown else None
     return {
         "thread": thread, "case": thread.case, "messages_shown": items, "labels": labels, "summary": summary,
