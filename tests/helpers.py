@@ -2,7 +2,8 @@
 
 `assert_nothing_changed` is the check every denied path makes (STYLE: tests): it snapshots the
 rows a refused service could have written — audit events and stream heads, case events,
-proposals, approvals, notices, dispatches, evidence, files under MEDIA_ROOT, sent email — plus
+proposals, approvals, notices, dispatches, evidence, files under MEDIA_ROOT, sent email, tasks
+queued on commit — plus
 each given case's (status, risk level, version), runs the block, and asserts the snapshot is
 identical afterwards.
 
@@ -20,6 +21,7 @@ from contextlib import contextmanager
 
 from django.conf import settings
 from django.core import mail
+from django.db import transaction
 
 from audit.models import AuditEvent, AuditStreamHead
 from cases.models import Approval, Case, CaseEvent, Evidence, Notice, NoticeDispatch, Proposal
@@ -46,6 +48,9 @@ def snapshot(cases: Iterable[Case] = (), extra: dict[str, Callable[[], object]] 
         "evidence": Evidence.objects.count(),
         "media_files": _media_files(),
         "emails": len(mail.outbox),
+        # Every task is queued with transaction.on_commit (runs, notice dispatch): inside a test's
+        # transaction a queued task is a pending callback, so none may have been added.
+        "queued_on_commit": len(transaction.get_connection().run_on_commit),
         "cases": {
             case.pk: Case.objects.filter(pk=case.pk).values_list("status", "risk_level", "version").first()
             for case in cases
@@ -88,6 +93,9 @@ class CountDelta:
             "dispatches": NoticeDispatch.objects.count(),
             "evidence": Evidence.objects.count(),
             "emails": len(mail.outbox),
+        # Every task is queued with transaction.on_commit (runs, notice dispatch): inside a test's
+        # transaction a queued task is a pending callback, so none may have been added.
+        "queued_on_commit": len(transaction.get_connection().run_on_commit),
         }
 
 
