@@ -254,7 +254,7 @@ def test_a_failed_reply_says_so_and_points_to_its_run(client, analyst, thread):
 
     run_services.run_cancel(actor=analyst, run=run)
     html = get(client, analyst, thread_url(thread)).content.decode()
-    assert f"The assistant could not answer #1: its run" in html and f"R{run.pk}</a> is cancelled" in html
+    assert "The assistant could not answer #1: its run" in html and f"R{run.pk}</a> is cancelled" in html
     assert 'hx-trigger="every 2s"' not in html
 
 
