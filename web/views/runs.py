@@ -11,6 +11,7 @@ form posts a redirect or the whole page with the refusal."""
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Callable
 
@@ -386,32 +387,27 @@ def _run_url(run: AgentRun) -> str:
 
 # --- one step: what the model saw, the tools, the checkpoint -----------------------------------------
 
-UNTRUSTED_OPEN = "<untrusted_"
+# A block as runs.context.render_messages writes it: the opening tag (with attributes) on its own
+# line, the data, the closing tag on its own line. Data cannot contain either tag (the renderer
+# escapes "<untrusted_" and "</untrusted_"), and the rules in the system message only mention
+# the tags inline, so they are not taken for blocks.
+UNTRUSTED_BLOCK = re.compile(r"<(untrusted_\w+)(?:\s[^>\n]*)?>\n.*?\n</\1>", re.DOTALL)
 
 
 def message_segments(text: str) -> list[dict]:
     """Split a rendered prompt into plain text and the <untrusted_...> blocks, so the page can
     show the untrusted data visibly marked (as the model was told to treat it)."""
     segments: list[dict] = []
-    rest = text or ""
-    while rest:
-        start = rest.find(UNTRUSTED_OPEN)
-        if start < 0:
-            segments.append({"text": rest, "is_untrusted": False})
-            break
-        if start:
-            segments.append({"text": rest[:start], "is_untrusted": False})
-        name_end = rest.find(" ", start)
-        tag_end = rest.find(">", start)
-        if tag_end < 0:  # not a complete tag: plain text
-            segments.append({"text": rest[start:], "is_untrusted": False})
-            break
-        name = rest[start + 1:min(i for i in (name_end, tag_end) if i >= 0)]
-        close = f"</{name}>"
-        end = rest.find(close, tag_end)
-        end = len(rest) if end < 0 else end + len(close)
-        segments.append({"text": rest[start:end], "is_untrusted": True, "kind": name.removeprefix("untrusted_")})
-        rest = rest[end:]
+    position = 0
+    text = text or ""
+    for match in UNTRUSTED_BLOCK.finditer(text):
+        if match.start() > position:
+            segments.append({"text": text[position:match.start()], "is_untrusted": False})
+        segments.append({"text": match.group(0), "is_untrusted": True,
+                         "kind": match.group(1).removeprefix("untrusted_")})
+        position = match.end()
+    if position < len(text):
+        segments.append({"text": text[position:], "is_untrusted": False})
     return segments
 
 
