@@ -111,6 +111,7 @@ def test_posting_answers_202_with_the_run_that_writes_the_reply(api, analyst, th
     detail = api(analyst).get(f"/api/v1/threads/{thread.pk}/").json()
     assert detail["pending_replies"] == [{"message_id": question.pk, "sequence": 1, "run_id": str(run.pk),
                                           "run_status": "queued"}]
+    assert [r["id"] for r in api(analyst).get(f"/api/v1/runs/?thread={thread.pk}").json()["results"]] == [run.pk]
     drive(run.pk)
     assert api(analyst).get(f"/api/v1/threads/{thread.pk}/").json()["pending_replies"] == []
 

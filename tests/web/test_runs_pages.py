@@ -187,7 +187,9 @@ def test_the_inspector_shows_status_budget_steps_and_outputs(client, request, pe
         assert f"<code>{node}</code>" in html
     assert "8 of 40" in html  # steps used of the budget
     assert "Phase: <strong>Done</strong>" in html and 'id="run-status-badge">Completed' in html
-    assert "Findings" in html and "risk_assessment" in html.replace("Risk assessment", "risk_assessment")
+    risk = analysed.artifacts.get(kind="risk_assessment")
+    assert f"A{risk.pk} · Risk assessment</h3>" in html and f"{risk.content_hash[:12]}</code>" in html
+    assert response.context["findings"] and all(f.step_sequence for f in response.context["findings"])
     proposal = Proposal.objects.filter(run_id=str(analysed.pk)).first()
     assert f"#proposal-{proposal.pk}" in html  # proposals the run made link to the case page
     assert "proposal_create" in html and f"{analysed.pk}:7:" in html  # tool calls with idempotency keys

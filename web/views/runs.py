@@ -37,6 +37,7 @@ from web.access import member_required
 from web.actors import actor_labels
 from web.case_page import Outcome
 from web.errors import add_to_form, error_context, status_for
+from web.views.actions import _answer  # the case page's one way to answer an action
 from web.views.cases import is_partial
 
 RUNS_PER_PAGE = 25
@@ -192,9 +193,8 @@ def case_runs(request, reference: str):
 @require_POST
 @member_required
 def case_analyse(request, reference: str):
-    """"Analyse with agents": start a case_analysis run (runs.services.run_start)."""
-    from web.views.actions import _answer  # the case page's one way to answer an action
-
+    """"Analyse with agents": start a case_analysis run (runs.services.run_start), answered like
+    every case-page action (web.views.actions._answer)."""
     case = _case(request, reference)
 
     def call():
