@@ -37,7 +37,7 @@ class CitedFactDrift:
                 f"is now {self.case_status} at version {self.case_version}.")
 
 
-def cited_fact_drift(*, tenant_id: int | None = None) -> list[CitedFactDrift]:
+def cited_fact_drift(*, tenant_id: int | None = None, thread_id: int | None = None) -> list[CitedFactDrift]:
     citing = Message.objects.filter(role=MessageRole.ASSISTANT, cited_case_version__isnull=False)
     latest_per_thread = (citing.filter(thread=OuterRef("thread")).order_by("-sequence").values("sequence")[:1])
     qs = (citing.filter(thread__case__isnull=False)
@@ -47,6 +47,8 @@ def cited_fact_drift(*, tenant_id: int | None = None) -> list[CitedFactDrift]:
                   | ~Q(cited_case_status=F("thread__case__status"))))
     if tenant_id is not None:
         qs = qs.filter(tenant_id=tenant_id)
+    if thread_id is not None:
+        qs = qs.filter(thread_id=thread_id)
     rows = qs.order_by("thread_id").values_list(
         "pk", "thread_id", "sequence", "thread__case_id", "thread__case__reference", "cited_case_status",
         "cited_case_version", "thread__case__status", "thread__case__version", "run_id")

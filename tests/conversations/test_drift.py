@@ -45,6 +45,8 @@ def test_drift_is_detected_after_the_case_changes(thread, analyst, supervisor, c
     assert "cites" in finding.description and case.reference in finding.description
     assert cited_fact_drift(tenant_id=case.tenant_id) == [finding]
     assert cited_fact_drift(tenant_id=case.tenant_id + 1000) == []
+    assert cited_fact_drift(tenant_id=case.tenant_id, thread_id=thread.pk) == [finding]
+    assert cited_fact_drift(tenant_id=case.tenant_id, thread_id=thread.pk + 1000) == []
 
 
 def test_a_version_change_alone_is_drift(thread, analyst, case):

@@ -102,7 +102,7 @@ def decorate_messages(request, thread: Thread, items: list[Message], outcome: Ou
     memories = {m.pk: m for m in run_selectors.memory_list_for_user(user=user).filter(pk__in=memory_ids)} \
         if memory_ids else {}
     cites = any(m.role == MessageRole.ASSISTANT and m.cited_case_version is not None for m in items)
-    drifted = {d.message_id: d for d in cited_fact_drift(tenant_id=user.tenant_id) if d.thread_id == thread.pk} \
+    drifted = {d.message_id: d for d in cited_fact_drift(tenant_id=user.tenant_id, thread_id=thread.pk)} \
         if cites and thread.case_id else {}
     identifiers = {m.author_id for m in items} | {m.redaction.redacted_by for m in items if m.is_redacted}
     labels = actor_labels(tenant_id=thread.tenant_id, identifiers=identifiers)
