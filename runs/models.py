@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
 from core.hashing import canonical_json, sha256_hex
@@ -85,6 +86,10 @@ class AgentRun(ConcurrentTransitionMixin, models.Model):
     parent_run = models.ForeignKey("self", on_delete=models.PROTECT, null=True, blank=True, related_name="forks")
     forked_from_checkpoint = models.ForeignKey("Checkpoint", on_delete=models.PROTECT, null=True, blank=True,
                                                related_name="+")
+    # Set by runs.retention when it removed this finished run's intermediate checkpoints (its final
+    # checkpoint and those forks were made from stay, loadable). Written with a conditional UPDATE
+    # under the run's row lock; the executor only ever saves run rows it locked and re-read.
+    checkpoints_purged_at = models.DateTimeField(null=True, blank=True)
 
     queued_at = models.DateTimeField()
     started_at = models.DateTimeField(null=True, blank=True)
@@ -223,13 +228,35 @@ class ModelCall(models.Model):
     latency_ms = models.PositiveIntegerField(default=0)
     provider_attempts = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Retention (runs.retention, DESIGN §8): when the content above (messages, context, raw and
+    # validated output, error) was removed, and the sha256 of exactly what was removed (canonical
+    # JSON of runs.retention.model_call_content), so "what did the agent see" still has an answer.
+    purged_at = models.DateTimeField(null=True, blank=True)
+    purged_sha256 = models.CharField(max_length=64, blank=True)
 
     class Meta:
         ordering = ["run_id", "sequence", "id"]
-        indexes = [models.Index(fields=["run", "sequence"])]
+        indexes = [
+            models.Index(fields=["run", "sequence"]),
+            # The retention job's scan: model calls not purged yet, oldest first.
+            models.Index(fields=["created_at"], condition=models.Q(purged_at__isnull=True),
+                         name="modelcall_unpurged_created"),
+        ]
 
     def __str__(self) -> str:
         return f"R{self.run_id}#{self.sequence} {self.agent} → {self.output_schema}"
+
+    @property
+    def is_purged(self) -> bool:
+        return self.purged_at is not None
+
+    @property
+    def purge_note(self) -> str:
+        """What an inspector shows in place of a purged call's content ("" while it is stored)."""
+        if self.purged_at is None:
+            return ""
+        return (f"Purged on {timezone.localtime(self.purged_at):%Y-%m-%d} by the retention policy "
+                f"(sha256 {self.purged_sha256}).")
 
 
 class EffectType(models.TextChoices):
