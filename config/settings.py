@@ -253,6 +253,7 @@ CELERY_BEAT_SCHEDULE = {
         "task": "runs.tasks.reap_expired_leases_task",
         "schedule": float(ARBITER_REAP_INTERVAL_SECONDS),
     },
+    "purge-expired-state": {"task": "runs.tasks.retention_purge_task", "schedule": float(24 * 60 * 60)},
 }
 
 # --- REST API for runs, memory and threads (runs/api, conversations/api) ----------------------
@@ -268,3 +269,18 @@ SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"] = {
     "MemoryTypeEnum": "runs.models.MemoryType",
     "MessageRoleEnum": "conversations.models.MessageRole",
 }
+
+# --- Retention (DESIGN §8; runs/retention.py, docs/adr/0005-retention.md) ---------------------
+# Days after which `manage.py purge_expired` (and beat, daily) purges expired state; 0 = keep
+# forever. Only finished runs are touched; audit events, case events, evidence and messages never.
+# Intermediate checkpoints of finished runs older than this are deleted; the final checkpoint (still
+# loadable) and every checkpoint a fork was made from are kept.
+ARBITER_RETENTION_CHECKPOINT_DAYS = env_int("ARBITER_RETENTION_CHECKPOINT_DAYS", 30, minimum=0)
+# Model calls of finished runs older than this lose their content (messages, context, raw and
+# validated output, error); the row, tokens, latency, provider/model, source refs and the sha256
+# of what was removed stay.
+ARBITER_RETENTION_MODEL_CONTEXT_DAYS = env_int("ARBITER_RETENTION_MODEL_CONTEXT_DAYS", 90, minimum=0)
+# Memory records that expired, or were rejected or forgotten, more than this many days ago are deleted.
+ARBITER_RETENTION_MEMORY_DAYS = env_int("ARBITER_RETENTION_MEMORY_DAYS", 30, minimum=0)
+# Rows read per query while purging: bounds the job's memory (each tenant's purge is one transaction).
+ARBITER_RETENTION_BATCH_SIZE = env_int("ARBITER_RETENTION_BATCH_SIZE", 500, minimum=1)

@@ -8,6 +8,7 @@ from django.utils import timezone
 from cases.models import Notice, Proposal
 from core.errors import NotFound
 from runs.models import AgentRun, MemoryRecord, MemoryStatus, ModelCall, RunStatus, Step
+from runs.retention import checkpoint_purged_check
 from runs.state import RunState, state_at
 
 
@@ -58,7 +59,19 @@ def run_model_calls_at(*, run: AgentRun, sequence: int) -> QuerySet[ModelCall]:
 
 
 def run_state_at(*, run: AgentRun, sequence: int | None = None) -> RunState:
-    return state_at(run, sequence)[0]
+    """The run's state after step `sequence` (default: the latest). Raises CheckpointPurged (a
+    NotFound saying when and why) when retention removed that checkpoint, rather than showing an
+    earlier state in its place (runs.retention)."""
+    try:
+        state, loaded = state_at(run, sequence)
+    except LookupError:
+        if sequence is None:
+            raise
+        checkpoint_purged_check(run=run, sequence=sequence, loaded=None)
+        raise
+    if sequence is not None and loaded < sequence:
+        checkpoint_purged_check(run=run, sequence=sequence, loaded=loaded)
+    return state
 
 
 def run_outcome(*, run: AgentRun) -> dict:

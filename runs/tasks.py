@@ -39,3 +39,12 @@ def enqueue_step(run_id: int, *, expected_sequence: int | None = None, countdown
     Call it from transaction.on_commit only."""
     run_step_task.apply_async(kwargs={"run_id": run_id, "expected_sequence": expected_sequence},
                               countdown=countdown or None)
+
+
+# A purge of a large backlog may take a while; it is safe to kill (each tenant's purge is one
+# transaction) and to run twice (the second finds nothing), so the limits are generous.
+@shared_task(bind=True, acks_late=True, ignore_result=True, soft_time_limit=1800, time_limit=1860)
+def retention_purge_task(self) -> dict[str, int]:
+    from runs.retention import retention_purge
+
+    return retention_purge()
