@@ -127,7 +127,8 @@ class ModelCallOutputSerializer(serializers.ModelSerializer):
         model = ModelCall
         fields = ["id", "sequence", "attempt", "agent", "agent_version", "provider", "model", "output_schema",
                   "messages", "context", "source_refs", "raw_output", "validated_output", "error", "prompt_tokens",
-                  "completion_tokens", "latency_ms", "provider_attempts", "created_at"]
+                  "completion_tokens", "latency_ms", "provider_attempts", "created_at", "purged_at",
+                  "purged_sha256"]
         read_only_fields = fields
 
 

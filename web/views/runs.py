@@ -33,6 +33,7 @@ from core.errors import DomainError, NotFound
 from runs import selectors, services
 from runs.graphs import GRAPHS
 from runs.models import AgentRun, RunStatus
+from runs.retention import CheckpointPurged
 from web.access import member_required
 from web.actors import actor_labels
 from web.case_page import Outcome
@@ -424,8 +425,14 @@ def run_step_detail(request, pk: int, sequence: int):
     for call in model_calls:
         call.rendered = [{"role": m.get("role", ""), "segments": message_segments(str(m.get("content", "")))}
                          for m in call.messages or []]
-    state = selectors.run_state_at(run=run, sequence=sequence)
-    state_is_this_step = bool(state.completed_steps) and state.completed_steps[-1].sequence == sequence
+    try:
+        state = selectors.run_state_at(run=run, sequence=sequence)
+    except CheckpointPurged as purged:  # retention removed it: show the rest of the step and say so
+        state, state_purged = None, purged.message
+    else:
+        state_purged = ""
+    state_is_this_step = state is not None and bool(state.completed_steps) \
+        and state.completed_steps[-1].sequence == sequence
     tool_calls = [c for c in produced["tool_calls"] if c.sequence == sequence]
     step_id = step.pk if step else None
     findings = [f for f in produced["findings"] if step_id and f.step_id == step_id]
@@ -437,7 +444,8 @@ def run_step_detail(request, pk: int, sequence: int):
     may_manage = may_manage_runs(request.user)
     return render(request, "web/runs/step.html", {
         "run": run, "step": step, "sequence": sequence, "model_calls": model_calls, "tool_calls": tool_calls,
-        "state": state.as_dict(), "state_is_this_step": state_is_this_step, "findings": findings,
+        "state": state.as_dict() if state is not None else None, "state_purged": state_purged,
+        "state_is_this_step": state_is_this_step, "findings": findings,
         "artifacts": artifacts, "labels": labels, "steps": steps,
         "previous_step": max((s for s in sequences if s < sequence), default=None),
         "next_step": min((s for s in sequences if s > sequence), default=None),
