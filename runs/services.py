@@ -238,9 +238,17 @@ def run_fork(*, actor, run: AgentRun, from_sequence: int, provider: str | None =
     Refuses a checkpoint that does not exist, or one after which the parent had ended (NotAllowed)."""
     actor = coerce_actor(actor)
     _check_actor(actor, run.tenant_id, "fork runs")
-    parent = AgentRun.objects.get(pk=run.pk)
+    # Lock the parent (no key update: children may still reference it) so a retention purge
+    # cannot delete the checkpoint between our read and the fork's foreign key to it.
+    parent = AgentRun.objects.select_for_update(no_key=True).get(pk=run.pk)
     checkpoint = Checkpoint.objects.filter(run=parent, sequence=from_sequence).first()
     if checkpoint is None:
+        kept = list(Checkpoint.objects.filter(run=parent).order_by("sequence").values_list("sequence", flat=True))
+        if parent.checkpoints_purged_at and 0 <= from_sequence < parent.next_sequence:
+            raise NotAllowed(
+                f"The checkpoint after step {from_sequence} of run R{parent.pk} was purged on "
+                f"{parent.checkpoints_purged_at:%Y-%m-%d} by the retention policy; fork from a kept one: "
+                f"{', '.join(str(k) for k in kept) or 'none'}.")
         raise NotAllowed(f"Run R{parent.pk} has no checkpoint after step {from_sequence}; pick one of its "
                          f"completed steps (0 to {parent.next_sequence - 1}).")
     definition = get_graph(parent.graph)

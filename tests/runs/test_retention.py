@@ -534,3 +534,16 @@ def test_two_purges_at_once_purge_each_row_once(analyst, tenant, case):
     recorded = [e.payload["counts"] for e in _events(tenant)]
     assert sum(c["checkpoints"] for c in recorded) == 3 * 8 and sum(c["model_calls"] for c in recorded) == 3 * 6
     assert verify_all(None)[1] == []
+
+
+def test_forking_from_a_purged_checkpoint_says_it_was_purged_and_changes_nothing(analyst, case):
+    from core.errors import NotAllowed
+
+    run = _analysed(analyst, case)
+    _age(run)
+    retention_purge()
+    runs_before = AgentRun.objects.count()
+    with assert_nothing_changed(case, extra={"runs": AgentRun.objects.count}), \
+            pytest.raises(NotAllowed, match=r"step 3 of run R\d+ was purged on .* retention policy; fork from a kept"):
+        services.run_fork(actor=analyst, run=run, from_sequence=3, enqueue=False)
+    assert AgentRun.objects.count() == runs_before
