@@ -290,7 +290,10 @@ class NoticeAdmin(TenantScopedAdmin):
     search_fields = ("case__reference", "subject", "recipient", "external_message_id")
     list_select_related = ("case",)
     action_form = ReasonActionForm
-    actions = ["submit_notices", "approve_notices", "reject_notices", "withdraw_notices", "dispatch_notices"]
+    # No "approve" action here: an approval is bound to the exact text the approver read (its content
+    # hash, sent by the form that showed it). A bulk action on a changelist row approves whatever the
+    # row holds at the click, unseen; approvals happen on the case page or through the API instead.
+    actions = ["submit_notices", "reject_notices", "withdraw_notices", "dispatch_notices"]
 
     def has_add_permission(self, request):
         return False
@@ -308,14 +311,6 @@ class NoticeAdmin(TenantScopedAdmin):
     def submit_notices(self, request, queryset):
         run_service_action(self, request, queryset, verb="Submitted",
                            call=lambda notice, reason: services.notice_submit(actor=request.user, notice=notice))
-
-    @admin.action(description="Approve the content as shown (four eyes)")
-    def approve_notices(self, request, queryset):
-        # The approval is bound to the content hash of the row as loaded for this click: had the
-        # notice been edited since the page was shown, the service voids/refuses as usual.
-        run_service_action(self, request, queryset, verb="Approved",
-                           call=lambda notice, reason: services.notice_approve(
-                               actor=request.user, notice=notice, content_hash=notice.content_hash, note=reason))
 
     @admin.action(description="Reject (needs a reason)")
     def reject_notices(self, request, queryset):
