@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
@@ -42,6 +43,17 @@ def run_queue_position(*, run: AgentRun) -> int | None:
     ahead = AgentRun.objects.filter(tenant_id=run.tenant_id, status=RunStatus.QUEUED).filter(
         Q(queued_at__lt=run.queued_at) | Q(queued_at=run.queued_at, id__lt=run.pk)).count()
     return ahead + 1
+
+
+def run_queue_facts(*, run: AgentRun) -> dict:
+    """Where a run stands, for the UI and the API alike: its queue position while queued (1 = next),
+    how many of its tenant's runs are running, the tenant's cap, and whether the cap is why it
+    waits. Two small queries, and none for a run that left the queue."""
+    cap = settings.ARBITER_TENANT_MAX_CONCURRENT_RUNS
+    if run.status != RunStatus.QUEUED:
+        return {"position": None, "cap": cap, "running": None, "cap_reached": False}
+    running = AgentRun.objects.filter(tenant_id=run.tenant_id, status=RunStatus.RUNNING).count()
+    return {"position": run_queue_position(run=run), "cap": cap, "running": running, "cap_reached": running >= cap}
 
 
 def thread_pending_runs(*, thread_id: int) -> QuerySet[AgentRun]:

@@ -8,7 +8,6 @@ GET /runs/<id>/ says where it stands (queue position while queued)."""
 
 from __future__ import annotations
 
-from django.conf import settings
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
@@ -29,7 +28,7 @@ from runs.api.serializers import (
     StepOutputSerializer,
     ToolCallOutputSerializer,
 )
-from runs.models import AgentRun, Artifact, Finding, MemoryRecord, ModelCall, RunStatus, Step, ToolCall
+from runs.models import AgentRun, Artifact, Finding, MemoryRecord, ModelCall, Step, ToolCall
 
 # Graphs a client starts on a case. Chat and compaction runs start from a thread
 # (POST /threads/<id>/messages/ and /threads/<id>/compact/), which gives them their input.
@@ -43,10 +42,7 @@ def _run(request, pk: int) -> AgentRun:
 def run_detail_response(request, run: AgentRun, *, status_code: int = status.HTTP_200_OK) -> Response:
     """A run with where it stands: its queue position while queued, and the tenant's cap."""
     fresh = selectors.run_get_for_user(user=request.user, pk=run.pk)
-    queue = {"cap": settings.ARBITER_TENANT_MAX_CONCURRENT_RUNS}
-    if fresh.status == RunStatus.QUEUED:
-        queue["position"] = selectors.run_queue_position(run=fresh)
-        queue["running"] = selectors.run_list_for_user(user=request.user, status=RunStatus.RUNNING).count()
+    queue = selectors.run_queue_facts(run=fresh)
     return Response(RunDetailOutputSerializer(fresh, context={"queue": queue}).data, status=status_code)
 
 

@@ -73,3 +73,19 @@ def test_a_threads_runs_start_in_order(start, analyst, tenant, case, enqueued, d
     second = drive(second)
     assert second.status == RunStatus.COMPLETED
     assert second.started_at > first.finished_at
+
+
+def test_queue_facts_say_why_a_run_waits(start, settings, outsider):
+    from runs.selectors import run_queue_facts
+
+    settings.ARBITER_TENANT_MAX_CONCURRENT_RUNS = 1
+    first, second = start(), start()
+    assert run_queue_facts(run=second) == {"position": 2, "cap": 1, "running": 0, "cap_reached": False}
+    run_step(run_id=first.pk, worker_id="w")
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert run_queue_facts(run=second) == {"position": 1, "cap": 1, "running": 1, "cap_reached": True}
+    assert run_queue_facts(run=first) == {"position": None, "cap": 1, "running": None, "cap_reached": False}
+    # Another tenant's running runs do not count against this one.
+    other = services.run_start(actor=outsider, tenant=outsider.tenant, graph="test_loop", enqueue=False)
+    assert run_queue_facts(run=other)["running"] == 0

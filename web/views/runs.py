@@ -16,7 +16,6 @@ from collections import defaultdict
 from collections.abc import Callable
 
 from django import forms
-from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.forms import Form
@@ -127,15 +126,8 @@ def may_manage_runs(user) -> bool:
 
 
 def queue_facts(*, user, run: AgentRun) -> dict:
-    """Where a queued run stands: its position (1 = next) and whether the tenant's cap is the
-    reason it waits. Two small queries, only for a queued run."""
-    if run.status != RunStatus.QUEUED:
-        return {"position": None, "cap": settings.ARBITER_TENANT_MAX_CONCURRENT_RUNS, "running": None,
-                "cap_reached": False}
-    cap = settings.ARBITER_TENANT_MAX_CONCURRENT_RUNS
-    running = selectors.run_list_for_user(user=user, status=RunStatus.RUNNING).count()
-    return {"position": selectors.run_queue_position(run=run), "cap": cap, "running": running,
-            "cap_reached": running >= cap}
+    """Where a queued run stands (runs.selectors.run_queue_facts; `run` is already tenant-scoped)."""
+    return selectors.run_queue_facts(run=run)
 
 
 def _budget_rows(run: AgentRun) -> list[dict]:
