@@ -109,7 +109,8 @@ def test_a_chat_answer_triggers_compaction_when_the_thread_outgrows_its_budget(t
 
 def test_a_system_actor_may_compact_but_an_agent_may_not(thread, analyst):
     fill_thread(thread, 30, author=analyst)
-    with pytest.raises(Forbidden):
+    with assert_nothing_changed(extra={"runs": AgentRun.objects.count, "summaries": ThreadSummary.objects.count}), \
+            pytest.raises(Forbidden):
         services.thread_compact(actor=Actor.agent("answer", "1"), thread=thread)
     run = services.thread_compact(actor=Actor.system("thread-compaction"), thread=thread)
     assert run.started_by == "system:thread-compaction"

@@ -14,7 +14,12 @@ from audit.models import AuditEvent
 from runs import services
 from runs.executor import run_step
 from runs.models import AgentRun, RunStatus
+from tests.helpers import assert_nothing_changed
 from tests.runs.conftest import drive
+
+
+def _runs():
+    return sorted(AgentRun.objects.values_list("pk", "status", "version", "next_sequence", "error"))
 
 pytestmark = pytest.mark.django_db
 
@@ -30,9 +35,9 @@ def test_run_cancel_command(loop, capsys):
     assert loop.status == RunStatus.CANCELLED and "duplicate" in loop.error
     assert f"Run R{loop.pk} cancelled." in capsys.readouterr().out
     assert AuditEvent.objects.get(action="runs.run.cancelled").actor_id == "system:cli"
-    with pytest.raises(CommandError, match="already cancelled"):
+    with assert_nothing_changed(extra={"runs": _runs}), pytest.raises(CommandError, match="already cancelled"):
         call_command("run_cancel", str(loop.pk))
-    with pytest.raises(CommandError, match="No run 999"):
+    with assert_nothing_changed(extra={"runs": _runs}), pytest.raises(CommandError, match="No run 999"):
         call_command("run_cancel", "999")
 
 
@@ -46,7 +51,7 @@ def test_run_resume_command_inline_finishes_a_stalled_run(loop, capsys):
 
 
 def test_run_resume_as_a_user_without_the_role_is_refused(loop, auditor):
-    with pytest.raises(CommandError, match="cannot resume runs"):
+    with assert_nothing_changed(extra={"runs": _runs}), pytest.raises(CommandError, match="cannot resume runs"):
         call_command("run_resume", str(loop.pk), "--user", auditor.username)
 
 
