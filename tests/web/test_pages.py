@@ -104,8 +104,11 @@ def test_case_queue_paginates(client, analyst):
         make_case(actor=analyst, title=f"Case number {n}", narrative="")
     first = page(client, analyst, "/").content.decode()
     assert "Page 1 of 2" in first and "27 cases" in first
+    assert 'rel="next" href="?page=2" hx-get="?page=2" hx-target="#case-results"' in first
     second = page(client, analyst, "/?page=2").content.decode()
-    assert "Page 2 of 2" in second
+    assert "Page 2 of 2" in second and 'rel="prev" href="?page=1"' in second and 'rel="next"' not in second
+    filtered = page(client, analyst, "/?status=new").content.decode()
+    assert 'href="?status=new&amp;page=2"' in filtered
 
 
 def test_case_queue_answers_htmx_with_the_results_partial(client, analyst, case):
