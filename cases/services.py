@@ -69,7 +69,7 @@ def _require_role(actor: Actor, roles: frozenset[str], what: str) -> User:
 def _require_tenant(actor: Actor, tenant_id: int) -> None:
     """A user acting on another tenant's object learns nothing about it: 404, not 403."""
     if actor.is_user and actor.user.tenant_id != tenant_id:
-        raise NotFound("Not found in your organisation: check the reference, or ask its owner to share it.")
+        raise NotFound("Not found in your organisation; check the reference or link you used.")
 
 
 def _lock_case(case: Case | int) -> Case:
