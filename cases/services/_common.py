@@ -1,0 +1,101 @@
+"""Shared checks of the write path: actors, roles, tenants, locks, the event + audit record."""
+
+from __future__ import annotations
+
+import logging
+
+from accounts.models import User
+from audit.services import audit_record
+from cases import policy
+from cases.models import (
+    Case,
+    CaseEvent,
+    ProposalStatus,
+)
+from cases.reducer import VERSIONED_EVENTS
+from core.actors import Actor
+from core.errors import Conflict, Forbidden, NotFound
+
+logger = logging.getLogger(__name__)
+
+
+
+
+# --- shared checks --------------------------------------------------------------------------
+
+def _require_user(actor: Actor, what: str) -> User:
+    if actor.is_agent:
+        raise Forbidden(f"Agents cannot {what}; an authorised person must do it.")
+    if not actor.is_user:
+        raise Forbidden(f"Only a person can {what}.")
+    return actor.user
+
+
+def _require_role(actor: Actor, roles: frozenset[str], what: str) -> User:
+    user = _require_user(actor, what)
+    if user.role not in roles:
+        allowed = ", ".join(sorted(roles))
+        raise Forbidden(f"Your role ({user.role}) cannot {what}; this needs: {allowed}.")
+    return user
+
+
+def _require_tenant(actor: Actor, tenant_id: int) -> None:
+    """A user acting on another tenant's object learns nothing about it: 404, not 403."""
+    if actor.is_user and actor.user.tenant_id != tenant_id:
+        raise NotFound("Not found in your organisation; check the reference or link you used.")
+
+
+def _lock_case(case: Case | int) -> Case:
+    case_id = case.pk if isinstance(case, Case) else case
+    try:
+        return Case.objects.select_for_update().get(pk=case_id)
+    except Case.DoesNotExist:
+        raise NotFound("No such case.") from None
+
+
+def _check_expected_version(case: Case, expected_version: int | None) -> None:
+    if expected_version is not None and case.version != expected_version:
+        raise Conflict(
+            f"{case.reference} changed while you were looking at it (you saw version {expected_version}, "
+            f"it is now version {case.version}). Reload the case and try again.",
+            current_version=case.version,
+        )
+
+
+def _record(*, case: Case, actor: Actor, event_type: str, payload: dict, audit_action: str,
+            target_type: str = "case", target_id=None, run_id: str = "", decision: str = "",
+            evidence_refs: list | None = None) -> CaseEvent:
+    """Write the CaseEvent and the AuditEvent of one committed change (caller holds the case lock).
+    A versioned event bumps case.version and saves the case; stale pending proposals follow."""
+    if event_type in VERSIONED_EVENTS and event_type != "case.created":
+        case.version += 1
+        case.save()
+    last = case.events.order_by("-sequence").values_list("sequence", flat=True).first() or 0
+    event = CaseEvent.objects.create(
+        tenant_id=case.tenant_id, case=case, sequence=last + 1, event_type=event_type, payload=payload,
+        case_version=case.version, actor_type=actor.kind, actor_id=actor.identifier, run_id=run_id,
+        policy_version=policy.POLICY_VERSION,
+    )
+    audit_record(
+        tenant_id=case.tenant_id, case_id=case.pk, actor_type=actor.kind, actor_id=actor.identifier,
+        action=audit_action, target_type=target_type, target_id=target_id if target_id is not None else case.pk,
+        run_id=run_id, policy_version=policy.POLICY_VERSION, decision=decision,
+        evidence_refs=evidence_refs, payload=payload | {"case_version": case.version},
+    )
+    if event_type in VERSIONED_EVENTS and event_type != "case.created":
+        _stale_pending_proposals(case=case, actor=actor)
+    return event
+
+
+def _stale_pending_proposals(*, case: Case, actor: Actor) -> None:
+    """A proposal made against an older version can no longer be approved (DESIGN §2)."""
+    for proposal in case.proposals.select_for_update().filter(status=ProposalStatus.PENDING,
+                                                              case_version__lt=case.version):
+        proposal.mark_stale()
+        proposal.save()
+        audit_record(
+            tenant_id=case.tenant_id, case_id=case.pk, actor_type=actor.kind, actor_id=actor.identifier,
+            action="cases.proposal.staled", target_type="proposal", target_id=proposal.pk,
+            policy_version=policy.POLICY_VERSION, decision="stale",
+            payload={"proposal_case_version": proposal.case_version, "case_version": case.version},
+        )

@@ -1,0 +1,239 @@
+"""Notices: draft, edit, submit, approve, reject, withdraw."""
+
+from __future__ import annotations
+
+import logging
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from django_fsm import can_proceed
+
+from accounts.models import User
+from cases import policy
+from cases.models import (
+    Approval,
+    ApprovalDecision,
+    Case,
+    CaseEvent,
+    Notice,
+    NoticeStatus,
+)
+from cases.services._common import _lock_case, _record, _require_role, _require_tenant
+from cases.services.case import _check_same_case
+from core.actors import Actor, coerce_actor
+from core.errors import Forbidden, Invalid, NotAllowed, Stale
+
+logger = logging.getLogger(__name__)
+
+
+
+
+# --- notices ------------------------------------------------------------------------------
+
+def _validate_notice_content(*, recipient: str, subject: str, body: str) -> None:
+    from django.core.validators import validate_email
+
+    errors: dict[str, list[str]] = {}
+    try:
+        validate_email(recipient)
+    except ValidationError:
+        errors["recipient"] = [f"{recipient!r} is not a valid email address."]
+    if not (subject or "").strip():
+        errors["subject"] = ["A notice needs a subject."]
+    elif len(subject) > 300:
+        errors["subject"] = ["At most 300 characters."]
+    if not (body or "").strip():
+        errors["body"] = ["A notice needs a body."]
+    if errors:
+        raise Invalid("The notice is not valid.", fields=errors)
+
+
+def _lock_notice(notice: Notice) -> Notice:
+    return Notice.objects.select_for_update().get(pk=notice.pk)
+
+
+def _void_approvals(*, notice: Notice, reason: str) -> int:
+    return Approval.objects.filter(notice=notice, voided_at__isnull=True).update(
+        voided_at=timezone.now(), void_reason=reason)
+
+
+@transaction.atomic
+def notice_draft(*, actor, case: Case, subject: str, body: str, recipient: str = "", kind: str = "response",
+                 run_id: str = "", idempotency_key: str | None = None, requested_by: User | None = None) -> Notice:
+    """Draft a notice to the complainant (agents and analysts/supervisors). Nothing is sent."""
+    actor = coerce_actor(actor)
+    if actor.is_user:
+        _require_role(actor, policy.CAN_DRAFT_NOTICES, "draft notices")
+        _require_tenant(actor, case.tenant_id)
+    elif not actor.is_agent:
+        raise Forbidden("Only people and agents draft notices.")
+    if idempotency_key:
+        existing = Notice.objects.filter(tenant_id=case.tenant_id, idempotency_key=idempotency_key).first()
+        if existing:
+            _check_same_case(existing, case, idempotency_key)
+            return existing
+    recipient = (recipient or case.complainant_email or "").strip()
+    _validate_notice_content(recipient=recipient, subject=subject, body=body)
+    locked = _lock_case(case)
+    if locked.status == "closed":
+        raise NotAllowed(f"{locked.reference} is closed; no notice can be drafted.")
+    notice = Notice(tenant_id=locked.tenant_id, case=locked, kind=kind, recipient=recipient,
+                    subject=subject.strip(), body=body, drafted_by=actor.identifier,
+                    last_edited_by=actor.identifier, run_id=run_id, idempotency_key=idempotency_key,
+                    requested_by=f"user:{requested_by.pk}" if requested_by is not None else "")
+    notice.content_hash = notice.compute_content_hash()
+    try:
+        with transaction.atomic():
+            notice.save()
+    except IntegrityError:
+        existing = Notice.objects.get(tenant_id=locked.tenant_id, idempotency_key=idempotency_key)
+        _check_same_case(existing, locked, idempotency_key)
+        return existing
+    _record(case=locked, actor=actor, event_type="notice.drafted",
+            payload={"notice_id": notice.pk, "content_hash": notice.content_hash, "kind": kind},
+            audit_action="cases.notice.drafted", target_type="notice", target_id=notice.pk, run_id=run_id)
+    return notice
+
+
+@transaction.atomic
+def notice_edit(*, actor, notice: Notice, subject: str | None = None, body: str | None = None,
+                recipient: str | None = None) -> Notice:
+    """Edit a notice's content. The notice returns to draft and every approval of it is voided:
+    an approval covers the exact content (hash) the approver saw, nothing else."""
+    actor = coerce_actor(actor)
+    _require_role(actor, policy.CAN_DRAFT_NOTICES, "edit notices")
+    _require_tenant(actor, notice.tenant_id)
+    case = _lock_case(notice.case_id)
+    locked = _lock_notice(notice)
+    new = {"recipient": locked.recipient if recipient is None else recipient.strip(),
+           "subject": locked.subject if subject is None else subject.strip(),
+           "body": locked.body if body is None else body}
+    _validate_notice_content(**new)
+    if not can_proceed(locked.edit):
+        raise NotAllowed(f"A notice that is {locked.get_status_display().lower()} cannot be edited.")
+    old_hash = locked.content_hash
+    locked.recipient, locked.subject, locked.body = new["recipient"], new["subject"], new["body"]
+    locked.content_hash = locked.compute_content_hash()
+    if locked.content_hash == old_hash:
+        return locked  # nothing changed: keep status and approvals
+    previous_status = locked.status
+    locked.edit()
+    locked.last_edited_by = actor.identifier
+    locked.version += 1
+    locked.save()
+    voided = _void_approvals(notice=locked, reason="content edited")
+    _record(case=case, actor=actor, event_type="notice.edited",
+            payload={"notice_id": locked.pk, "old_hash": old_hash, "content_hash": locked.content_hash,
+                     "previous_status": previous_status, "approvals_voided": voided},
+            audit_action="cases.notice.edited", target_type="notice", target_id=locked.pk)
+    notice.refresh_from_db()
+    return locked
+
+
+@transaction.atomic
+def notice_submit(*, actor, notice: Notice) -> Notice:
+    """Submit a draft for approval (agents and analysts/supervisors)."""
+    actor = coerce_actor(actor)
+    if actor.is_user:
+        _require_role(actor, policy.CAN_DRAFT_NOTICES, "submit notices")
+        _require_tenant(actor, notice.tenant_id)
+    elif not actor.is_agent:
+        raise Forbidden("Only people and agents submit notices.")
+    case = _lock_case(notice.case_id)
+    locked = _lock_notice(notice)
+    if not can_proceed(locked.submit):
+        raise NotAllowed(f"Only a draft can be submitted; this notice is {locked.get_status_display().lower()}.")
+    locked.submit()
+    locked.submitted_by = actor.identifier
+    locked.save()
+    _record(case=case, actor=actor, event_type="notice.submitted",
+            payload={"notice_id": locked.pk, "content_hash": locked.content_hash},
+            audit_action="cases.notice.submitted", target_type="notice", target_id=locked.pk,
+            run_id=locked.run_id)
+    notice.refresh_from_db()
+    return locked
+
+
+def _check_notice_approver(*, actor: Actor, notice: Notice, verb: str) -> User:
+    user = _require_role(actor, policy.CAN_APPROVE_NOTICES, f"{verb} notices")
+    _require_tenant(actor, notice.tenant_id)
+    wrote_it = actor.identifier in {notice.drafted_by, notice.last_edited_by, notice.requested_by} or CaseEvent.objects.filter(
+        case_id=notice.case_id, event_type__in=["notice.drafted", "notice.edited"], payload__notice_id=notice.pk,
+        actor_id=actor.identifier).exists()
+    if wrote_it:
+        raise Forbidden(f"You drafted or edited this notice, so you cannot {verb} it: another supervisor "
+                        f"must (four eyes).")
+    return user
+
+
+@transaction.atomic
+def notice_approve(*, actor, notice: Notice, content_hash: str, note: str = "") -> Notice:
+    """A supervisor (not its drafter or last editor) approves a notice pending approval. The
+    approval is bound to `content_hash`, the content the approver saw: if the notice changed
+    since, it is refused as Stale."""
+    actor = coerce_actor(actor)
+    user = _check_notice_approver(actor=actor, notice=notice, verb="approve")
+    case = _lock_case(notice.case_id)
+    locked = _lock_notice(notice)
+    user = _check_notice_approver(actor=actor, notice=locked, verb="approve")
+    if locked.status != NoticeStatus.PENDING_APPROVAL:
+        raise NotAllowed(f"Only a notice pending approval can be approved; this one is "
+                         f"{locked.get_status_display().lower()}.")
+    if content_hash != locked.content_hash or locked.compute_content_hash() != locked.content_hash:
+        raise Stale("The notice changed since you opened it; review the current text and approve again.")
+    approval = Approval.objects.create(
+        tenant_id=case.tenant_id, notice=locked, approver=user, decision=ApprovalDecision.APPROVED,
+        content_hash=locked.content_hash, case_version=case.version, policy_version=policy.POLICY_VERSION,
+        note=note)
+    locked.approve()
+    locked.save()
+    _record(case=case, actor=actor, event_type="notice.approved",
+            payload={"notice_id": locked.pk, "approval_id": approval.pk, "content_hash": locked.content_hash},
+            audit_action="cases.notice.approved", target_type="notice", target_id=locked.pk,
+            run_id=locked.run_id, decision="approved")
+    notice.refresh_from_db()
+    return locked
+
+
+@transaction.atomic
+def notice_reject(*, actor, notice: Notice, note: str) -> Notice:
+    """A supervisor (not its drafter) rejects a notice pending approval, with a reason."""
+    actor = coerce_actor(actor)
+    user = _check_notice_approver(actor=actor, notice=notice, verb="reject")
+    if not (note or "").strip():
+        raise Invalid("Say why the notice is rejected.", fields={"note": ["A reason is required."]})
+    case = _lock_case(notice.case_id)
+    locked = _lock_notice(notice)
+    if locked.status != NoticeStatus.PENDING_APPROVAL:
+        raise NotAllowed(f"Only a notice pending approval can be rejected; this one is "
+                         f"{locked.get_status_display().lower()}.")
+    Approval.objects.create(tenant_id=case.tenant_id, notice=locked, approver=user,
+                            decision=ApprovalDecision.REJECTED, content_hash=locked.content_hash,
+                            case_version=case.version, policy_version=policy.POLICY_VERSION, note=note)
+    locked.reject()
+    locked.save()
+    _record(case=case, actor=actor, event_type="notice.rejected", payload={"notice_id": locked.pk, "note": note},
+            audit_action="cases.notice.rejected", target_type="notice", target_id=locked.pk,
+            run_id=locked.run_id, decision="rejected")
+    notice.refresh_from_db()
+    return locked
+
+
+@transaction.atomic
+def notice_withdraw(*, actor, notice: Notice) -> Notice:
+    """Withdraw a notice that has not been sent; its approvals are voided."""
+    actor = coerce_actor(actor)
+    _require_role(actor, policy.CAN_DRAFT_NOTICES, "withdraw notices")
+    _require_tenant(actor, notice.tenant_id)
+    case = _lock_case(notice.case_id)
+    locked = _lock_notice(notice)
+    if not can_proceed(locked.withdraw):
+        raise NotAllowed(f"A notice that is {locked.get_status_display().lower()} cannot be withdrawn.")
+    locked.withdraw()
+    locked.save()
+    _void_approvals(notice=locked, reason="withdrawn")
+    _record(case=case, actor=actor, event_type="notice.withdrawn", payload={"notice_id": locked.pk},
+            audit_action="cases.notice.withdrawn", target_type="notice", target_id=locked.pk)
+    notice.refresh_from_db()
+    return locked

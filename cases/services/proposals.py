@@ -1,0 +1,243 @@
+"""Proposals: an agent or a person asks for a change; an authorised person decides."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from accounts.models import User
+from cases import policy
+from cases.models import (
+    CASE_TRANSITIONS,
+    Approval,
+    ApprovalDecision,
+    Case,
+    Evidence,
+    Proposal,
+    ProposalKind,
+    ProposalStatus,
+    RiskLevel,
+)
+from cases.services._common import _lock_case, _record, _require_role, _require_tenant, _require_user
+from cases.services.case import _apply_transition, _check_same_case
+from core.actors import Actor, coerce_actor
+from core.errors import Forbidden, Invalid, NotAllowed, Stale
+
+logger = logging.getLogger(__name__)
+
+
+
+
+# --- proposals ----------------------------------------------------------------------------
+
+def _validate_proposal(*, case: Case, kind: str, payload: dict, evidence_refs: list) -> dict:
+    errors: dict[str, list[str]] = {}
+    clean: dict = {}
+    if kind == ProposalKind.STATUS_TRANSITION:
+        name = payload.get("transition")
+        if name not in CASE_TRANSITIONS:
+            errors["payload"] = [f"Unknown transition {name!r}; one of: {', '.join(CASE_TRANSITIONS)}."]
+        elif not getattr(case, name)._django_fsm.has_transition(case.status):
+            errors["payload"] = [f"{case.reference} is {case.status}; {name} is not possible from there."]
+        else:
+            clean = {"transition": name}
+            if payload.get("reason"):
+                clean["reason"] = str(payload["reason"])
+    elif kind == ProposalKind.RISK_LEVEL:
+        level = payload.get("risk_level")
+        if level not in RiskLevel.values or level == RiskLevel.UNASSESSED:
+            errors["payload"] = [f"Unknown risk level {level!r}; one of: low, medium, high, critical."]
+        elif level == case.risk_level:
+            errors["payload"] = [f"The risk level is already {level}."]
+        else:
+            clean = {"risk_level": level}
+    elif kind == ProposalKind.ASSIGNMENT:
+        team = str(payload.get("team") or "").strip()
+        assignee_id = payload.get("assignee_id")
+        if assignee_id is not None and not User.objects.filter(pk=assignee_id, tenant_id=case.tenant_id,
+                                                                is_active=True).exists():
+            errors["payload"] = ["The assignee is not an active user of this tenant."]
+        elif not team and assignee_id is None:
+            errors["payload"] = ["An assignment needs a team or an assignee."]
+        else:
+            clean = {"team": team, "assignee_id": assignee_id}
+    else:
+        errors["kind"] = [f"Unknown proposal kind {kind!r}."]
+    refs = [int(r) for r in evidence_refs if str(r).isdigit()]
+    if len(refs) != len(list(evidence_refs)) or (
+            refs and Evidence.objects.filter(case=case, pk__in=refs).count() != len(set(refs))):
+        errors["evidence_refs"] = ["Every evidence reference must be evidence of this case."]
+    if errors:
+        raise Invalid("The proposal was not created.", fields=errors)
+    return clean
+
+
+@transaction.atomic
+def proposal_create(*, actor, case: Case, kind: str, payload: dict, rationale: str,
+                    evidence_refs: list | tuple = (), run_id: str = "",
+                    idempotency_key: str | None = None, requested_by: User | None = None) -> Proposal:
+    """Record a proposed change against the case's current version. Agents and analysts /
+    supervisors may propose; nothing in the domain changes. With an idempotency key, a repeated
+    call returns the proposal the first call created. `requested_by` names the person who asked an
+    agent for this change; like the proposer, they cannot approve it."""
+    actor = coerce_actor(actor)
+    if actor.is_user:
+        _require_role(actor, policy.CAN_PROPOSE, "make proposals")
+        _require_tenant(actor, case.tenant_id)
+    elif not actor.is_agent:
+        raise Forbidden("Only people and agents make proposals.")
+    if idempotency_key:
+        existing = Proposal.objects.filter(tenant_id=case.tenant_id, idempotency_key=idempotency_key).first()
+        if existing:
+            _check_same_case(existing, case, idempotency_key)
+            return existing
+    if not (rationale or "").strip():
+        raise Invalid("A proposal needs a rationale.", fields={"rationale": ["Explain why."]})
+    locked = _lock_case(case)
+    clean = _validate_proposal(case=locked, kind=kind, payload=payload or {}, evidence_refs=list(evidence_refs))
+    proposal = Proposal(
+        tenant_id=locked.tenant_id, case=locked, kind=kind, payload=clean, rationale=rationale.strip(),
+        evidence_refs=[int(r) for r in evidence_refs], proposer_type=actor.kind, proposer_id=actor.identifier,
+        proposed_by_user=actor.user if actor.is_user else None, run_id=run_id, idempotency_key=idempotency_key,
+        requested_by=f"user:{requested_by.pk}" if requested_by is not None else "",
+        case_version=locked.version, policy_version=policy.POLICY_VERSION,
+    )
+    try:
+        with transaction.atomic():
+            proposal.save()
+    except IntegrityError:
+        # A concurrent copy of this call won the idempotency key: return its proposal.
+        existing = Proposal.objects.get(tenant_id=locked.tenant_id, idempotency_key=idempotency_key)
+        _check_same_case(existing, locked, idempotency_key)
+        return existing
+    _record(case=locked, actor=actor, event_type="proposal.created",
+            payload={"proposal_id": proposal.pk, "kind": kind, "payload": clean}, run_id=run_id,
+            audit_action="cases.proposal.created", target_type="proposal", target_id=proposal.pk,
+            evidence_refs=proposal.evidence_refs)
+    return proposal
+
+
+def _lock_proposal(proposal: Proposal) -> Proposal:
+    return Proposal.objects.select_for_update().get(pk=proposal.pk)
+
+
+def _check_proposal_decidable(*, proposal: Proposal, case: Case, actor: Actor, verb: str) -> None:
+    if proposal.status == ProposalStatus.STALE or (proposal.status == ProposalStatus.PENDING
+                                                   and proposal.case_version != case.version):
+        raise Stale(
+            f"This proposal was made against version {proposal.case_version} of {case.reference}, which "
+            f"is now at version {case.version}; the case changed since. It can no longer be "
+            f"{verb.removesuffix('e')}ed — ask for a fresh proposal.")
+    if proposal.status != ProposalStatus.PENDING:
+        raise NotAllowed(f"This proposal is already {proposal.get_status_display().lower()}.")
+    if proposal.proposer_id == actor.identifier:
+        raise Forbidden(f"You made this proposal, so you cannot {verb} it: another supervisor must (four eyes).")
+    if proposal.requested_by and proposal.requested_by == actor.identifier:
+        raise Forbidden(f"The assistant proposed this at your request, so you cannot {verb} it: another "
+                        f"supervisor must (four eyes).")
+
+
+@transaction.atomic
+def proposal_approve(*, actor, proposal: Proposal, note: str = "") -> Proposal:
+    """A supervisor approves a pending proposal and it is applied to the case in the same
+    transaction, through the FSM and its permission/conditions.
+
+    Refuses (changing nothing): agents and roles without approval rights (Forbidden), the proposer
+    (Forbidden, four eyes), a proposal made against an older case version (Stale), one already
+    decided (NotAllowed), and a change the case can no longer take (NotAllowed)."""
+    actor = coerce_actor(actor)
+    user = _require_role(actor, policy.CAN_APPROVE_PROPOSALS, "approve proposals")
+    _require_tenant(actor, proposal.tenant_id)
+    case = _lock_case(proposal.case_id)
+    locked = _lock_proposal(proposal)
+    _check_proposal_decidable(proposal=locked, case=case, actor=actor, verb="approve")
+    approval = Approval.objects.create(
+        tenant_id=case.tenant_id, proposal=locked, approver=user, decision=ApprovalDecision.APPROVED,
+        case_version=case.version, policy_version=policy.POLICY_VERSION, note=note,
+        content_hash=hashlib.sha256(repr(sorted(locked.payload.items())).encode()).hexdigest(),
+    )
+    locked.apply()
+    locked.decided_by = user
+    locked.decided_at = timezone.now()
+    locked.decision_note = note
+    locked.save()
+    _record(case=case, actor=actor, event_type="proposal.approved",
+            payload={"proposal_id": locked.pk, "approval_id": approval.pk, "note": note},
+            audit_action="cases.proposal.approved", target_type="proposal", target_id=locked.pk,
+            run_id=locked.run_id, decision="approved", evidence_refs=locked.evidence_refs)
+    _apply_proposal(case=case, proposal=locked, actor=actor, user=user)
+    proposal.refresh_from_db()
+    return locked
+
+
+def _apply_proposal(*, case: Case, proposal: Proposal, actor: Actor, user: User) -> None:
+    if proposal.kind == ProposalKind.STATUS_TRANSITION:
+        _apply_transition(case=case, actor=actor, user=user, transition=proposal.payload["transition"],
+                          reason=proposal.payload.get("reason") or proposal.rationale, run_id=proposal.run_id,
+                          via_proposal=proposal)
+    elif proposal.kind == ProposalKind.RISK_LEVEL:
+        previous = case.risk_level
+        case.risk_level = proposal.payload["risk_level"]
+        _record(case=case, actor=actor, event_type="case.risk_changed",
+                payload={"from": previous, "to": case.risk_level, "proposal_id": proposal.pk},
+                audit_action="cases.case.risk_changed", run_id=proposal.run_id, decision="allowed",
+                evidence_refs=proposal.evidence_refs)
+    elif proposal.kind == ProposalKind.ASSIGNMENT:
+        case.assigned_team = proposal.payload.get("team", "")
+        case.assignee_id = proposal.payload.get("assignee_id")
+        _record(case=case, actor=actor, event_type="case.assigned",
+                payload={"team": case.assigned_team, "assignee_id": case.assignee_id,
+                         "proposal_id": proposal.pk},
+                audit_action="cases.case.assigned", run_id=proposal.run_id, decision="allowed")
+
+
+@transaction.atomic
+def proposal_reject(*, actor, proposal: Proposal, note: str) -> Proposal:
+    """A supervisor rejects a pending proposal with a reason. Same refusals as approval."""
+    actor = coerce_actor(actor)
+    user = _require_role(actor, policy.CAN_APPROVE_PROPOSALS, "reject proposals")
+    _require_tenant(actor, proposal.tenant_id)
+    if not (note or "").strip():
+        raise Invalid("Say why the proposal is rejected.", fields={"note": ["A reason is required."]})
+    case = _lock_case(proposal.case_id)
+    locked = _lock_proposal(proposal)
+    _check_proposal_decidable(proposal=locked, case=case, actor=actor, verb="reject")
+    Approval.objects.create(tenant_id=case.tenant_id, proposal=locked, approver=user,
+                            decision=ApprovalDecision.REJECTED, case_version=case.version,
+                            policy_version=policy.POLICY_VERSION, note=note)
+    locked.reject()
+    locked.decided_by = user
+    locked.decided_at = timezone.now()
+    locked.decision_note = note
+    locked.save()
+    _record(case=case, actor=actor, event_type="proposal.rejected", payload={"proposal_id": locked.pk,
+                                                                            "note": note},
+            audit_action="cases.proposal.rejected", target_type="proposal", target_id=locked.pk,
+            run_id=locked.run_id, decision="rejected")
+    proposal.refresh_from_db()
+    return locked
+
+
+@transaction.atomic
+def proposal_withdraw(*, actor, proposal: Proposal) -> Proposal:
+    """The proposer (or a supervisor) withdraws a pending proposal."""
+    actor = coerce_actor(actor)
+    user = _require_user(actor, "withdraw proposals")
+    _require_tenant(actor, proposal.tenant_id)
+    case = _lock_case(proposal.case_id)
+    locked = _lock_proposal(proposal)
+    if locked.proposer_id != actor.identifier and user.role != policy.SUPERVISOR:
+        raise Forbidden("Only the proposer or a supervisor can withdraw a proposal.")
+    if locked.status != ProposalStatus.PENDING:
+        raise NotAllowed(f"This proposal is already {locked.get_status_display().lower()}.")
+    locked.withdraw()
+    locked.decided_by = user
+    locked.decided_at = timezone.now()
+    locked.save()
+    _record(case=case, actor=actor, event_type="proposal.withdrawn", payload={"proposal_id": locked.pk},
+            audit_action="cases.proposal.withdrawn", target_type="proposal", target_id=locked.pk)
+    proposal.refresh_from_db()
+    return locked
