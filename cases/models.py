@@ -264,6 +264,23 @@ class ProposalKind(models.TextChoices):
     ASSIGNMENT = "assignment", "Assignment"
 
 
+# The case fields a proposal of each kind depends on (reads or writes), and the event types that
+# change each field: staleness by precondition (ADR 0006).
+PROPOSAL_PRECONDITION_FIELDS: dict[str, tuple[str, ...]] = {
+    ProposalKind.STATUS_TRANSITION: ("status",),
+    ProposalKind.RISK_LEVEL: ("risk_level",),
+    ProposalKind.ASSIGNMENT: ("assigned_team", "assignee_id"),
+}
+PRECONDITION_EVENTS: dict[str, tuple[str, ...]] = {
+    "status": ("case.transitioned",),
+    "risk_level": ("case.risk_changed",),
+    "assigned_team": ("case.assigned",),
+    "assignee_id": ("case.assigned",),
+}
+PRECONDITION_LABELS = {"status": "status", "risk_level": "risk level", "assigned_team": "assigned team",
+                       "assignee_id": "assignee"}
+
+
 class ProposalStatus(models.TextChoices):
     PENDING = "pending", "Pending"
     APPLIED = "applied", "Applied"
@@ -291,6 +308,12 @@ class Proposal(ThreadSafeRefreshMixin, ConcurrentTransitionMixin, models.Model):
     run_id = models.CharField(max_length=64, blank=True)
     idempotency_key = models.CharField(max_length=200, null=True, blank=True)
     case_version = models.PositiveIntegerField()
+    # What the proposal depends on (DESIGN §2, ADR 0006): the case fields it reads or writes with
+    # their values when it was made, e.g. {"status": "triaged"} or {"risk_level": "unassessed"}.
+    # Approval re-checks only these; see cases.services.proposals.
+    preconditions = models.JSONField(default=dict, blank=True)
+    # Why it went stale: {"field", "from", "to", "event_id", "event_sequence", "event_type", "actor_id"}.
+    stale_reason = models.JSONField(default=dict, blank=True)
     policy_version = models.CharField(max_length=40)
     status = FSMField(max_length=20, choices=ProposalStatus.choices, default=ProposalStatus.PENDING,
                       protected=True)
@@ -310,6 +333,26 @@ class Proposal(ThreadSafeRefreshMixin, ConcurrentTransitionMixin, models.Model):
 
     def __str__(self) -> str:
         return f"P{self.pk} {self.summary}"
+
+    @property
+    def is_stale(self) -> bool:
+        return self.status == ProposalStatus.STALE
+
+    def changed_preconditions(self, case: Case) -> list[tuple[str, object, object]]:
+        """(field, value when proposed, value now) for each precondition the case no longer meets."""
+        return [(name, expected, getattr(case, name)) for name, expected in (self.preconditions or {}).items()
+                if getattr(case, name) != expected]
+
+    @property
+    def stale_message(self) -> str:
+        """Why this proposal is stale, in words (empty when it is not)."""
+        reason = self.stale_reason or {}
+        if not reason:
+            return ""
+        label = PRECONDITION_LABELS.get(reason.get("field"), reason.get("field"))
+        by = f" by event #{reason['event_sequence']} ({reason.get('event_type')})" if reason.get("event_sequence") else ""
+        return (f"The {label} changed from {reason.get('from') or '—'} to {reason.get('to') or '—'}{by} after this "
+                f"proposal was made; it assumed {reason.get('from') or '—'}.")
 
     @property
     def summary(self) -> str:
@@ -443,6 +486,8 @@ class Approval(models.Model):
     case_version = models.PositiveIntegerField()
     policy_version = models.CharField(max_length=40)
     note = models.TextField(blank=True)
+    # Proposal approvals: the evidence ids listed on the page the approver decided from.
+    evidence_in_view = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     voided_at = models.DateTimeField(null=True, blank=True)
     void_reason = models.CharField(max_length=300, blank=True)

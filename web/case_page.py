@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from django import forms
 from django.conf import settings
 from django.forms import Form
 from django.http import HttpRequest
@@ -36,6 +37,21 @@ from web.forms import (
 )
 
 TIMELINE_LIMIT = 200
+
+
+class ProposalApproveForm(DecisionNoteForm):
+    """Approve a proposal: carries the case version the approver saw (a change while the page was
+    open is a conflict) and the evidence ids listed on the page (recorded on the approval)."""
+
+    carries_seen_state = True  # after a refusal the page shows a fresh form with the current state
+
+    expected_version = forms.IntegerField(min_value=1, widget=forms.HiddenInput)
+    evidence_seen = forms.RegexField(regex=r"^[0-9]*(,[0-9]+)*$", required=False, max_length=20000,
+                                     widget=forms.HiddenInput)
+
+    def evidence_ids(self) -> list[int]:
+        raw = self.cleaned_data.get("evidence_seen") or ""
+        return [int(part) for part in raw.split(",") if part]
 
 
 @dataclass
@@ -110,18 +126,23 @@ def case_page_context(request: HttpRequest, case: Case, outcome: Outcome | None 
     proposals = list(selectors.proposal_list_for_user(user=user, case=case)
                      .select_related("proposed_by_user").order_by("-created_at", "-id"))
     may_decide_proposals = role in policy.CAN_APPROVE_PROPOSALS
+    evidence_ids = ",".join(str(e.pk) for e in evidence)
     for proposal in proposals:
         key = f"proposal:{proposal.pk}"
-        proposal.is_stale_now = proposal.status == ProposalStatus.STALE or (
-            proposal.status == ProposalStatus.PENDING and proposal.case_version != case.version)
+        proposal.is_stale_now = proposal.status == ProposalStatus.STALE
+        # Evidence added since the proposal was made does not make it stale; the approver sees it.
+        proposal.evidence_since = [e for e in evidence if e.created_at > proposal.created_at]
         # Whoever proposed, or asked an agent to propose, cannot decide it (four eyes).
         proposal.is_own = actor.identifier in {proposal.proposer_id, proposal.requested_by}
         is_pending = proposal.status == ProposalStatus.PENDING
         proposal.may_decide = is_pending and may_decide_proposals and not proposal.is_own
         proposal.may_withdraw = is_pending and (proposal.is_own or role == policy.SUPERVISOR)
         proposal.four_eyes_note = is_pending and may_decide_proposals and proposal.is_own
-        proposal.approve_form = _item_form(outcome, key, "approve",
-                                           lambda p=proposal: DecisionNoteForm(auto_id=f"id_p{p.pk}_approve_%s"))
+        proposal.approve_form = _item_form(outcome, key, "approve", lambda p=proposal, k=key: ProposalApproveForm(
+            initial={"expected_version": case.version, "evidence_seen": evidence_ids,
+                     **(outcome.typed if outcome.target == k else {})},
+            auto_id=f"id_p{p.pk}_approve_%s"))
+        proposal.may_reask = proposal.is_stale_now and role in CAN_MANAGE_RUNS and is_open
         proposal.reject_form = _item_form(outcome, key, "reject",
                                           lambda p=proposal: DecisionNoteForm(note_required=True,
                                                                               auto_id=f"id_p{p.pk}_reject_%s"))

@@ -65,7 +65,7 @@ class ProposalOutputSerializer(serializers.ModelSerializer):
     status = serializers.ChoiceField(choices=ProposalStatus.choices)
     summary = serializers.CharField(read_only=True)
     is_stale = serializers.SerializerMethodField(
-        help_text="True when the case changed since the proposal was made: it can no longer be approved.")
+        help_text="True when one of the proposal's preconditions changed: it can no longer be approved.")
     decided_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
 
     class Meta:
@@ -77,7 +77,7 @@ class ProposalOutputSerializer(serializers.ModelSerializer):
 
     def get_is_stale(self, proposal: Proposal) -> bool:
         return proposal.status == ProposalStatus.STALE or (
-            proposal.status == ProposalStatus.PENDING and proposal.case_version != proposal.case.version)
+            proposal.status == ProposalStatus.PENDING and bool(proposal.changed_preconditions(proposal.case)))
 
 
 class NoticeOutputSerializer(serializers.ModelSerializer):

@@ -171,9 +171,9 @@ def reflect(ctx: NodeContext) -> NodeResult:
 # --- effects: proposals and the notice draft ---------------------------------------------------
 
 def _pending_same(case, kind: str, payload_key: str, value: str) -> Proposal | None:
-    """An identical pending proposal at the case's current version (from this or another run)."""
-    for proposal in Proposal.objects.filter(case=case, kind=kind, status=ProposalStatus.PENDING,
-                                            case_version=case.version):
+    """An identical pending proposal (from this or another run). A pending proposal's
+    preconditions still hold: one whose field changed is marked stale (ADR 0006)."""
+    for proposal in Proposal.objects.filter(case=case, kind=kind, status=ProposalStatus.PENDING):
         if proposal.payload.get(payload_key) == value:
             return proposal
     return None

@@ -217,7 +217,9 @@ def test_a_supervisor_approves_an_agent_proposal_and_the_case_changes(client, su
     proposal = services.proposal_create(actor=agent, case=case, kind="risk_level", payload={"risk_level": "high"},
                                         rationale="Large loss.")
     client.force_login(supervisor)
-    response = client.post(url("proposal_approve", case, proposal.pk), {"note": "Agreed."}, **HTMX)
+    evidence = ",".join(str(pk) for pk in case.evidence.values_list("pk", flat=True))
+    response = client.post(url("proposal_approve", case, proposal.pk),
+                           {"note": "Agreed.", "expected_version": case.version, "evidence_seen": evidence}, **HTMX)
     assert response.status_code == 200
     case.refresh_from_db()
     proposal.refresh_from_db()
@@ -230,7 +232,8 @@ def test_the_proposer_cannot_approve_their_own_proposal(client, supervisor, case
                                         payload={"risk_level": "low"}, rationale="Minor.")
     client.force_login(supervisor)
     with assert_nothing_changed(case):
-        response = client.post(url("proposal_approve", case, proposal.pk), {}, **HTMX)
+        response = client.post(url("proposal_approve", case, proposal.pk), {"expected_version": case.version},
+                               **HTMX)
     assert response.status_code == 403
     assert "four eyes" in response.content.decode()
 
@@ -239,13 +242,64 @@ def test_approving_a_stale_proposal_is_a_409_that_explains_and_changes_nothing(
         client, supervisor, analyst, agent, case):
     proposal = services.proposal_create(actor=agent, case=case, kind="risk_level", payload={"risk_level": "high"},
                                         rationale="Large loss.")
+    rival = services.proposal_create(actor=analyst, case=case, kind="risk_level", payload={"risk_level": "low"},
+                                     rationale="Small loss.")
+    services.proposal_approve(actor=supervisor, proposal=rival)
+    case.refresh_from_db()
+    client.force_login(supervisor)
+    with assert_nothing_changed(case):
+        response = client.post(url("proposal_approve", case, proposal.pk), {"expected_version": case.version},
+                               **HTMX)
+    assert response.status_code == 409
+    html = response.content.decode()
+    assert "risk level changed from unassessed to low" in html and "Stale: risk_level changed" in html
+    assert "Ask the agents again" in html
+
+
+def test_a_change_while_the_page_was_open_is_a_409_conflict(client, supervisor, analyst, agent, case):
+    proposal = services.proposal_create(actor=agent, case=case, kind="risk_level", payload={"risk_level": "high"},
+                                        rationale="Large loss.")
+    seen = case.version
     services.evidence_add(actor=analyst, case=case, title="New fact", text="The bank refunded half.")
     client.force_login(supervisor)
     with assert_nothing_changed(case):
-        response = client.post(url("proposal_approve", case, proposal.pk), {}, **HTMX)
+        response = client.post(url("proposal_approve", case, proposal.pk), {"expected_version": seen}, **HTMX)
     assert response.status_code == 409
-    html = response.content.decode()
-    assert "the case changed since" in html and "Stale: made against v" in html
+    assert f"you saw version {seen}" in response.content.decode()
+
+
+def test_evidence_added_since_a_proposal_is_listed_on_its_card(client, supervisor, analyst, agent, case):
+    proposal = services.proposal_create(actor=agent, case=case, kind="risk_level", payload={"risk_level": "high"},
+                                        rationale="Large loss.")
+    added = services.evidence_add(actor=analyst, case=case, title="Bank reply", text="The bank refunded half.")
+    client.force_login(supervisor)
+    html = client.get(reverse("web:case_detail", kwargs={"reference": case.reference})).content.decode()
+    card = html[html.index(f'id="proposal-{proposal.pk}"'):]
+    card = card[:card.index("</article>")]
+    assert "Evidence added since this proposal" in card and f'href="#evidence-{added.pk}"' in card
+    assert "badge--stale" not in card
+
+
+def test_ask_the_agents_again_starts_a_focused_audited_run(client, supervisor, analyst, agent, case):
+    from audit.models import AuditEvent
+    from runs.models import AgentRun
+
+    proposal = services.proposal_create(actor=agent, case=case, kind="risk_level", payload={"risk_level": "high"},
+                                        rationale="Large loss.")
+    rival = services.proposal_create(actor=analyst, case=case, kind="risk_level", payload={"risk_level": "low"},
+                                     rationale="Small loss.")
+    services.proposal_approve(actor=supervisor, proposal=rival)
+    client.force_login(supervisor)
+    with assert_nothing_changed(case, extra={"runs": lambda: AgentRun.objects.count()}):
+        response = client.post(url("proposal_reask", case, rival.pk), **HTMX)  # applied, not stale
+    assert response.status_code == 409
+    response = client.post(url("proposal_reask", case, proposal.pk), **HTMX)
+    assert response.status_code == 200
+    run = AgentRun.objects.get()
+    assert (run.graph, run.case_id, run.input["reask_proposal_id"]) == ("case_analysis", case.pk, proposal.pk)
+    assert "risk level changed from unassessed to low" in run.input["question"]
+    started = AuditEvent.objects.get(action="runs.run.started")
+    assert started.payload["input"]["reask_proposal_id"] == proposal.pk
 
 
 def test_rejecting_needs_a_note(client, supervisor, agent, case):
