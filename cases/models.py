@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.db.models.functions import Coalesce, Least
 from django_fsm import ConcurrentTransitionMixin, FSMField, FSMFieldMixin, transition
 
 from cases import policy
@@ -100,6 +101,26 @@ class ThreadSafeRefreshMixin:
         self._update_initial_state()  # ConcurrentTransitionMixin: the reloaded states are the new baseline
 
 
+class CaseQuerySet(models.QuerySet):
+    def with_deadlines(self):
+        """Annotate `next_due` (the earliest due date still open: acknowledgement and response
+        until a notice is sent, closure until the case is decided or closed; NULL when none) and
+        `notice_sent` — sortable in the queue: `.with_deadlines().order_by(F("next_due").asc(nulls_last=True))`."""
+        notice_sent = models.Exists(Notice.objects.filter(case=models.OuterRef("pk"), status=NoticeStatus.SENT))
+        settled = models.Q(status__in=[CaseStatus.DECIDED, CaseStatus.CLOSED])
+        open_notice = models.Case(models.When(notice_sent=True, then=models.Value(None)),
+                                  default=_least("acknowledge_due", "response_due"), output_field=models.DateField())
+        open_close = models.Case(models.When(settled, then=models.Value(None)), default=models.F("close_due"),
+                                 output_field=models.DateField())
+        return self.annotate(notice_sent=notice_sent).annotate(next_due=_least(open_notice, open_close))
+
+
+def _least(a, b):
+    """LEAST ignoring NULLs on every database (SQLite's MIN() of a NULL is NULL; PostgreSQL's
+    LEAST skips them): each side is coalesced with the other."""
+    return Least(Coalesce(a, b), Coalesce(b, a), output_field=models.DateField())
+
+
 class Case(ThreadSafeRefreshMixin, ConcurrentTransitionMixin, models.Model):
     tenant = models.ForeignKey("accounts.Tenant", on_delete=models.PROTECT, related_name="cases")
     reference = models.CharField(max_length=40)
@@ -124,9 +145,19 @@ class Case(ThreadSafeRefreshMixin, ConcurrentTransitionMixin, models.Model):
     assignee = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True,
                                  related_name="assigned_cases")
     resolution = models.TextField(blank=True)
+    # Deadlines (issue 7, B): computed at intake from the tenant's DeadlinePolicy, changed only by
+    # cases.services.deadlines (a `case.deadlines_changed` event each time), replayed like the rest.
+    acknowledge_due = models.DateField(null=True, blank=True)
+    response_due = models.DateField(null=True, blank=True)
+    close_due = models.DateField(null=True, blank=True)
+    deadline_policy_version = models.PositiveIntegerField(null=True, blank=True)
+    # Set while the clock is paused (waiting for evidence, when the policy says so).
+    deadline_paused_on = models.DateField(null=True, blank=True)
     version = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = CaseQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -137,6 +168,12 @@ class Case(ThreadSafeRefreshMixin, ConcurrentTransitionMixin, models.Model):
 
     def __str__(self) -> str:
         return f"{self.reference} {self.title[:60]}"
+
+    def deadline_states(self, *, today=None, due_soon_days: int | None = None) -> list:
+        """Each due date with its state (met / on time / due soon / overdue): cases.deadlines."""
+        from cases.deadlines import case_deadline_states
+
+        return case_deadline_states(self, today=today, due_soon_days=due_soon_days)
 
     # --- Lifecycle (DESIGN §3). In-memory only; cases.services.case_transition commits. ---
     @transition(field=status, source=CaseStatus.NEW, target=CaseStatus.TRIAGED,
@@ -561,3 +598,63 @@ class CaseEvent(ImmutableModel):
 
     def __str__(self) -> str:
         return f"{self.case_id}#{self.sequence} {self.event_type}"
+
+
+class DayCount(models.TextChoices):
+    CALENDAR = "calendar", "Calendar days"
+    BUSINESS = "business", "Business days"
+
+
+class DeadlinePolicy(models.Model):
+    """A tenant's deadline rules, versioned: a change is a new row with the next version (rows are
+    never edited), so each case names the version its due dates were computed under. Defaults
+    follow CFPB practice: the company responds within 15 days, the final response within 60."""
+
+    tenant = models.ForeignKey("accounts.Tenant", on_delete=models.PROTECT, related_name="+")
+    version = models.PositiveIntegerField()
+    country = models.CharField(max_length=2, default="US", help_text="ISO country code for public holidays.")
+    subdivision = models.CharField(max_length=10, blank=True, help_text="State/province code, e.g. CA (optional).")
+    acknowledge_days = models.PositiveIntegerField(default=15)
+    acknowledge_day_count = models.CharField(max_length=10, choices=DayCount.choices, default=DayCount.CALENDAR)
+    response_days = models.PositiveIntegerField(default=15)
+    response_day_count = models.CharField(max_length=10, choices=DayCount.choices, default=DayCount.CALENDAR)
+    close_days = models.PositiveIntegerField(default=60)
+    close_day_count = models.CharField(max_length=10, choices=DayCount.choices, default=DayCount.CALENDAR)
+    due_soon_days = models.PositiveIntegerField(default=3, help_text="A due date this close is 'due soon'.")
+    pause_while_waiting_for_evidence = models.BooleanField(
+        default=False, help_text="Stop the clock while the case waits for evidence; due dates move on by the pause.")
+    created_by = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["tenant_id", "-version"]
+        verbose_name_plural = "deadline policies"
+        constraints = [models.UniqueConstraint(fields=["tenant", "version"], name="deadline_policy_version_unique")]
+
+    def __str__(self) -> str:
+        return f"deadline policy v{self.version} ({self.tenant_id})"
+
+    def save(self, *args, **kwargs):
+        if not self._state.adding:
+            raise ValueError("Deadline policies are versioned: create a new version instead of editing one.")
+        super().save(*args, **kwargs)
+
+
+class DeadlineCrossing(models.Model):
+    """A due date crossing into 'due soon' or 'overdue', recorded once (the unique constraint is
+    what makes the beat task idempotent). A moved due date is a new crossing."""
+
+    tenant = models.ForeignKey("accounts.Tenant", on_delete=models.PROTECT, related_name="+")
+    case = models.ForeignKey(Case, on_delete=models.PROTECT, related_name="deadline_crossings")
+    deadline = models.CharField(max_length=20)  # acknowledge / response / close
+    state = models.CharField(max_length=20)  # due_soon / overdue
+    due = models.DateField()
+    event = models.ForeignKey(CaseEvent, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["case", "deadline", "state", "due"],
+                                               name="deadline_crossing_once")]
+
+    def __str__(self) -> str:
+        return f"{self.case_id} {self.deadline} {self.state} {self.due}"

@@ -73,3 +73,14 @@ def notice_dispatch_enqueue(*, notice_id: int, actor_user_id: int | None = None)
     never pick up a notice whose approval has not been committed yet, and a rolled-back approval
     must queue nothing."""
     transaction.on_commit(lambda: notice_dispatch_task.delay(notice_id, actor_user_id))
+
+
+# --- issue 7 (i7): deadlines and evidence extraction --------------------------------------------
+
+@shared_task
+def deadline_crossings_task() -> int:
+    """Beat: record `deadline.due_soon` / `deadline.overdue` once per crossing (the service's
+    unique DeadlineCrossing makes a second run, or two beats at once, record nothing more)."""
+    from cases.services.deadlines import deadline_crossings_record
+
+    return deadline_crossings_record()

@@ -16,7 +16,9 @@ from django.http import HttpRequest
 from django_fsm import can_proceed
 
 from cases import policy, selectors
+from cases.deadlines import notice_sent
 from cases.models import CASE_TRANSITIONS, Case, CaseStatus, NoticeStatus, ProposalKind, ProposalStatus
+from cases.services.case import TRANSITIONS_CONFIRMED_WITHOUT_NOTICE
 from conversations.services import CAN_CHAT
 from core.actors import Actor
 from core.errors import DomainError
@@ -76,6 +78,7 @@ def transitions_for(*, case: Case, role: str | None) -> list[dict]:
     """The transitions from the case's current status that this role may perform, each with the
     conditions still unmet (shown disabled, with the reason, rather than hidden)."""
     items = []
+    without_notice = not notice_sent(case)
     for name in CASE_TRANSITIONS:
         if not policy.role_may_transition(role, name):
             continue
@@ -91,6 +94,8 @@ def transitions_for(*, case: Case, role: str | None) -> list[dict]:
             "reason_label": REASON_LABELS.get(name, "Reason"),
             "unmet": unmet,
             "target_status": CaseStatus(transition.target).label,
+            # Deciding/closing with no notice ever sent needs a confirmation with a reason.
+            "needs_confirmation": without_notice and name in TRANSITIONS_CONFIRMED_WITHOUT_NOTICE,
         })
     return items
 
@@ -104,6 +109,11 @@ def case_page_context(request: HttpRequest, case: Case, outcome: Outcome | None 
 
     users = list(tenant_users(tenant_id=case.tenant_id))
     usernames = {u.pk: u.username for u in users}
+
+    # Read first: whether a notice was sent decides the deadlines met and the confirmations asked.
+    notices = list(selectors.notice_list_for_user(user=user, case=case)
+                   .prefetch_related("approvals__approver").order_by("-created_at", "-id"))
+    case.notice_sent = any(n.status == NoticeStatus.SENT for n in notices)
 
     # --- status -----------------------------------------------------------------------------
     transitions = transitions_for(case=case, role=role)
@@ -161,8 +171,6 @@ def case_page_context(request: HttpRequest, case: Case, outcome: Outcome | None 
     for event in events:
         if event.event_type in ("notice.drafted", "notice.edited"):
             writers.setdefault((event.payload or {}).get("notice_id"), set()).add(event.actor_id)
-    notices = list(selectors.notice_list_for_user(user=user, case=case)
-                   .prefetch_related("approvals__approver").order_by("-created_at", "-id"))
     may_draft = role in policy.CAN_DRAFT_NOTICES
     may_approve_notices = role in policy.CAN_APPROVE_NOTICES
     may_send = role in policy.CAN_DISPATCH_NOTICES
@@ -222,6 +230,7 @@ def case_page_context(request: HttpRequest, case: Case, outcome: Outcome | None 
 
     return {
         "case": case,
+        "deadlines": case.deadline_states(),
         "lifecycle": CaseStatus.choices,
         "transitions": transitions,
         "evidence": evidence,

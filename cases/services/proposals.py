@@ -207,7 +207,7 @@ def _evidence_in_view(case: Case, evidence_seen) -> list[int]:
 
 @transaction.atomic
 def proposal_approve(*, actor, proposal: Proposal, note: str = "", expected_version: int | None = None,
-                     evidence_seen: list[int] | None = None) -> Proposal:
+                     evidence_seen: list[int] | None = None, confirm_reason: str = "") -> Proposal:
     """A supervisor approves a pending proposal and it is applied to the case in the same
     transaction, through the FSM and its permission/conditions.
 
@@ -215,6 +215,8 @@ def proposal_approve(*, actor, proposal: Proposal, note: str = "", expected_vers
     field, or evidence added since, does not make it stale. `expected_version` is the case version
     the approver saw (the page's form carries it): a change while the page was open is a Conflict.
     `evidence_seen` (the evidence ids the page listed) is recorded on the approval.
+    `confirm_reason`: deciding or closing a case on which no notice was ever sent needs it
+    (Invalid without), recorded in the event and the audit.
 
     Refuses (changing nothing): agents and roles without approval rights (Forbidden), the proposer
     (Forbidden, four eyes), a proposal whose precondition changed (Stale, naming the field, from →
@@ -246,16 +248,16 @@ def proposal_approve(*, actor, proposal: Proposal, note: str = "", expected_vers
                      "evidence_in_view": in_view},
             audit_action="cases.proposal.approved", target_type="proposal", target_id=locked.pk,
             run_id=locked.run_id, decision="approved", evidence_refs=locked.evidence_refs)
-    _apply_proposal(case=case, proposal=locked, actor=actor, user=user)
+    _apply_proposal(case=case, proposal=locked, actor=actor, user=user, confirm_reason=confirm_reason)
     proposal.refresh_from_db()
     return locked
 
 
-def _apply_proposal(*, case: Case, proposal: Proposal, actor: Actor, user: User) -> None:
+def _apply_proposal(*, case: Case, proposal: Proposal, actor: Actor, user: User, confirm_reason: str = "") -> None:
     if proposal.kind == ProposalKind.STATUS_TRANSITION:
         _apply_transition(case=case, actor=actor, user=user, transition=proposal.payload["transition"],
                           reason=proposal.payload.get("reason") or proposal.rationale, run_id=proposal.run_id,
-                          via_proposal=proposal)
+                          via_proposal=proposal, confirm_reason=confirm_reason)
     elif proposal.kind == ProposalKind.RISK_LEVEL:
         previous = case.risk_level
         case.risk_level = proposal.payload["risk_level"]

@@ -184,7 +184,7 @@ def test_approving_needs_the_role_for_the_transition_itself(case, agent, supervi
     proposal = services.proposal_create(actor=agent, case=case, kind="status_transition",
                                         payload={"transition": "decide", "reason": "Refund owed."},
                                         rationale="The statements show a double charge.")
-    services.proposal_approve(actor=supervisor, proposal=proposal)
+    services.proposal_approve(actor=supervisor, proposal=proposal, confirm_reason="Notice goes with the decision.")
     case.refresh_from_db()
     assert (case.status, case.resolution) == ("decided", "Refund owed.")
 

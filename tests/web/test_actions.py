@@ -474,14 +474,16 @@ def test_after_a_conflict_the_button_carries_the_new_version_and_keeps_the_reaso
     services.evidence_add(actor=supervisor_b, case=case, title="Late fact", text="Refund issued.")  # meanwhile
     client.force_login(supervisor)
     response = client.post(url("case_transition", case), {"transition": "decide", "expected_version": seen,
-                                                          "reason": "Complaint upheld; refund due."}, **HTMX)
+                                                          "reason": "Complaint upheld; refund due.",
+                                                          "confirm_reason": "Notice follows."}, **HTMX)
     assert response.status_code == 409
     html = response.content.decode()
     case.refresh_from_db()
     assert f'name="expected_version" value="{case.version}" id="id_decide_expected_version"' in html
     assert "Complaint upheld; refund due.</textarea>" in html
     retry = client.post(url("case_transition", case), {"transition": "decide", "expected_version": case.version,
-                                                       "reason": "Complaint upheld; refund due."}, **HTMX)
+                                                       "reason": "Complaint upheld; refund due.",
+                                                       "confirm_reason": "Notice follows."}, **HTMX)
     assert retry.status_code == 200
 
 

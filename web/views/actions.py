@@ -75,6 +75,12 @@ def _answer(request, case: Case, *, target: str, form: Form | None, call: Callab
     return response
 
 
+def _confirm_reason(request) -> str:
+    """The explicit confirmation some actions need (deciding/closing with no notice sent,
+    approving a notice with a past date or flags): a reason, recorded in the audit by the service."""
+    return (request.POST.get("confirm_reason") or "")[:5000].strip()
+
+
 def _case(request, reference: str) -> Case:
     return selectors.case_get_for_user(user=request.user, reference=reference)
 
@@ -91,7 +97,8 @@ def case_transition(request, reference: str):
     def call():
         data = form.cleaned_data
         updated = services.case_transition(actor=request.user, case=case, transition=data["transition"],
-                                           reason=data["reason"].strip(), expected_version=data["expected_version"])
+                                           reason=data["reason"].strip(), expected_version=data["expected_version"],
+                                           confirm_reason=_confirm_reason(request))
         return f"{TRANSITION_LABELS[data['transition']]}: {updated.reference} is now {updated.get_status_display().lower()}."
 
     return _answer(request, case, target=f"transition:{name}", form=form, call=call, anchor="#status")
@@ -164,7 +171,7 @@ def proposal_approve(request, reference: str, pk: int):
     def call(proposal):
         services.proposal_approve(actor=request.user, proposal=proposal, note=form.cleaned_data["note"].strip(),
                                   expected_version=form.cleaned_data["expected_version"],
-                                  evidence_seen=form.evidence_ids())
+                                  evidence_seen=form.evidence_ids(), confirm_reason=_confirm_reason(request))
         return "Proposal approved and applied to the case."
 
     return _proposal_action(request, reference, pk, form_key="approve", form=form, call=call)
