@@ -451,6 +451,12 @@ class Notice(ThreadSafeRefreshMixin, ConcurrentTransitionMixin, models.Model):
     run_id = models.CharField(max_length=64, blank=True)
     idempotency_key = models.CharField(max_length=200, null=True, blank=True)
     version = models.PositiveIntegerField(default=1)
+    # The notice checker's result (issue 7, cases/notice_checker.py), for the content hash it was
+    # computed on: [{"code", "message"}, ...]; empty = no flag.
+    consumer_request = models.TextField(blank=True, help_text="The consumer's request the notice must address.")
+    check_flags = models.JSONField(default=list, blank=True)
+    checked_hash = models.CharField(max_length=64, blank=True)
+    checked_at = models.DateTimeField(null=True, blank=True)
     sent_at = models.DateTimeField(null=True, blank=True)
     external_message_id = models.CharField(max_length=300, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -468,6 +474,11 @@ class Notice(ThreadSafeRefreshMixin, ConcurrentTransitionMixin, models.Model):
 
     def compute_content_hash(self) -> str:
         return notice_content_hash(recipient=self.recipient, subject=self.subject, body=self.body)
+
+    @property
+    def is_checked(self) -> bool:
+        """The stored check is for the current text."""
+        return bool(self.checked_hash) and self.checked_hash == self.content_hash
 
     @transition(field=status, source=NoticeStatus.DRAFT, target=NoticeStatus.PENDING_APPROVAL)
     def submit(self):
@@ -523,6 +534,10 @@ class Approval(models.Model):
     case_version = models.PositiveIntegerField()
     policy_version = models.CharField(max_length=40)
     note = models.TextField(blank=True)
+    # Notice approvals over the notice checker's flags (a date before today, an unrecorded action …):
+    # the flags the approver saw and the reason they gave for approving anyway (issue 7).
+    flags_overridden = models.JSONField(default=list, blank=True)
+    override_reason = models.TextField(blank=True)
     # Proposal approvals: the evidence ids listed on the page the approver decided from.
     evidence_in_view = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

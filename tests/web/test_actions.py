@@ -540,3 +540,31 @@ def test_the_person_who_asked_an_agent_for_a_proposal_is_not_offered_the_decisio
     client.force_login(supervisor)
     html = client.get(reverse("web:case_detail", args=[case.reference])).content.decode()
     assert "Approve and apply" not in html and "at the request of <strong>supervisor</strong>" in html
+
+
+# --- issue 7: grounded notices on the card ----------------------------------------------------
+
+def test_the_notice_card_shows_the_checker_flags_and_approval_needs_a_reason(client, supervisor, analyst, case):
+    from cases.models import Approval
+    from core.actors import Actor
+
+    drafter = Actor.agent("notice_drafter", "2")
+    notice = services.notice_draft(actor=drafter, case=case, subject="Acknowledgement",
+                                   body="We have refunded the double charge. Our response follows by 2019-03-01.")
+    services.notice_submit(actor=analyst, notice=notice)
+    client.force_login(supervisor)
+    page = client.get(reverse("web:case_detail", kwargs={"reference": case.reference})).content.decode()
+    card = page[page.index(f'id="notice-{notice.pk}"'):]
+    card = card[:card.index("</article>")]
+    assert "Notice checker: 2 flags" in card and "unrecorded_action" in card and "past_date" in card
+    assert 'name="confirm_reason"' in card
+    with assert_nothing_changed(case):
+        refused = client.post(url("notice_approve", case, notice.pk), {"content_hash": notice.content_hash}, **HTMX)
+    assert refused.status_code == 400 and "flagged this notice" in refused.content.decode()
+    response = client.post(url("notice_approve", case, notice.pk),
+                           {"content_hash": notice.content_hash, "confirm_reason": "Refund confirmed by phone."},
+                           **HTMX)
+    assert response.status_code == 200
+    approval = Approval.objects.get(notice=notice)
+    assert approval.override_reason == "Refund confirmed by phone."
+    assert "Approved over 2 checker flags" in response.content.decode()

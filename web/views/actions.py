@@ -285,7 +285,7 @@ def notice_approve(request, reference: str, pk: int):
 
     def call(notice):
         services.notice_approve(actor=request.user, notice=notice, content_hash=form.cleaned_data["content_hash"],
-                                note=form.cleaned_data["note"].strip())
+                                note=form.cleaned_data["note"].strip(), override_reason=_confirm_reason(request))
         return "Notice approved. It can now be sent."
 
     return _notice_action(request, reference, pk, form_key="approve", form=form, call=call)
