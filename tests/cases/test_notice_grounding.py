@@ -12,10 +12,10 @@ from django.conf import settings
 from cases import services
 from cases.models import CaseEvent
 from cases.notice_checker import check_notice, request_statement
+from runs.context import case_snapshot
 from runs.offline import AGENTS
 from runs.providers.base import ModelRequest
 from runs.providers.offline import OfflineAnalyst
-from runs.context import case_snapshot
 
 SHARED = Path(settings.BASE_DIR).parent / "shared" / "data" / "cfpb_complaints.csv"
 DEMO = Path(settings.BASE_DIR) / "cases" / "demo_data" / "cfpb_complaints_sample.csv"
