@@ -28,6 +28,7 @@ from cases.models import (
     DeadlineCrossing,
     DeadlinePolicy,
     Evidence,
+    EvidenceExtraction,
     Notice,
     NoticeDispatch,
     NoticeStatus,
@@ -435,3 +436,10 @@ class DeadlineCrossingAdmin(ReadOnlyAdmin):
     list_display = ("case", "deadline", "state", "due", "created_at")
     list_filter = ("state", "deadline", "tenant")
     list_select_related = ("case",)
+
+
+@admin.register(EvidenceExtraction)
+class EvidenceExtractionAdmin(ReadOnlyAdmin):
+    list_display = ("evidence", "status", "reason", "page_count", "extractor", "finished_at")
+    list_filter = ("status", "tenant")
+    list_select_related = ("evidence",)

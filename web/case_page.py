@@ -128,7 +128,7 @@ def case_page_context(request: HttpRequest, case: Case, outcome: Outcome | None 
         item["error"] = _error_for(outcome, key)
 
     # --- evidence ---------------------------------------------------------------------------
-    evidence = list(selectors.evidence_list_for_case(user=user, case=case))
+    evidence = list(selectors.evidence_list_for_case(user=user, case=case).select_related("extraction"))
     evidence_text_form = _form_for(outcome, "evidence_text", lambda: EvidenceTextForm(auto_id="id_text_%s"))
     evidence_file_form = _form_for(outcome, "evidence_file", lambda: EvidenceFileForm(auto_id="id_file_%s"))
 

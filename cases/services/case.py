@@ -16,6 +16,7 @@ from django_fsm import can_proceed, has_transition_perm
 from accounts.models import Tenant, User
 from cases import policy
 from cases.deadlines import notice_sent
+from cases.extraction import evidence_extraction_create
 from cases.models import (
     CASE_TRANSITIONS,
     Case,
@@ -122,6 +123,7 @@ def _evidence_create(*, case: Case, actor: Actor, title: str, text: str | None =
                             content_type="text/plain", size=len(raw), sha256=hashlib.sha256(raw).hexdigest(),
                             source=source, added_by=actor.identifier)
     evidence.save()
+    evidence_extraction_create(evidence=evidence)  # a PDF: pending row now, text read by the worker after commit
     _record(case=case, actor=actor, event_type="evidence.added",
             payload={"evidence_id": evidence.pk, "sha256": evidence.sha256, "title": title,
                      "size": evidence.size, "content_type": evidence.content_type},

@@ -75,6 +75,10 @@ def world(case, analyst, supervisor, outsider):
     from cases.services.deadlines import deadline_crossings_record
 
     deadline_crossings_record(today=date(2100, 1, 1))  # a DeadlineCrossing (and its events) per case (issue 7)
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    services.evidence_add(actor=analyst, case=case, title="Scan", upload=SimpleUploadedFile(
+        "scan.pdf", b"%PDF-1.4 not really", content_type="application/pdf"))  # an EvidenceExtraction (issue 7)
     return {"case": case, "waiting_notice": waiting, "sent_notice": sent, "other_case": other_case}
 
 
