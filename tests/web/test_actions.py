@@ -568,3 +568,23 @@ def test_the_notice_card_shows_the_checker_flags_and_approval_needs_a_reason(cli
     approval = Approval.objects.get(notice=notice)
     assert approval.override_reason == "Refund confirmed by phone."
     assert "Approved over 2 checker flags" in response.content.decode()
+
+
+def test_the_review_inbox_shows_each_cases_due_dates(client, supervisor, analyst, agent, django_assert_max_num_queries):
+    from datetime import date
+
+    from cases.models import Case
+    from tests.factories import make_case
+
+    late = make_case(actor=analyst, title="Late", received_at=date(2020, 1, 6))
+    services.proposal_create(actor=agent, case=late, kind="risk_level", payload={"risk_level": "high"},
+                             rationale="Loss.")
+    for i in range(5):  # the inbox reads a bounded number of queries, however many rows
+        other = make_case(actor=analyst, title=f"Other {i}")
+        services.proposal_create(actor=agent, case=other, kind="risk_level", payload={"risk_level": "low"},
+                                 rationale="Small.")
+    client.force_login(supervisor)
+    with django_assert_max_num_queries(12):
+        html = client.get(reverse("web:review_inbox")).content.decode()
+    late = Case.objects.get(pk=late.pk)
+    assert f"Response due {late.response_due:%Y-%m-%d}" in html and "deadline-state--overdue" in html

@@ -31,6 +31,7 @@ def review_inbox(request):
         proposal.payload_label = proposal_payload_label(proposal, usernames)
         proposal.is_own = me in {proposal.proposer_id, proposal.requested_by}
         proposal.may_decide = may_approve_proposals and not proposal.is_own and not proposal.is_stale_now
+    selectors.deadline_rows_for_inbox(user=user, items=[*proposals, *notices])  # i7: due dates (issue 7)
     for notice in notices:
         notice.is_own = me in {notice.drafted_by, notice.last_edited_by, notice.requested_by}
         notice.may_decide = may_approve_notices and not notice.is_own
