@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 
 from cases.models import Case, CaseEvent, Evidence, Notice, NoticeStatus, Proposal, ProposalStatus
 from core.errors import NotFound
@@ -79,11 +79,27 @@ def notice_get_for_user(*, user, pk: int) -> Notice:
 
 
 def review_inbox_for_user(*, user) -> dict:
-    """What waits for a person's decision: pending proposals and notices pending approval."""
+    """What waits for a person's decision: pending proposals and notices pending approval, each
+    annotated `case_notice_sent` (whether its case's notice was sent: what meets the
+    acknowledgement and response deadlines, issue 7) so their due dates need no query per row."""
+    case_notice_sent = Exists(Notice.objects.filter(case=OuterRef("case_id"), status=NoticeStatus.SENT))
     return {
-        "proposals": proposal_list_for_user(user=user, status=ProposalStatus.PENDING).order_by("created_at"),
-        "notices": notice_list_for_user(user=user, status=NoticeStatus.PENDING_APPROVAL).order_by("created_at"),
+        "proposals": proposal_list_for_user(user=user, status=ProposalStatus.PENDING)
+        .annotate(case_notice_sent=case_notice_sent).order_by("created_at"),
+        "notices": notice_list_for_user(user=user, status=NoticeStatus.PENDING_APPROVAL)
+        .annotate(case_notice_sent=case_notice_sent).order_by("created_at"),
     }
+
+
+def deadline_rows_for_inbox(*, user, items) -> None:
+    """Attach `deadlines` (cases.deadlines.DeadlineState list) to each inbox item (proposal or
+    notice annotated by review_inbox_for_user), with one query for the tenant's due-soon window."""
+    from cases.deadlines import current_policy_due_soon_days
+
+    soon = current_policy_due_soon_days(_tenant_id(user))
+    for item in items:
+        item.case.notice_sent = getattr(item, "case_notice_sent", None)
+        item.deadlines = [d for d in item.case.deadline_states(due_soon_days=soon) if d.due]
 
 
 def case_events_for_user(*, user, case: Case) -> QuerySet[CaseEvent]:

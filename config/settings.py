@@ -256,6 +256,17 @@ CELERY_BEAT_SCHEDULE = {
     "purge-expired-state": {"task": "runs.tasks.retention_purge_task", "schedule": float(24 * 60 * 60)},
 }
 
+# --- Deadlines and evidence extraction (issue 7, i7: cases/deadlines.py, cases/extraction.py) -----
+# How often the beat task records due-soon / overdue crossings (once per crossing, whatever the rate).
+ARBITER_DEADLINE_SCAN_INTERVAL_SECONDS = env_int("ARBITER_DEADLINE_SCAN_INTERVAL_SECONDS", 3600, minimum=60)
+CELERY_BEAT_SCHEDULE["record-deadline-crossings"] = {
+    "task": "cases.tasks.deadline_crossings_task", "schedule": float(ARBITER_DEADLINE_SCAN_INTERVAL_SECONDS)}
+# PDF evidence the worker reads for the agents; a larger one is kept but marked "not readable by
+# the agents" with the reason.
+ARBITER_PDF_MAX_BYTES = env_int("ARBITER_PDF_MAX_BYTES", 5 * 1024 * 1024, minimum=1)
+ARBITER_PDF_MAX_PAGES = env_int("ARBITER_PDF_MAX_PAGES", 200, minimum=1)
+ARBITER_PDF_MAX_CHARS = env_int("ARBITER_PDF_MAX_CHARS", 500_000, minimum=1)
+
 # --- REST API for runs, memory and threads (runs/api, conversations/api) ----------------------
 # Their models have a `status` too; name each choice set after its model (as for cases above).
 SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"] = {

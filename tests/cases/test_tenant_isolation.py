@@ -2,6 +2,7 @@
 with NotFound and changes nothing (issue 2: another tenant's object is a 404, not a 403)."""
 
 import inspect
+from datetime import date
 
 import pytest
 
@@ -138,6 +139,11 @@ def _outsider_calls(world, outsider, tenant):
         "notice_withdraw": lambda: services.notice_withdraw(actor=outsider, notice=notice),
         "notice_dispatch": lambda: services.notice_dispatch(actor=outsider, notice=notice),
         "notice_dispatch_request": lambda: services.notice_dispatch_request(actor=outsider, notice=notice),
+        "case_deadline_extend": lambda: services.case_deadline_extend(
+            actor=outsider, case=case, deadline="response", until=date(2099, 1, 1), reason="r"),
+        "case_deadlines_recompute": lambda: services.case_deadlines_recompute(actor=outsider, case=case),
+        "deadline_policy_create": lambda: services.deadline_policy_create(actor=outsider, tenant=tenant,
+                                                                          response_days=20),
     }
 
 

@@ -27,10 +27,11 @@ def review_inbox(request):
     labels = actor_labels(tenant_id=user.tenant_id, identifiers=identifiers)
     usernames = {int(i.split(":")[1]): label for i, label in labels.items() if i.startswith("user:")}
     for proposal in proposals:
-        proposal.is_stale_now = proposal.case_version != proposal.case.version
+        proposal.is_stale_now = proposal.is_stale  # i7: staleness by precondition (ADR 0006)
         proposal.payload_label = proposal_payload_label(proposal, usernames)
         proposal.is_own = me in {proposal.proposer_id, proposal.requested_by}
         proposal.may_decide = may_approve_proposals and not proposal.is_own and not proposal.is_stale_now
+    selectors.deadline_rows_for_inbox(user=user, items=[*proposals, *notices])  # i7: due dates (issue 7)
     for notice in notices:
         notice.is_own = me in {notice.drafted_by, notice.last_edited_by, notice.requested_by}
         notice.may_decide = may_approve_notices and not notice.is_own
