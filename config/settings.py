@@ -236,8 +236,9 @@ ARBITER_RUN_RETRY_BACKOFF_SECONDS = env_int("ARBITER_RUN_RETRY_BACKOFF_SECONDS",
 ARBITER_CHECKPOINT_SNAPSHOT_EVERY = env_int("ARBITER_CHECKPOINT_SNAPSHOT_EVERY", 10, minimum=1)
 # Token budget for evidence excerpts in one model context.
 ARBITER_CONTEXT_EVIDENCE_TOKENS = env_int("ARBITER_CONTEXT_EVIDENCE_TOKENS", 6000, minimum=100)
-# Dotted path of the function that redacts personal data from evidence text in model contexts.
-ARBITER_CONTEXT_REDACTOR = env_str("ARBITER_CONTEXT_REDACTOR", "runs.context.redact_personal_data")
+# Dotted path of the function that redacts personal data from everything in model contexts
+# (issue 13: one redactor, core.redaction, for evidence, case fields, messages, memory ...).
+ARBITER_CONTEXT_REDACTOR = env_str("ARBITER_CONTEXT_REDACTOR", "core.redaction.redact_personal_data")
 ARBITER_MEMORY_DEFAULT_TTL_DAYS = env_int("ARBITER_MEMORY_DEFAULT_TTL_DAYS", 180, minimum=1)
 ARBITER_REAP_INTERVAL_SECONDS = env_int("ARBITER_REAP_INTERVAL_SECONDS", 30, minimum=1)
 # Per-task time limits (seconds): a step holds a lease of ARBITER_RUN_LEASE_SECONDS, so the hard
