@@ -56,6 +56,9 @@ def logging_config(*, level: str, fmt: str) -> dict:
         "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "structured"}},
         "root": {"handlers": ["console"], "level": level},
         "loggers": {"django.db.backends": {"level": "WARNING"},
+                    # gunicorn (make serve, config/gunicorn.conf.py): its lifecycle lines, formatted alike.
+                    "gunicorn.error": {"level": level, "propagate": True},
+                    "gunicorn.access": {"level": "WARNING", "propagate": True},
                     # One line per request is written by ops.middleware with the ids; the server's own
                     # access line would repeat it without them.
                     "django.server": {"level": "WARNING"}},
@@ -67,8 +70,8 @@ def configure_structlog() -> None:
     above). Idempotent."""
     structlog.configure(
         processors=[
-            structlog.contextvars.merge_contextvars,
             structlog.stdlib.filter_by_level,
+            *_shared_processors(),
             structlog.processors.StackInfoRenderer(),
             structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
         ],
