@@ -349,6 +349,7 @@ AXES_COOLOFF_TIME = timedelta(minutes=env_int("AXES_COOLOFF_MINUTES", 15, minimu
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False
+AXES_LOCKOUT_CALLABLE = "ops.security.lockout_response"  # 429 + Retry-After; {code, detail} under /api/
 
 # --- Operations (issue 13): request ids, JSON logs, health probes, metrics, static files ----------
 # Outermost: Prometheus timing, then the request id (on every response, the probes' and lockouts'
