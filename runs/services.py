@@ -241,6 +241,9 @@ def run_fork(*, actor, run: AgentRun, from_sequence: int, provider: str | None =
     # Lock the parent (no key update: children may still reference it) so a retention purge
     # cannot delete the checkpoint between our read and the fork's foreign key to it.
     parent = AgentRun.objects.select_for_update(no_key=True).get(pk=run.pk)
+    if parent.thread_id is not None:  # issue 13: a conversation run writes into its thread exactly once
+        raise NotAllowed(f"Run R{parent.pk} is a {parent.graph} run of thread {parent.thread_id}: conversation runs "
+                         f"cannot be forked. Post the question again in the thread to get a new answer.")
     checkpoint = Checkpoint.objects.filter(run=parent, sequence=from_sequence).first()
     if checkpoint is None:
         kept = list(Checkpoint.objects.filter(run=parent).order_by("sequence").values_list("sequence", flat=True))
