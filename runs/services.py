@@ -19,6 +19,7 @@ from cases import policy
 from cases.models import Case
 from core.actors import Actor, coerce_actor
 from core.errors import Forbidden, Invalid, NotAllowed, NotFound
+from ops import metrics  # issue 13
 from runs.graphs import UnknownGraph, get_graph
 from runs.memory import memory_confirm, memory_forget, memory_propose
 from runs.models import AgentRun, Artifact, Checkpoint, Finding, RunStatus, Step
@@ -128,6 +129,7 @@ def run_start(*, actor, case: Case | None = None, thread=None, tenant: Tenant | 
     _audit(run, actor=actor, action="runs.run.started",
            payload={"graph": run.graph, "provider": provider_name, "model": run.model_name, "budget": limits,
                     "thread_id": run.thread_id, "input": input})
+    transaction.on_commit(lambda: metrics.run_started(graph=run.graph))  # issue 13: metrics
     if enqueue:
         _enqueue_on_commit(run.pk)
     return run
