@@ -59,6 +59,8 @@ def logging_config(*, level: str, fmt: str) -> dict:
                     # gunicorn (make serve, config/gunicorn.conf.py): its lifecycle lines, formatted alike.
                     "gunicorn.error": {"level": level, "propagate": True},
                     "gunicorn.access": {"level": "WARNING", "propagate": True},
+                    # django-axes reports every login at INFO; lockouts (WARNING) and the audit suffice.
+                    "axes": {"level": "WARNING"},
                     # One line per request is written by ops.middleware with the ids; the server's own
                     # access line would repeat it without them.
                     "django.server": {"level": "WARNING"}},
