@@ -20,7 +20,7 @@ PRODUCTION = {
 
 def _manage(tmp_path, *args, **env):
     clean = {key: value for key, value in os.environ.items()
-             if not key.startswith(("SECURE_", "SESSION_", "CSRF_", "DJANGO_SETTINGS", "DATABASE_URL", "DEBUG"))}
+             if not key.startswith(("SECURE_", "SESSION_", "CSRF_", "DJANGO_", "DATABASE_URL", "DEBUG"))}
     return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=120, env=clean | {"ARBITER_VAR_DIR": str(tmp_path)} | env)
 
