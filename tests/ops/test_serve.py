@@ -134,10 +134,17 @@ def test_make_serve_runs_gunicorn_worker_and_beat_and_stops_them_with_make(tmp_p
         make.cleanup()
 
 
-def test_make_run_stops_its_children_when_makes_own_process_is_terminated(tmp_path):
-    make = Make("run", _env(tmp_path, _free_port()))
+def test_make_run_answers_other_machines_and_stops_its_children_when_makes_own_process_is_terminated(tmp_path):
+    port = _free_port()
+    make = Make("run", _env(tmp_path, port, HOST="0.0.0.0"))
     try:
         make.wait_for(r"Arbiter is running at")
+        assert "HOST=0.0.0.0 with DEBUG: ALLOWED_HOSTS=*" in make.output
+        # Another machine names this one as it knows it: not refused with a 400.
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/accounts/login/",
+                                         headers={"Host": f"arbiter-laptop.local:{port}"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.status == 200
         make.wait_for(r"\[worker\].*ready\.")
         _terminate_make_alone_and_expect_everything_to_stop(make)
     finally:
