@@ -317,7 +317,9 @@ _csp = {
     "DIRECTIVES": {
         "default-src": [SELF],
         "script-src": [SELF, NONCE],
-        "style-src": [SELF, NONCE],
+        # + the hash of templates/500.html's inline style (rendered without a request, so no nonce;
+        # tests/ops/test_probes_and_metrics.py fails if that style changes without this hash).
+        "style-src": [SELF, NONCE, "'sha256-SlPdcaoFrHx4FSrJO/vLwa6hRjKVc3rJCmZMn7l5p/c='"],
         "img-src": [SELF, "data:"],
         "font-src": [SELF],
         "connect-src": [SELF],

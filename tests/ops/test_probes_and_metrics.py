@@ -134,3 +134,19 @@ def test_pages_and_the_api_docs_carry_a_csp_with_a_per_request_nonce(client, ana
     nonce = re.search(r"'nonce-([^']+)'", docs["Content-Security-Policy"]).group(1)
     assert docs.content.decode().count(f'nonce="{nonce}"') == 4  # style, two bundles, the init script
     assert nonce not in client.get("/api/docs/")["Content-Security-Policy"]  # a new one per request
+
+
+def test_every_inline_style_or_script_in_the_templates_is_allowed_by_the_csp(settings):
+    """Templates rendered with a request use the nonce; the error pages are rendered without one,
+    so their inline code must be allowed by its hash."""
+    import base64
+    import hashlib
+
+    allowed = set(settings.CONTENT_SECURITY_POLICY["DIRECTIVES"]["style-src"]) | set(
+        settings.CONTENT_SECURITY_POLICY["DIRECTIVES"]["script-src"])
+    for template in sorted((ROOT / "templates").rglob("*.html")):
+        for tag, body in re.findall(r"<(style|script)>(.*?)</\1>", template.read_text(), re.DOTALL):
+            digest = base64.b64encode(hashlib.sha256(body.encode()).digest()).decode()
+            assert f"'sha256-{digest}'" in allowed, (
+                f"{template.relative_to(ROOT)}: an inline <{tag}> the CSP blocks; add 'sha256-{digest}' to the "
+                f"CSP block of config/settings.py, or give it nonce=\"{{{{ request.csp_nonce }}}}\"")
