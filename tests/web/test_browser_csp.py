@@ -73,3 +73,20 @@ def test_the_swagger_ui_renders_under_the_csp_with_no_violation(new_page, analys
     page.locator(".swagger-ui .info .title", has_text="Arbiter API").wait_for()
     page.locator(".opblock-tag", has_text="cases").first.wait_for()
     assert _violations(page, console) == []
+
+
+def test_the_django_admin_works_under_the_csp_with_no_violation(new_page, tenant):
+    from accounts.models import Role
+    from tests.factories import UserFactory
+
+    UserFactory(username="root", tenant=tenant, role=Role.ADMIN, is_staff=True, is_superuser=True)
+    page = new_page()
+    console = _watch(page)
+    page.goto("/admin/login/")
+    page.get_by_label("Username").fill("root")
+    page.get_by_label("Password").fill("pw-for-tests")
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url("**/admin/")
+    for path in ("/admin/", "/admin/cases/case/", "/admin/accounts/user/add/"):
+        assert page.goto(path).status == 200, path
+        assert _violations(page, console) == [], path
