@@ -12,6 +12,7 @@ READINESS_OUTBOX_LAG. ARBITER_READYZ_CHECKS limits which registered checks run (
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
@@ -61,14 +62,36 @@ register_readiness_check("database", check_database)
 register_readiness_check("broker", check_broker)
 
 
+def _bounded(check: ReadinessCheck, timeout: float) -> str | None:
+    """Run a check in a thread of its own and give up after `timeout` seconds: a database or broker
+    that does not answer (a dropped packet, not a refused connection) must not hang the probe. The
+    thread closes the database connections it opened."""
+    from django.db import connections
+
+    outcome: dict[str, str | None] = {}
+
+    def target() -> None:
+        try:
+            outcome["problem"] = check()
+        except Exception as exc:  # a probe reports; it never raises
+            outcome["problem"] = f"{type(exc).__name__}: {exc}"
+        finally:
+            connections.close_all()
+
+    worker = threading.Thread(target=target, name="readyz-check", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        return f"no answer within {timeout}s"
+    return outcome.get("problem")
+
+
 def run_checks() -> tuple[bool, dict[str, dict]]:
     results: dict[str, dict] = {}
+    timeout = settings.ARBITER_READYZ_TIMEOUT_SECONDS
     for name, check in registered_checks().items():
         started = time.monotonic()
-        try:
-            problem = check()
-        except Exception as exc:  # a probe reports; it never raises
-            problem = f"{type(exc).__name__}: {exc}"
+        problem = _bounded(check, timeout)
         results[name] = {"ok": not problem, "ms": int((time.monotonic() - started) * 1000)}
         if problem:
             results[name]["error"] = str(problem)[:300]

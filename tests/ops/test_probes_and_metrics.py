@@ -150,3 +150,19 @@ def test_every_inline_style_or_script_in_the_templates_is_allowed_by_the_csp(set
             assert f"'sha256-{digest}'" in allowed, (
                 f"{template.relative_to(ROOT)}: an inline <{tag}> the CSP blocks; add 'sha256-{digest}' to the "
                 f"CSP block of config/settings.py, or give it nonce=\"{{{{ request.csp_nonce }}}}\"")
+
+
+def test_a_check_that_does_not_answer_fails_within_the_timeout(client, settings, monkeypatch):
+    import threading
+
+    release = threading.Event()
+    monkeypatch.setitem(health._CHECKS, "hangs", lambda: release.wait(30) and None)
+    settings.ARBITER_READYZ_TIMEOUT_SECONDS = 1
+    try:
+        response = client.get("/readyz")
+    finally:
+        release.set()
+    hangs = response.json()["checks"]["hangs"]
+    assert response.status_code == 503
+    assert (hangs["ok"], hangs["error"]) == (False, "no answer within 1s")
+    assert 900 <= hangs["ms"] < 5000
