@@ -372,9 +372,10 @@ MIDDLEWARE += ["axes.middleware.AxesMiddleware", "django_prometheus.middleware.P
 # Structured logs (ops/logging.py): json (one object per line) or console; both carry request_id,
 # user_id, tenant_id, case, run_id and step where known, in the web and in the worker.
 LOG_FORMAT = env_str("LOG_FORMAT", "console" if DEBUG else "json")
-if LOG_FORMAT not in ("json", "console"):
+from ops.logging import LOG_FORMATS, configure_structlog, logging_config  # noqa: E402
+
+if LOG_FORMAT not in LOG_FORMATS:
     raise ImproperlyConfigured(f"LOG_FORMAT={LOG_FORMAT!r}: use json or console.")
-from ops.logging import configure_structlog, logging_config  # noqa: E402
 
 LOGGING = logging_config(level=LOG_LEVEL, fmt=LOG_FORMAT)
 configure_structlog()

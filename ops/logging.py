@@ -15,9 +15,6 @@ import structlog
 
 LOG_FORMATS = ("json", "console")
 
-# The ids a log line may carry, in the order the console renderer shows them.
-CONTEXT_KEYS = ("request_id", "user_id", "tenant_id", "case_id", "case_ref", "run_id", "step", "task")
-
 
 def _shared_processors() -> list:
     return [
@@ -87,14 +84,9 @@ def get_logger(name: str):
     return structlog.stdlib.get_logger(name)
 
 
-def bind(**ids) -> dict:
-    """Bind ids (None values are skipped) to the current context; returns the tokens for `unbind`."""
-    return structlog.contextvars.bind_contextvars(**{k: v for k, v in ids.items() if v is not None})
-
-
-def unbind(tokens: dict) -> None:
-    """Restore the context as it was before `bind` returned these tokens (nested binds stay intact:
-    an eager task inside a request gives the request its ids back)."""
-    structlog.contextvars.reset_contextvars(**tokens)
+def bind(**ids) -> None:
+    """Bind ids to the current context (None values are skipped). Whoever binds for a request or a
+    task restores the context it found at its end (ops.middleware, ops.celery_signals)."""
+    structlog.contextvars.bind_contextvars(**{k: v for k, v in ids.items() if v is not None})
 
 
