@@ -33,6 +33,7 @@ from cases import policy
 from cases.models import Approval, ApprovalDecision, Notice, NoticeDispatch, Proposal
 from core.actors import Actor
 from core.errors import DomainError, Invalid, NotFound
+from ops import metrics  # issue 13
 from runs.models import EffectType, MemoryRecord, ToolCall, ToolCallStatus
 
 logger = logging.getLogger(__name__)
@@ -157,6 +158,7 @@ def _finish(row: ToolCall, *, outcome: ToolOutcome | None = None, error: DomainE
         values |= {"status": ToolCallStatus.FAILED, "error": error.message, "error_code": error.code,
                    "result": {"fields": error.fields} if error.fields else None}
     ToolCall.objects.filter(pk=row.pk, status=ToolCallStatus.STARTED).update(**values)
+    metrics.tool_observed(tool=row.tool, outcome=values["status"], seconds=values["duration_ms"] / 1000)  # issue 13
     return ToolCall.objects.get(pk=row.pk)
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 
+from django.db import transaction
+
 from accounts.models import User
 from audit.services import audit_record
 from cases import policy
@@ -16,6 +18,7 @@ from cases.models import (
 from cases.reducer import VERSIONED_EVENTS
 from core.actors import Actor
 from core.errors import Conflict, Forbidden, NotFound
+from ops import metrics  # issue 13
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +89,8 @@ def _record(*, case: Case, actor: Actor, event_type: str, payload: dict, audit_a
     )
     if event_type in PRECONDITION_CHANGING_EVENTS:
         _stale_proposals_whose_preconditions_changed(case=case, actor=actor, event=event)
+    if decision in ("approved", "rejected") and target_type in ("proposal", "notice"):  # issue 13: metrics
+        transaction.on_commit(lambda: metrics.decision(kind=target_type, decision=decision))
     return event
 
 
