@@ -19,6 +19,7 @@ from cases import policy, selectors
 from cases.deadlines import notice_sent
 from cases.models import CASE_TRANSITIONS, Case, CaseStatus, NoticeStatus, ProposalKind, ProposalStatus
 from cases.services.case import TRANSITIONS_CONFIRMED_WITHOUT_NOTICE
+from cases.services.deadlines import CAN_EXTEND_DEADLINES
 from conversations.services import CAN_CHAT
 from core.actors import Actor
 from core.errors import DomainError
@@ -72,6 +73,19 @@ class Outcome:
     form_key: str = ""
     typed: dict = field(default_factory=dict)  # text to carry into a fresh form (see web.views.actions)
     shown: bool = False  # set once the error found its place on the page
+
+
+class DeadlineExtendForm(forms.Form):
+    """A supervisor moves one due date later, with a reason (cases.services.case_deadline_extend)."""
+
+    carries_seen_state = True
+
+    deadline = forms.ChoiceField(choices=[("acknowledge", "Acknowledgement"), ("response", "Response"),
+                                          ("close", "Final response")])
+    until = forms.DateField(label="New due date", widget=forms.DateInput(attrs={"type": "date"}))
+    reason = forms.CharField(max_length=5000, widget=forms.Textarea(attrs={"rows": 2}),
+                             error_messages={"required": "Say why the date moves; it is recorded in the audit."})
+    expected_version = forms.IntegerField(min_value=1, widget=forms.HiddenInput)
 
 
 def transitions_for(*, case: Case, role: str | None) -> list[dict]:
@@ -231,6 +245,12 @@ def case_page_context(request: HttpRequest, case: Case, outcome: Outcome | None 
     return {
         "case": case,
         "deadlines": case.deadline_states(),
+        "may_extend_deadlines": role in CAN_EXTEND_DEADLINES and case.status not in (CaseStatus.DECIDED,
+                                                                                   CaseStatus.CLOSED),
+        "deadline_form": _form_for(outcome, "deadline_extend", lambda: DeadlineExtendForm(
+            initial={"expected_version": case.version, **(outcome.typed if outcome.target == "deadline_extend"
+                                                          else {})}, auto_id="id_deadline_%s")),
+        "deadline_error": _error_for(outcome, "deadline_extend") if role in CAN_EXTEND_DEADLINES else None,
         "lifecycle": CaseStatus.choices,
         "transitions": transitions,
         "evidence": evidence,

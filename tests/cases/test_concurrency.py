@@ -204,3 +204,34 @@ def test_stale_is_raised_not_swallowed_for_a_late_approver(case, agent, analyst,
         assert isinstance(results[0], Stale)
         assert (proposal.status, rival.status, case.risk_level) == ("applied", "stale", "high")
     assert case.status == "new"
+
+
+# --- issue 7 ----------------------------------------------------------------------------------------
+
+def test_sibling_proposals_approved_at_the_same_time_both_apply(case, agent, supervisor, supervisor_b):
+    """Staleness by precondition: two approvers of siblings touching different fields both win."""
+    bring_case_to(case, "triaged", supervisor=supervisor)
+    risk = services.proposal_create(actor=agent, case=case, kind="risk_level", payload={"risk_level": "high"},
+                                    rationale="Loss.")
+    review = services.proposal_create(actor=agent, case=case, kind="status_transition",
+                                      payload={"transition": "start_review"}, rationale="Next.")
+    plan = [(supervisor, risk), (supervisor_b, review)]
+    results = race(2, lambda i: services.proposal_approve(actor=plan[i][0],
+                                                          proposal=Proposal.objects.get(pk=plan[i][1].pk)))
+    assert outcome_kinds(results) == Counter({"ok": 2}), results
+    case.refresh_from_db()
+    assert (case.risk_level, case.status) == ("high", "under_review")
+
+
+def test_two_deadline_scans_at_once_record_each_crossing_once(analyst):
+    from datetime import date
+
+    from cases.models import DeadlineCrossing
+    from cases.services.deadlines import deadline_crossings_record
+    from tests.factories import make_case
+
+    case = make_case(actor=analyst, received_at=date(2026, 3, 2))
+    results = race(4, lambda i: deadline_crossings_record(today=date(2026, 4, 1)))
+    assert sorted(results) == [0, 0, 0, 2], results
+    assert DeadlineCrossing.objects.filter(case=case).count() == 2
+    assert CaseEvent.objects.filter(case=case, event_type="deadline.overdue").count() == 2

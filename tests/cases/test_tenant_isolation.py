@@ -3,6 +3,7 @@ with NotFound and changes nothing (issue 2: another tenant's object is a 404, no
 
 import inspect
 from datetime import date
+from unittest import mock
 
 import pytest
 
@@ -35,7 +36,8 @@ def test_every_case_selector_is_covered():
               if obj.__module__ == selectors.__name__ and not name.startswith("_")}
     assert public == {"case_list_for_user", "case_get_for_user", "evidence_list_for_case", "evidence_get_for_user",
                       "proposal_list_for_user", "proposal_get_for_user", "notice_list_for_user",
-                      "notice_get_for_user", "review_inbox_for_user", "case_events_for_user"}
+                      "notice_get_for_user", "review_inbox_for_user", "case_events_for_user",
+                      "deadline_rows_for_inbox"}
     audit_public = {name for name, obj in inspect.getmembers(audit_selectors, inspect.isfunction)
                     if obj.__module__ == audit_selectors.__name__}
     assert audit_public == {"audit_events_for_tenant"}
@@ -60,6 +62,19 @@ def test_list_selectors_return_only_the_users_tenant(world, analyst, outsider):
         inbox = selectors.review_inbox_for_user(user=user)
         assert list(inbox["proposals"]) == [mine["proposal"]]
         assert list(inbox["notices"]) == [mine["notice"]]
+
+
+def test_inbox_deadlines_use_the_users_tenant_policy(world, analyst, outsider, other_tenant):
+    """deadline_rows_for_inbox reads the due-soon window of the reader's tenant only."""
+    from cases.models import DeadlinePolicy
+
+    DeadlinePolicy.objects.filter(tenant=other_tenant).delete()
+    DeadlinePolicy.objects.create(tenant=other_tenant, version=9, due_soon_days=60, created_by="test")
+    for user, expected in ((analyst, 3), (outsider, 60)):
+        items = list(selectors.review_inbox_for_user(user=user)["proposals"])
+        with mock.patch("cases.models.Case.deadline_states", autospec=True, return_value=[]) as states:
+            selectors.deadline_rows_for_inbox(user=user, items=items)
+        assert [call.kwargs["due_soon_days"] for call in states.call_args_list] == [expected]
 
 
 def test_case_list_counts_only_own_pending_proposals(world, analyst):

@@ -588,3 +588,26 @@ def test_the_review_inbox_shows_each_cases_due_dates(client, supervisor, analyst
         html = client.get(reverse("web:review_inbox")).content.decode()
     late = Case.objects.get(pk=late.pk)
     assert f"Response due {late.response_due:%Y-%m-%d}" in html and "deadline-state--overdue" in html
+
+
+def test_a_supervisor_extends_a_due_date_from_the_case_page(client, supervisor, analyst, case):
+    from datetime import timedelta
+
+    client.force_login(analyst)
+    page = client.get(reverse("web:case_detail", kwargs={"reference": case.reference})).content.decode()
+    assert "Extend a due date" not in page and f"{case.response_due:%Y-%m-%d}" in page
+    client.force_login(supervisor)
+    assert "Extend a due date" in client.get(reverse("web:case_detail", kwargs={"reference": case.reference})
+                                             ).content.decode()
+    until = case.close_due + timedelta(days=10)
+    with assert_nothing_changed(case):
+        refused = client.post(url("case_deadline_extend", case), {"deadline": "close", "until": until.isoformat(),
+                                                                  "reason": "", "expected_version": case.version},
+                              **HTMX)
+    assert refused.status_code == 400 and "Say why the date moves" in refused.content.decode()
+    response = client.post(url("case_deadline_extend", case), {"deadline": "close", "until": until.isoformat(),
+                                                               "reason": "Consumer needs time.",
+                                                               "expected_version": case.version}, **HTMX)
+    assert response.status_code == 200
+    case.refresh_from_db()
+    assert case.close_due == until

@@ -104,6 +104,23 @@ def case_transition(request, reference: str):
     return _answer(request, case, target=f"transition:{name}", form=form, call=call, anchor="#status")
 
 
+@require_POST
+@member_required
+def case_deadline_extend(request, reference: str):
+    from web.case_page import DeadlineExtendForm
+
+    case = _case(request, reference)
+    form = DeadlineExtendForm(request.POST, auto_id="id_deadline_%s")
+
+    def call():
+        data = form.cleaned_data
+        services.case_deadline_extend(actor=request.user, case=case, deadline=data["deadline"], until=data["until"],
+                                      reason=data["reason"].strip(), expected_version=data["expected_version"])
+        return f"Due date moved to {data['until']:%Y-%m-%d}; the reason is in the audit trail."
+
+    return _answer(request, case, target="deadline_extend", form=form, call=call)
+
+
 # --- evidence ---------------------------------------------------------------------------------
 
 @require_POST
