@@ -41,9 +41,12 @@ def audit_record(
     if not connection.in_atomic_block:
         raise RuntimeError("audit_record must be called inside the transaction of the change it records.")
     stream = stream_for(tenant_id=tenant_id, case_id=case_id)
-    # INSERT ... ON CONFLICT DO NOTHING, then lock: two first writers to a new stream cannot both create it.
-    AuditStreamHead.objects.bulk_create([AuditStreamHead(stream=stream)], ignore_conflicts=True)
-    head = AuditStreamHead.objects.select_for_update().get(stream=stream)
+    head = AuditStreamHead.objects.select_for_update().filter(stream=stream).first()
+    if head is None:
+        # A new stream: INSERT ... ON CONFLICT DO NOTHING, then lock. Two first writers cannot both
+        # create it (the second's insert waits for the first to commit, then does nothing).
+        AuditStreamHead.objects.bulk_create([AuditStreamHead(stream=stream)], ignore_conflicts=True)
+        head = AuditStreamHead.objects.select_for_update().get(stream=stream)
     event = AuditEvent(
         tenant_id=tenant_id,
         stream=stream,
