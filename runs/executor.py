@@ -37,10 +37,11 @@ import time
 import traceback
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import lru_cache
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -84,6 +85,7 @@ from runs.state import (
     load_chain,
 )
 from runs.state_cache import STATE_CACHE, CachedState
+from runs.step_sql import Increment, insert_returning_pk, run_update_if_owned, step_commit_if_owned
 
 __all__ = ["LeaseLost", "StepFailed", "StepRetry", "StepOutcome", "run_step", "run_steps", "drive_inline",
            "lease_reap_expired", "admission_order", "call_model_for_node", "provider_for_run"]
@@ -166,8 +168,45 @@ def _budget_exhausted(run: AgentRun) -> str:
 
 # --- the step -------------------------------------------------------------------------------------
 
+_RUN_COLUMNS = [field.column for field in AgentRun._meta.concrete_fields]
+_RUN_SQL = f"SELECT {', '.join(_RUN_COLUMNS)} FROM {AgentRun._meta.db_table} WHERE id = %s"
+
+
+@lru_cache(maxsize=4)
+def _run_converters(vendor: str) -> list[tuple]:
+    """The database's and the fields' value converters per column (what the ORM applies to rows)."""
+    from django.db import connection
+
+    converters = []
+    for index, field in enumerate(AgentRun._meta.concrete_fields):
+        column = field.get_col(AgentRun._meta.db_table)
+        found = connection.ops.get_db_converters(column) + field.get_db_converters(connection)
+        if found:
+            converters.append((index, column, found))
+    return converters
+
+
 def _read_run(run_id: int) -> AgentRun | None:
-    return AgentRun.objects.select_related("tenant", "case").filter(pk=run_id).first()
+    """The run row, read with one prepared statement text and `Model.from_db` (compiling an ORM
+    query per step cost more CPU than the database spent answering it), and its case if it has one."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(_RUN_SQL, [run_id])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    converters = _run_converters(connection.vendor)
+    values = list(row)
+    for index, column, field_converters in converters:
+        for converter in field_converters:
+            values[index] = converter(values[index], column, connection)
+    run = AgentRun.from_db("default", [field.attname for field in AgentRun._meta.concrete_fields], values)
+    if run.case_id:
+        from cases.models import Case
+
+        run.case = Case.objects.filter(pk=run.case_id).first()
+    return run
 
 
 def run_step(*, run_id: int, worker_id: str, expected_sequence: int | None = None,
@@ -307,14 +346,29 @@ def _execute_claimed(*, run: AgentRun, worker_id: str, enqueue: bool, keep_lease
                               started_at=started_at)
 
 
+def _step_values(*, run_id: int, ctx: NodeContext, status: str, outcome: str, next_node: str = "",
+                 summary: str = "", error: str = "", started_at) -> dict:
+    finished = timezone.now()
+    return {"run": run_id, "sequence": ctx.sequence, "node": ctx.node, "attempt": ctx.attempt, "status": status,
+            "outcome": outcome, "next_node": next_node, "summary": summary[:2000], "error": error,
+            "worker_id": ctx.worker_id, "tokens": ctx.buffer.tokens, "started_at": started_at,
+            "finished_at": finished, "duration_ms": max(int((finished - started_at).total_seconds() * 1000), 0),
+            "copied_from": None}
+
+
+def _step_instance(values: dict, pk: int) -> Step:
+    step = Step(**{("run_id" if k == "run" else "copied_from_id" if k == "copied_from" else k): v
+                   for k, v in values.items()})
+    step.pk = pk
+    step._state.adding = False
+    return step
+
+
 def _step_row(*, run: AgentRun, ctx: NodeContext, status: str, outcome: str, next_node: str = "",
               summary: str = "", error: str = "", started_at) -> Step:
-    finished = timezone.now()
-    return Step.objects.create(
-        run=run, sequence=ctx.sequence, node=ctx.node, attempt=ctx.attempt, status=status, outcome=outcome,
-        next_node=next_node, summary=summary[:2000], error=error, worker_id=ctx.worker_id, tokens=ctx.buffer.tokens,
-        started_at=started_at, finished_at=finished,
-        duration_ms=max(int((finished - started_at).total_seconds() * 1000), 0))
+    values = _step_values(run_id=run.pk, ctx=ctx, status=status, outcome=outcome, next_node=next_node,
+                          summary=summary, error=error, started_at=started_at)
+    return _step_instance(values, insert_returning_pk(Step, values))
 
 
 def _write_buffered(*, run: AgentRun, step: Step | None, ctx: NodeContext, with_outputs: bool,
@@ -371,14 +425,13 @@ def _commit_step(*, run: AgentRun, worker_id: str, ctx: NodeContext, result: Nod
         now = timezone.now()
         keeps = keep_lease and result.kind == NodeResult.GOTO
         values = {
-            "next_sequence": sequence + 1, "steps_used": F("steps_used") + 1,
-            "tokens_used": F("tokens_used") + ctx.buffer.tokens,
+            "next_sequence": sequence + 1, "steps_used": Increment(1), "tokens_used": Increment(ctx.buffer.tokens),
             "completed_nodes": [*run.completed_nodes, ctx.node],
             "retry_counts": {k: v for k, v in run.retry_counts.items() if k != str(sequence)},
             "phase": state.phase, "heartbeat_at": now, "error": "", "error_code": "",
             "lease_owner": worker_id if keeps else None,
             "lease_expires_at": now + timedelta(seconds=lease_seconds()) if keeps else handoff_deadline(now),
-            "state_sequence": sequence, "state_hash": fields["state_hash"], "version": F("version") + 1,
+            "state_sequence": sequence, "state_hash": fields["state_hash"], "version": Increment(1),
             "updated_at": now,
         }
         if result.kind == NodeResult.END:
@@ -388,18 +441,33 @@ def _commit_step(*, run: AgentRun, worker_id: str, ctx: NodeContext, result: Nod
         else:
             values |= {"current_node": result.next_node}
         # The lease check, the renewal (or release) and the run's new position in one conditional
-        # UPDATE, which also takes the run row's lock first (lock order: run, then the rest).
-        updated = (AgentRun.objects.filter(pk=run_id, lease_owner=worker_id, status=RunStatus.RUNNING,
-                                           next_sequence=sequence, cancel_requested_at__isnull=True)
-                   .update(**values))
-        if updated:
-            run = _after_update(run, values, ctx)
+        # UPDATE, which also takes the run row's lock first (lock order: run, then the rest). On
+        # PostgreSQL the Step and Checkpoint rows ride in the same statement.
+        step_values = _step_values(run_id=run_id, ctx=ctx, status=StepStatus.COMPLETED, outcome=result.kind,
+                                   next_node=result.next_node or "", summary=result.reason, started_at=started_at)
+        checkpoint_values = {"run": run_id, "sequence": sequence, "created_at": now, **fields}
+        step = None
+        if connection.vendor == "postgresql":
+            step_id = step_commit_if_owned(run_id=run_id, worker_id=worker_id, sequence=sequence,
+                                           status=RunStatus.RUNNING, values=values, step=step_values,
+                                           checkpoint=checkpoint_values)
+            if step_id is not None:
+                run = _after_update(run, values, ctx)
+                step = _step_instance(step_values, step_id)
+            else:
+                run = _commit_with_cancel(run_id=run_id, worker_id=worker_id, sequence=sequence, values=values,
+                                          now=now)
         else:
-            run = _commit_with_cancel(run_id=run_id, worker_id=worker_id, sequence=sequence, values=values, now=now)
-        step = _step_row(run=run, ctx=ctx, status=StepStatus.COMPLETED, outcome=result.kind,
-                         next_node=result.next_node or "", summary=result.reason, started_at=started_at)
+            if run_update_if_owned(run_id=run_id, worker_id=worker_id, sequence=sequence, status=RunStatus.RUNNING,
+                                   values=values):
+                run = _after_update(run, values, ctx)
+            else:
+                run = _commit_with_cancel(run_id=run_id, worker_id=worker_id, sequence=sequence, values=values,
+                                          now=now)
+        if step is None:
+            step = _step_instance(step_values, insert_returning_pk(Step, step_values))
+            insert_returning_pk(Checkpoint, {**checkpoint_values, "step": step.pk})
         written = _write_buffered(run=run, step=step, ctx=ctx, with_outputs=True, check_abandoned=check_abandoned)
-        Checkpoint.objects.create(run_id=run_id, sequence=sequence, step=step, **fields)
         for write in ctx.buffer.on_commit:
             write(step)
         _audit(run, action="runs.step.completed", actor_type=Actor.AGENT, actor_id=ctx.actor.identifier,
@@ -446,7 +514,8 @@ def _commit_with_cancel(*, run_id: int, worker_id: str, sequence: int, values: d
     back) or a cancellation was requested while the step ran — then the step's work is kept and the
     run is cancelled at this step boundary."""
     _lock_owned(run_id, worker_id, sequence)
-    AgentRun.objects.filter(pk=run_id).update(**values)
+    AgentRun.objects.filter(pk=run_id).update(**{name: F(name) + value.amount if isinstance(value, Increment) else value
+                                                 for name, value in values.items()})
     run = AgentRun.objects.select_related("tenant").get(pk=run_id)
     if run.status == RunStatus.RUNNING:
         run.cancel()
