@@ -268,6 +268,9 @@ ARBITER_RUN_REENQUEUE_AFTER_SECONDS = env_int("ARBITER_RUN_REENQUEUE_AFTER_SECON
 # seconds, at most ..._MAX_RETRIES times.
 ARBITER_TASK_RETRY_BACKOFF_MAX_SECONDS = env_int("ARBITER_TASK_RETRY_BACKOFF_MAX_SECONDS", 5, minimum=1)
 ARBITER_TASK_MAX_RETRIES = env_int("ARBITER_TASK_MAX_RETRIES", 60, minimum=0)
+# audit_verify and case_replay --all read the ledger in batches of this many rows (server-side
+# cursors on PostgreSQL): memory stays constant whatever the ledger's size.
+ARBITER_AUDIT_VERIFY_BATCH_SIZE = env_int("ARBITER_AUDIT_VERIFY_BATCH_SIZE", 5000, minimum=1)
 if ARBITER_RUN_HEARTBEAT_TIMEOUT_SECONDS <= ARBITER_RUN_HEARTBEAT_SECONDS:
     raise ImproperlyConfigured("ARBITER_RUN_HEARTBEAT_TIMEOUT_SECONDS must exceed ARBITER_RUN_HEARTBEAT_SECONDS.")
 CELERY_BEAT_SCHEDULE = {
