@@ -15,6 +15,7 @@ from runs import services
 from runs.executor import STATE_CACHE, run_step
 from runs.models import AgentRun, Checkpoint, RunStatus, Step
 from runs.state import (
+    CompletedStep,
     RunState,
     StateDigest,
     StateTracker,
@@ -233,3 +234,46 @@ def test_storage_per_step_is_flat_and_bounded_for_a_1000_step_run(analyst, tenan
     assert latest <= 2 * len(json.dumps(state_at(run)[0].as_dict()))
     final = state_at(run)[0]
     assert len(final.notes) == n and final.hash() == run.state_hash
+
+
+@pytest.mark.django_db
+def test_a_chain_in_the_previous_format_loads_continues_and_keeps_its_hashes_recognised(analyst, tenant, test_graphs):
+    """Written by the code before ADR 0010: a full snapshot every k steps, the state hash = sha256 of
+    the canonical JSON. It loads, the executor continues it (new-format checkpoints after it), and
+    retention's chain check accepts both hash formats."""
+    from runs.retention import plan_checkpoint_purge
+    from runs.state import legacy_state_hash, state_hash_matches
+
+    run = _start(analyst, tenant, n=6, graph="test_loop")
+    Checkpoint.objects.filter(run=run).delete()
+    state = RunState(goal="test_loop run", plan=["tick"])
+    previous = None
+    for sequence in range(0, 4):  # steps 1..3 as the old executor stored them, snapshot every 2
+        if sequence:
+            state.data["count"] = sequence
+            state.notes.append(f"tick {sequence}")
+            state.observations[f"tick-{sequence}"] = {"count": sequence}
+            state.completed_steps.append(CompletedStep(sequence=sequence, node="tick", outcome="goto"))
+            state.phase = "executing"
+            state = RunState.model_validate(state.as_dict())
+        current = state.as_dict()
+        Checkpoint.objects.create(run=run, sequence=sequence, schema_version=2,
+                                  delta=diff(previous or {}, current) if previous else {"set": current},
+                                  snapshot=current if sequence % 2 == 0 else None,
+                                  state_hash=legacy_state_hash(current))
+        previous = current
+    AgentRun.objects.filter(pk=run.pk).update(next_sequence=4, status=RunStatus.RUNNING, current_node="tick")
+    loaded, sequence = state_at(run)
+    assert sequence == 3 and loaded.as_dict() == previous
+    while _step(run).status == RunStatus.RUNNING:
+        pass
+    final, _ = state_at(run)
+    assert final.data["count"] == 6 and final.notes == [f"tick {i}" for i in range(1, 7)]
+    rows = list(Checkpoint.objects.filter(run=run).order_by("sequence").values(
+        "pk", "sequence", "schema_version", "delta", "snapshot", "state_hash", "created_at"))
+    assert rows[-1]["state_hash"] == final.hash() != legacy_state_hash(final.as_dict())
+    assert state_hash_matches(previous, rows[3]["state_hash"])
+    from django.utils import timezone
+
+    plan = plan_checkpoint_purge(rows, fork_points=set(), cutoff=timezone.now())  # no ChainMismatch
+    assert plan.final_hash == final.hash()
