@@ -73,12 +73,18 @@ def audit_record(
     # Written with SQL prepared once (the same rows the ORM would write): on the step hot path the
     # ORM's per-call query compilation cost more than the database did (ADR 0010).
     fields = _event_fields()
+    params = [field.get_db_prep_save(getattr(event, field.attname), connection) for field in fields]
     with connection.cursor() as cursor:
-        cursor.execute(_event_insert_sql(connection.vendor),
-                       [field.get_db_prep_save(getattr(event, field.attname), connection) for field in fields])
-        event.pk = cursor.fetchone()[0]
-        cursor.execute("UPDATE audit_auditstreamhead SET last_sequence = %s, last_hash = %s WHERE id = %s",
-                       [event.sequence, event.hash, head_id])
+        if connection.vendor == "postgresql":  # the event and the head's advance in one statement
+            cursor.execute(f"WITH event AS ({_event_insert_sql(connection.vendor)}) UPDATE audit_auditstreamhead "
+                           f"SET last_sequence = %s, last_hash = %s WHERE id = %s RETURNING (SELECT id FROM event)",
+                           [*params, event.sequence, event.hash, head_id])
+            event.pk = cursor.fetchone()[0]
+        else:
+            cursor.execute(_event_insert_sql(connection.vendor), params)
+            event.pk = cursor.fetchone()[0]
+            cursor.execute("UPDATE audit_auditstreamhead SET last_sequence = %s, last_hash = %s WHERE id = %s",
+                           [event.sequence, event.hash, head_id])
     event._state.adding = False
     event._state.db = connection.alias
     return event

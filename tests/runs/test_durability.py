@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 import pytest
 from django.db import connection
@@ -48,7 +49,8 @@ class CommitCounter:
 
     def __call__(self, execute, sql, params, many, context):
         self.statements.append(sql)
-        if sql.lstrip().split(None, 1)[0].upper() in ("INSERT", "UPDATE", "DELETE"):
+        first = sql.lstrip().split(None, 1)[0].upper()
+        if first in ("INSERT", "UPDATE", "DELETE") or (first == "WITH" and re.search(r"\b(INSERT|UPDATE|DELETE)\b", sql)):
             if context["connection"].in_atomic_block:
                 self._dirty = True
             else:
@@ -76,7 +78,10 @@ def test_a_steady_state_step_is_at_most_8_statements_and_one_durable_commit(anal
             outcome = _step(run)
         assert (outcome.action, outcome.sequence) == ("executed", expected)
         statements = [q["sql"] for q in queries if q["sql"].split()[0].upper() not in ("BEGIN", "COMMIT")]
-        assert len(statements) <= 8, statements
+        # The bound is 8. What it is: read the run; the conditional UPDATE + Step + Checkpoint
+        # (one statement on PostgreSQL, three on SQLite); the audit event (head lock, insert + head
+        # advance: two statements on PostgreSQL, three on SQLite).
+        assert len(statements) == (4 if connection.vendor == "postgresql" else 7) <= 8, statements
     assert counter.commits == 3, counter.statements  # one per step, nothing in autocommit
     run.refresh_from_db()
     assert (run.lease_owner, run.state_sequence) == ("w1", 5)  # the lease stays with the stepping worker
