@@ -70,6 +70,9 @@ def world(case, analyst, supervisor, outsider):
     services.notice_submit(actor=analyst, notice=waiting)
     mail.outbox.clear()
     other_case = make_case(actor=outsider, title="Another tenant's secret case")
+    from audit.verify import verify_ledger
+
+    verify_ledger()  # records the verified heads (AuditVerifiedHead)
     return {"case": case, "waiting_notice": waiting, "sent_notice": sent, "other_case": other_case}
 
 
