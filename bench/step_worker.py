@@ -54,8 +54,18 @@ def arbiter(url: str, n: int, label: str, root: str) -> None:
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     GRAPHS["bench_null"] = "null_graph:GRAPH"  # bench/null_graph.py (this directory)
+    from accounts.models import Role, User
+    from cases.services import case_create
+
     tenant = Tenant.objects.get(slug="bench")
-    run = services.run_start(actor=Actor.system("bench"), tenant=tenant, graph="bench_null", input={"n": n},
+    # Each run on its own case, as analysis runs are: its audit events chain in the case's stream
+    # (runs of one tenant without a case would all queue on the tenant stream's head lock).
+    analyst, _ = User.objects.get_or_create(username=f"bench-{label}", defaults={"tenant": tenant,
+                                                                                 "role": Role.ANALYST})
+    case = case_create(actor=analyst, tenant=tenant, title=f"Bench {label}", narrative="Null graph.",
+                       product="Credit card", issue="Billing", company="Example Bank",
+                       complainant_email="bench@example.org", source="bench", source_reference=label)
+    run = services.run_start(actor=Actor.system("bench"), case=case, graph="bench_null", input={"n": n},
                              budget={"max_steps": n + 1, "max_tokens": 10**9, "max_wall_seconds": 86400},
                              enqueue=False)
     _wait_for_go()
