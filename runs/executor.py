@@ -281,10 +281,6 @@ def _execute_claimed(*, run: AgentRun, worker_id: str, enqueue: bool, keep_lease
         return _finish_at_boundary(run_id, worker_id, error=exhausted, code="budget_exhausted")
 
     loaded = _load_state(run, cached)
-    if loaded.sequence != sequence - 1:
-        # The run row and its checkpoints disagree (e.g. a run row written by older code): trust
-        # the checkpoints, reload from them.
-        loaded = _load_state(run, None)
     state = loaded.state
     try:
         graph = get_graph(run.graph)
@@ -427,7 +423,7 @@ def _commit_step(*, run: AgentRun, worker_id: str, ctx: NodeContext, result: Nod
         if result.kind == NodeResult.END:
             state.phase = RunPhase.DONE
         fields = checkpoint_fields_incremental(delta=tracker.delta(state), state=state, digest=loaded.digest,
-                                               chain=loaded.chain)
+                                               chain=loaded.chain, sequence=sequence)
         now = timezone.now()
         keeps = keep_lease and result.kind == NodeResult.GOTO
         values = {

@@ -403,7 +403,8 @@ def checkpoint_fields(*, sequence: int, previous: dict | None, current: RunState
             "state_hash": state_hash(new), "size_bytes": size}
 
 
-def checkpoint_fields_incremental(*, delta: dict, state: RunState, digest: StateDigest, chain: Chain) -> dict:
+def checkpoint_fields_incremental(*, delta: dict, state: RunState, digest: StateDigest, chain: Chain,
+                                  sequence: int | None = None) -> dict:
     """The columns of the checkpoint that follows `chain` for a step that made `delta`, in O(delta).
 
     Once the deltas since the last snapshot or compaction weigh ARBITER_CHECKPOINT_COMPACT_BYTES,
@@ -414,7 +415,8 @@ def checkpoint_fields_incremental(*, delta: dict, state: RunState, digest: State
     `chain` to the new checkpoint."""
     delta_bytes = _json_size(delta)
     new_hash = digest.apply(delta)
-    chain.sequence += 1
+    # A failed step writes no checkpoint, so the next one may skip a number: say which it is.
+    chain.sequence = chain.sequence + 1 if sequence is None else sequence
     columns = {"schema_version": CURRENT_SCHEMA_VERSION, "delta": delta, "state_hash": new_hash,
                "size_bytes": delta_bytes}
     chain.pending_bytes += delta_bytes
