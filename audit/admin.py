@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 
-from audit.models import AuditEvent, AuditStreamHead
+from audit.models import AuditEvent, AuditStreamHead, AuditVerifiedHead
 from audit.verify import verify_all
 
 
@@ -81,3 +81,18 @@ class AuditStreamHeadAdmin(_AuditAdmin):
                                        f"{chain_break.reason}", messages.ERROR)
         if not breaks:
             self.message_user(request, f"OK: {checked} audit stream(s) verified.", messages.SUCCESS)
+
+
+@admin.register(AuditVerifiedHead)
+class AuditVerifiedHeadAdmin(_AuditAdmin):
+    """Where `audit_verify --since` resumes each stream (written by audit.verify only)."""
+
+    list_display = ("stream", "sequence", "hash", "verified_at")
+    search_fields = ("stream",)
+    ordering = ("stream",)
+
+    def get_queryset(self, request):
+        qs = super().get_queryset(request)
+        if request.user.is_superuser:
+            return qs
+        return qs.filter(stream__in=AuditEvent.objects.filter(tenant_id=request.user.tenant_id).values("stream"))

@@ -29,6 +29,20 @@ class AuditStreamHead(models.Model):
         return f"{self.stream}@{self.last_sequence}"
 
 
+class AuditVerifiedHead(models.Model):
+    """The last event of a stream that `audit_verify` found intact (ADR 0010): `audit_verify
+    --since` resumes each stream here, so a nightly verification costs what was appended since.
+    Written by audit.verify only; not part of the ledger (it can be deleted to force a full walk)."""
+
+    stream = models.CharField(max_length=100, unique=True)
+    sequence = models.PositiveBigIntegerField()
+    hash = models.CharField(max_length=64)
+    verified_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.stream} verified to {self.sequence}"
+
+
 class AuditEvent(models.Model):
     tenant = models.ForeignKey("accounts.Tenant", on_delete=models.PROTECT, related_name="+",
                                null=True, blank=True)

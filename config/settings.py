@@ -232,15 +232,13 @@ ARBITER_RUN_MAX_WALL_SECONDS = env_int("ARBITER_RUN_MAX_WALL_SECONDS", 1800, min
 # A step failing with a retryable provider error is retried this many times, then fails the run.
 ARBITER_RUN_MAX_STEP_RETRIES = env_int("ARBITER_RUN_MAX_STEP_RETRIES", 3, minimum=0)
 ARBITER_RUN_RETRY_BACKOFF_SECONDS = env_int("ARBITER_RUN_RETRY_BACKOFF_SECONDS", 5, minimum=0)
-# A full state snapshot every k checkpoints; deltas in between (linear storage).
-ARBITER_CHECKPOINT_SNAPSHOT_EVERY = env_int("ARBITER_CHECKPOINT_SNAPSHOT_EVERY", 10, minimum=1)
 # Token budget for evidence excerpts in one model context.
 ARBITER_CONTEXT_EVIDENCE_TOKENS = env_int("ARBITER_CONTEXT_EVIDENCE_TOKENS", 6000, minimum=100)
 # Dotted path of the function that redacts personal data from everything in model contexts
 # (issue 13: one redactor, core.redaction, for evidence, case fields, messages, memory ...).
 ARBITER_CONTEXT_REDACTOR = env_str("ARBITER_CONTEXT_REDACTOR", "core.redaction.redact_personal_data")
 ARBITER_MEMORY_DEFAULT_TTL_DAYS = env_int("ARBITER_MEMORY_DEFAULT_TTL_DAYS", 180, minimum=1)
-ARBITER_REAP_INTERVAL_SECONDS = env_int("ARBITER_REAP_INTERVAL_SECONDS", 30, minimum=1)
+ARBITER_REAP_INTERVAL_SECONDS = env_int("ARBITER_REAP_INTERVAL_SECONDS", 10, minimum=1)
 # Per-task time limits (seconds): a step holds a lease of ARBITER_RUN_LEASE_SECONDS, so the hard
 # limit stays below it plus the reap interval.
 ARBITER_RUN_STEP_SOFT_TIME_LIMIT = env_int("ARBITER_RUN_STEP_SOFT_TIME_LIMIT", 110, minimum=1)
@@ -249,6 +247,33 @@ ARBITER_RUN_STEP_TIME_LIMIT = env_int("ARBITER_RUN_STEP_TIME_LIMIT", 120, minimu
 # write the marker and sleep right after that tool's effect, before recording its outcome, so a
 # test can SIGKILL the worker at exactly that point. Empty (the default) disables it.
 ARBITER_FAULT_PAUSE_AFTER_EFFECT = env_str("ARBITER_FAULT_PAUSE_AFTER_EFFECT", "")
+# --- Cheap durability (issue 10, docs/adr/0010-i10-cheap-durability.md) ----------------------
+# Once the deltas written since the last snapshot or compaction weigh this many bytes, a
+# checkpoint also stores their composition (appended items once more, changed keys once): storage
+# is a constant number of bytes per step, loading reads the compactions plus at most this much.
+ARBITER_CHECKPOINT_COMPACT_BYTES = env_int("ARBITER_CHECKPOINT_COMPACT_BYTES", 16384, minimum=1)
+# Runs whose state a worker process keeps between its own steps (a process-local cache).
+ARBITER_RUN_STATE_CACHE_SIZE = env_int("ARBITER_RUN_STATE_CACHE_SIZE", 256, minimum=0)
+# A worker task keeps executing the steps of its run, holding the lease (one commit per step), for
+# up to this many seconds before handing the run back to the broker.
+ARBITER_RUN_STEP_SLICE_SECONDS = env_int("ARBITER_RUN_STEP_SLICE_SECONDS", 20, minimum=0)
+# While a step runs, its worker renews the run's heartbeat this often; a lease whose heartbeat is
+# older than ..._TIMEOUT_SECONDS belongs to a dead worker: another worker may take the run over and
+# the reaper re-enqueues it (well before the lease itself expires).
+ARBITER_RUN_HEARTBEAT_SECONDS = env_int("ARBITER_RUN_HEARTBEAT_SECONDS", 5, minimum=1)
+ARBITER_RUN_HEARTBEAT_TIMEOUT_SECONDS = env_int("ARBITER_RUN_HEARTBEAT_TIMEOUT_SECONDS", 20, minimum=2)
+# A running run with no lease whose next step has not started this many seconds after it was handed
+# off (its message was lost) is re-enqueued by the reaper: the run row is the step's outbox.
+ARBITER_RUN_REENQUEUE_AFTER_SECONDS = env_int("ARBITER_RUN_REENQUEUE_AFTER_SECONDS", 15, minimum=1)
+# run_step_task retries on database and broker errors with exponential backoff capped at this many
+# seconds, at most ..._MAX_RETRIES times.
+ARBITER_TASK_RETRY_BACKOFF_MAX_SECONDS = env_int("ARBITER_TASK_RETRY_BACKOFF_MAX_SECONDS", 5, minimum=1)
+ARBITER_TASK_MAX_RETRIES = env_int("ARBITER_TASK_MAX_RETRIES", 60, minimum=0)
+# audit_verify and case_replay --all read the ledger in batches of this many rows (server-side
+# cursors on PostgreSQL): memory stays constant whatever the ledger's size.
+ARBITER_AUDIT_VERIFY_BATCH_SIZE = env_int("ARBITER_AUDIT_VERIFY_BATCH_SIZE", 5000, minimum=1)
+if ARBITER_RUN_HEARTBEAT_TIMEOUT_SECONDS <= ARBITER_RUN_HEARTBEAT_SECONDS:
+    raise ImproperlyConfigured("ARBITER_RUN_HEARTBEAT_TIMEOUT_SECONDS must exceed ARBITER_RUN_HEARTBEAT_SECONDS.")
 CELERY_BEAT_SCHEDULE = {
     "reap-expired-run-leases": {
         "task": "runs.tasks.reap_expired_leases_task",

@@ -1,48 +1,68 @@
-"""The run executor (DESIGN §4): the single place a step is executed and committed.
+"""The run executor (DESIGN §4, ADRs 0002 and 0010): the single place a step is executed and committed.
 
-    run_step(run_id=..., worker_id=...)
-      1. admit   queued -> running, under the tenant's row lock: at most
+    run_step(run_id=..., worker_id=..., keep_lease=...)
+      1. read    the run row (one SELECT, with its case and tenant).
+      2. admit   queued -> running, under the tenant's row lock: at most
                  ARBITER_TENANT_MAX_CONCURRENT_RUNS running per tenant, FIFO, and never before an
                  earlier unfinished run of the same thread.
-      2. lease   compare-and-set: UPDATE ... WHERE status = running AND (lease free OR expired);
-                 a row count of 0 means another worker has it -> this delivery is a no-op.
-      3. check   cancellation requested -> cancelled; a budget exhausted -> failed with the reason.
-      4. load    the latest checkpoint (nearest snapshot + deltas, upgraded to the current schema).
-      5. run     the current node, OUTSIDE any transaction (model calls are slow); tool effects
-                 commit through runs.tools under idempotency keys; everything else is buffered.
-      6. commit  ONE transaction: re-check we still hold the lease, then Step + Checkpoint + model
-                 calls + findings + artifacts + the node's on_commit writes + audit event + run
-                 row (usage, node, status) + lease release. The next step is enqueued with
-                 transaction.on_commit, so no worker ever sees a message for an uncommitted step.
+      3. lease   a worker still holding a fresh lease from its previous step (keep_lease) writes
+                 nothing here; otherwise compare-and-set (runs.leases.lease_claim). A row count of
+                 0 means another worker has it -> this delivery is a no-op.
+      4. check   cancellation requested -> cancelled; a budget exhausted -> failed with the reason.
+      5. state   from this process's cache when the run row's (state_sequence, state_hash) match
+                 what this worker committed last; else loaded (nearest snapshot + deltas, upgraded).
+      6. run     the current node, OUTSIDE any transaction (model calls are slow), its heartbeat
+                 renewed by a thread while it runs; tool effects commit through runs.tools under
+                 idempotency keys; everything else is buffered.
+      7. commit  ONE transaction, the step's only durable commit: a conditional UPDATE of the run
+                 row (still ours, still this step, no cancel pending — it renews or releases the
+                 lease and records the new state hash) + Step + Checkpoint (this step's delta, a
+                 snapshot only when the delta chain is due one) + model calls, findings, artifacts
+                 + the node's on_commit writes + the audit event. Without keep_lease the next step
+                 is enqueued with transaction.on_commit, so no worker sees a message for an
+                 uncommitted step.
 
-A worker that dies mid-step leaves its lease to expire; `lease_reap_expired` (a periodic task)
-re-enqueues such runs and the next worker resumes from the last checkpoint. Duplicate or late
-deliveries are no-ops: the lease CAS admits one worker, `expected_sequence` drops messages for a
-step already done, and Step/Checkpoint are unique per (run, sequence).
+A steady-state step (same worker, lease kept, state cached, no tools) is 8 statements and one
+commit. A worker that dies mid-step stops heartbeating; after ARBITER_RUN_HEARTBEAT_TIMEOUT_SECONDS
+another worker may claim the run and the reaper (`lease_reap_expired`) re-enqueues it; the next
+worker resumes from the last checkpoint. Duplicate or late deliveries are no-ops: the lease CAS
+admits one worker, `expected_sequence` drops messages for a step already done, and
+Step/Checkpoint are unique per (run, sequence).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import traceback
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import lru_cache
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
-from django.db import transaction
-from django.db.models import Q
+from django.db import connection, transaction
+from django.db.models import F
 from django.utils import timezone
 
-from accounts.models import Tenant
 from audit.services import audit_record
 from cases import policy
-from cases.models import Case
 from core.actors import Actor
-from ops import metrics  # issue 13
+from runs.admission import _admit, _pump, admission_order
 from runs.graphs import NodeContext, NodeResult, PendingFinding, UnknownGraph, get_graph
+from runs.leases import (
+    LeaseLost,
+    handoff_deadline,
+    heartbeat_scope,
+    lease_claim,
+    lease_is_fresh,
+    lease_release,
+    lease_seconds,
+    runs_to_reap,
+    seconds_until_claimable,
+    throttled_heartbeat,
+)
+from runs.model_calls import StepFailed, StepRetry, _jsonable, call_model_for_node, provider_for_run
 from runs.models import (
     AgentRun,
     Artifact,
@@ -56,26 +76,21 @@ from runs.models import (
     ToolCall,
     content_hash,
 )
-from runs.providers.base import ModelOutputError, ModelRequest, ProviderError
-from runs.state import CompletedStep, RunState, checkpoint_fields, state_at
+from runs.state import (
+    CompletedStep,
+    RunState,
+    StateDigest,
+    StateTracker,
+    checkpoint_fields_incremental,
+    load_chain,
+)
+from runs.state_cache import STATE_CACHE, CachedState
+from runs.step_sql import Increment, insert_returning_pk, run_update_if_owned, step_commit_if_owned
+
+__all__ = ["LeaseLost", "StepFailed", "StepRetry", "StepOutcome", "run_step", "run_steps", "drive_inline",
+           "lease_reap_expired", "admission_order", "call_model_for_node", "provider_for_run"]
 
 logger = logging.getLogger(__name__)
-
-
-class LeaseLost(Exception):
-    """Another worker took this run's lease (ours expired); this worker must stop without committing."""
-
-
-class StepFailed(Exception):
-    """The step cannot succeed; the run fails with this message stored."""
-
-    def __init__(self, message: str, *, code: str):
-        super().__init__(message)
-        self.code = code
-
-
-class StepRetry(Exception):
-    """A transient failure (a retryable provider error): the step is tried again later."""
 
 
 @dataclass
@@ -88,21 +103,16 @@ class StepOutcome:
     retry_after: int = 0
 
 
-def _lease_seconds() -> int:
-    return settings.ARBITER_RUN_LEASE_SECONDS
-
-
-def provider_for_run(run: AgentRun):
-    """The model provider a run uses (a setting by default; run_start may name another)."""
-    from runs.providers import get_provider
-
-    return get_provider(run.provider_name or None)
-
-
 def _enqueue(run_id: int, *, expected_sequence: int | None = None, countdown: int = 0) -> None:
+    """Send a step to the broker (after commit). A broker error is logged, not raised: the step is
+    already durable as the run row's hand-off deadline, and the reaper re-enqueues it once that
+    passes (the run row is the outbox, runs.leases)."""
     from runs.tasks import enqueue_step
 
-    enqueue_step(run_id, expected_sequence=expected_sequence, countdown=countdown)
+    try:
+        enqueue_step(run_id, expected_sequence=expected_sequence, countdown=countdown)
+    except Exception:
+        logger.warning("could not enqueue step of run %s; the reaper will re-enqueue it", run_id, exc_info=True)
 
 
 def _audit(run: AgentRun, *, action: str, actor_type: str = Actor.AGENT, actor_id: str | None = None,
@@ -112,110 +122,16 @@ def _audit(run: AgentRun, *, action: str, actor_type: str = Actor.AGENT, actor_i
                  run_id=str(run.pk), policy_version=policy.POLICY_VERSION, decision=decision, payload=payload or {})
 
 
-# --- admission ----------------------------------------------------------------------------------
-
-def admission_order(tenant_id: int) -> list[int]:
-    """The queued runs of a tenant that may start now, in FIFO order (queued_at, id): no more than
-    the free slots under the tenant's cap, skipping runs whose thread has an earlier unfinished
-    run. Used by admission (under the tenant lock) and by the pump/reaper to know whom to kick."""
-    cap = settings.ARBITER_TENANT_MAX_CONCURRENT_RUNS
-    running = AgentRun.objects.filter(tenant_id=tenant_id, status=RunStatus.RUNNING).count()
-    slots = cap - running
-    if slots <= 0:
-        return []
-    queued = list(AgentRun.objects.filter(tenant_id=tenant_id, status=RunStatus.QUEUED)
-                  .order_by("queued_at", "id").values_list("id", "thread_id"))
-    thread_ids = {thread_id for _id, thread_id in queued if thread_id}
-    first_unfinished: dict[int, int] = {}
-    if thread_ids:
-        for thread_id, run_id in (AgentRun.objects.filter(thread_id__in=thread_ids, status__in=RunStatus.unfinished())
-                                  .order_by("id").values_list("thread_id", "id")):
-            first_unfinished.setdefault(thread_id, run_id)
-    order = []
-    for run_id, thread_id in queued:
-        if thread_id and first_unfinished.get(thread_id) != run_id:
-            continue  # an earlier run of this thread is unfinished: replies stay in order
-        order.append(run_id)
-        if len(order) == slots:
-            break
-    return order
-
-
-def _admit(run_id: int) -> bool:
-    with transaction.atomic():
-        run = AgentRun.objects.filter(pk=run_id).values("tenant_id").first()
-        if run is None:
-            return False
-        # Lock order: tenant, then run. Admissions of one tenant queue here so the cap holds.
-        # FOR NO KEY UPDATE, not FOR UPDATE: inserting a row that references the tenant (every
-        # audit event does) takes FOR KEY SHARE on it, which FOR UPDATE would block — a worker
-        # committing a step (holding its run row) would then wait for us while we wait for its run
-        # row: a deadlock. NO KEY UPDATE still excludes the other admitters.
-        Tenant.objects.select_for_update(no_key=True).get(pk=run["tenant_id"])
-        locked = AgentRun.objects.select_for_update(no_key=True).get(pk=run_id)
-        if locked.status != RunStatus.QUEUED:
-            return locked.status == RunStatus.RUNNING
-        if run_id not in admission_order(locked.tenant_id):
-            return False
-        now = timezone.now()
-        locked.admit()
-        locked.started_at = locked.started_at or now
-        locked.lease_owner = None
-        locked.lease_expires_at = now + timedelta(seconds=_lease_seconds())
-        locked.version += 1
-        locked.save()
-        _audit(locked, action="runs.run.admitted", actor_type=Actor.SYSTEM, actor_id="system:run-executor",
-               payload={"queued_at": locked.queued_at.isoformat()})
-    return True
-
-
-def _pump(tenant_id: int) -> None:
-    """Kick the queued runs that may start now (after a run left `running`)."""
-    for run_id in admission_order(tenant_id):
-        _enqueue(run_id)
-
-
-# --- leases -------------------------------------------------------------------------------------
-
-def _claim_lease(run_id: int, worker_id: str) -> bool:
-    now = timezone.now()
-    claimed = (AgentRun.objects.filter(pk=run_id, status=RunStatus.RUNNING)
-               .filter(Q(lease_owner__isnull=True) | Q(lease_expires_at__lt=now))
-               .update(lease_owner=worker_id, lease_expires_at=now + timedelta(seconds=_lease_seconds()),
-                       heartbeat_at=now))
-    return claimed == 1
-
-
-def _heartbeat(run_id: int, worker_id: str) -> None:
-    now = timezone.now()
-    renewed = AgentRun.objects.filter(pk=run_id, lease_owner=worker_id, status=RunStatus.RUNNING).update(
-        lease_expires_at=now + timedelta(seconds=_lease_seconds()), heartbeat_at=now)
-    if not renewed:
-        raise LeaseLost(f"run {run_id}: lease lost by {worker_id}")
-
-
-def _release_lease(run_id: int, worker_id: str) -> None:
-    AgentRun.objects.filter(pk=run_id, lease_owner=worker_id).update(
-        lease_owner=None, lease_expires_at=timezone.now() + timedelta(seconds=_lease_seconds()))
-
-
-def _lock_owned(run_id: int, worker_id: str, sequence: int) -> AgentRun:
-    """Inside the commit transaction: the run row, locked, only if this worker still owns it and the
-    step is still the next one. Anything else means another worker took over: abort."""
-    run = AgentRun.objects.select_for_update(no_key=True).get(pk=run_id)
-    if run.lease_owner != worker_id or run.status != RunStatus.RUNNING or run.next_sequence != sequence:
-        raise LeaseLost(f"run {run_id}: no longer owned by {worker_id} at step {sequence}")
-    return run
-
+# --- the reaper ---------------------------------------------------------------------------------
 
 def lease_reap_expired(*, now=None) -> list[int]:
-    """Re-enqueue running runs whose lease expired (a dead worker) or whose next step was not
-    claimed by its deadline (a lost message), and kick queued runs that may start. Enqueuing is
-    all it does: run_step's compare-and-set decides who actually runs, so reaping twice is safe."""
+    """Re-enqueue running runs whose worker died (lease expired or heartbeat timed out) or whose
+    next step was not claimed by its hand-off deadline (a lost message), and kick queued runs that
+    may start. Enqueuing is all it does: run_step's compare-and-set decides who actually runs, so
+    reaping twice is safe."""
     now = now or timezone.now()
     kicked = []
-    for run_id, next_sequence in (AgentRun.objects.filter(status=RunStatus.RUNNING, lease_expires_at__lt=now)
-                                  .order_by("lease_expires_at").values_list("id", "next_sequence")):
+    for run_id, next_sequence in runs_to_reap(now).order_by("lease_expires_at").values_list("id", "next_sequence"):
         _enqueue(run_id, expected_sequence=next_sequence)
         kicked.append(run_id)
     for tenant_id in (AgentRun.objects.filter(status=RunStatus.QUEUED).order_by()
@@ -226,6 +142,15 @@ def lease_reap_expired(*, now=None) -> list[int]:
     if kicked:
         logger.info("reaper re-enqueued runs %s", kicked)
     return kicked
+
+
+def _lock_owned(run_id: int, worker_id: str, sequence: int) -> AgentRun:
+    """Inside a (non-steady) commit transaction: the run row, locked, only if this worker still
+    owns it and the step is still the next one. Anything else means another worker took over."""
+    run = AgentRun.objects.select_for_update(no_key=True).get(pk=run_id)
+    if run.lease_owner != worker_id or run.status != RunStatus.RUNNING or run.next_sequence != sequence:
+        raise LeaseLost(f"run {run_id}: no longer owned by {worker_id} at step {sequence}")
+    return run
 
 
 # --- budgets ------------------------------------------------------------------------------------
@@ -241,133 +166,147 @@ def _budget_exhausted(run: AgentRun) -> str:
     return ""
 
 
-# --- model calls (NodeContext.call_model) ----------------------------------------------------
-
-def _jsonable(value):
-    return json.loads(json.dumps(value, default=str))
-
-
-def call_model_for_node(*, ctx: NodeContext, schema, agent: str, extra_context: dict, instructions: str,
-                        max_output_tokens: int, extra_source_refs: dict | None = None):
-    """Build the context, call the provider, and buffer the ModelCall record (it commits with the
-    step, failed or not). Returns (validated output, source refs)."""
-    from runs.context import build_context
-
-    run = ctx.run
-    used = run.tokens_used + ctx.buffer.tokens
-    if used >= run.max_tokens:
-        raise StepFailed(f"Token budget exhausted: {used} of {run.max_tokens} tokens used.", code="budget_exhausted")
-    ctx.heartbeat()
-    built = build_context(run=run, agent=agent, state=ctx.state, case=ctx.case, instructions=instructions,
-                          output_schema=schema, extra_context=extra_context, extra_source_refs=extra_source_refs)
-    context = _jsonable(built.context)
-    record = {"run_id": run.pk, "sequence": ctx.sequence, "attempt": ctx.attempt, "agent": agent,
-              "agent_version": ctx.node_def.version, "provider": getattr(ctx.provider, "name", ""),
-              "model": getattr(ctx.provider, "model", ""), "output_schema": schema.__name__,
-              "messages": built.messages, "context": context, "source_refs": _jsonable(built.source_refs)}
-    request = ModelRequest(agent=agent, output_schema=schema, messages=built.messages, context=context,
-                           max_output_tokens=max_output_tokens)
-    started = time.monotonic()
-    try:
-        response = ctx.provider.complete(request)
-    except ModelOutputError as exc:
-        from core.tokens import count_message_tokens
-
-        record |= {"raw_output": exc.raw or "", "error": f"{exc}\n{exc.errors}".strip(),
-                   "provider_attempts": exc.attempts, "prompt_tokens": count_message_tokens(built.messages),
-                   "latency_ms": int((time.monotonic() - started) * 1000)}
-        ctx.buffer.model_calls.append(record)
-        raise StepFailed(f"The {agent} model's output was invalid after {exc.attempts} attempt(s): {exc.errors}",
-                         code="model_output_invalid") from exc
-    except ProviderError as exc:
-        record |= {"error": f"{type(exc).__name__}: {exc}", "latency_ms": int((time.monotonic() - started) * 1000)}
-        ctx.buffer.model_calls.append(record)
-        if exc.retryable:
-            raise StepRetry(f"The model provider failed ({exc}); the step will be retried.") from exc
-        raise StepFailed(f"The model provider refused the request: {exc}", code="provider_error") from exc
-    if not isinstance(response.output, schema):
-        record |= {"raw_output": response.raw, "error": f"provider returned {type(response.output).__name__}"}
-        ctx.buffer.model_calls.append(record)
-        raise StepFailed(f"The {agent} model's output is not a {schema.__name__}.", code="model_output_invalid")
-    record |= {"raw_output": response.raw, "validated_output": response.output.model_dump(mode="json"),
-               "provider": response.provider, "model": response.model, "prompt_tokens": response.prompt_tokens,
-               "completion_tokens": response.completion_tokens, "latency_ms": response.latency_ms,
-               "provider_attempts": response.attempts}
-    ctx.buffer.model_calls.append(record)
-    ctx.buffer.tokens += response.prompt_tokens + response.completion_tokens
-    metrics.model_tokens(agent=agent, prompt=response.prompt_tokens, completion=response.completion_tokens)  # issue 13
-    ctx.heartbeat()
-    return response.output, built.source_refs
-
-
 # --- the step -------------------------------------------------------------------------------------
 
+@lru_cache(maxsize=4)
+def _run_read_plan(vendor: str) -> tuple[str, list, list]:
+    """The SQL that reads a run and its case (if any) in one statement, and per model the database's
+    and the fields' value converters (what the ORM applies to rows)."""
+    from django.db import connection
+
+    from cases.models import Case
+
+    plans, selected = [], []
+    for alias, model in (("r", AgentRun), ("c", Case)):
+        converters = []
+        for field in model._meta.concrete_fields:
+            column = field.get_col(model._meta.db_table)
+            found = connection.ops.get_db_converters(column) + field.get_db_converters(connection)
+            if found:
+                converters.append((len(selected), column, found))
+            selected.append(f"{alias}.{connection.ops.quote_name(field.column)}")
+        plans.append((model, [field.attname for field in model._meta.concrete_fields], converters))
+    sql = (f"SELECT {', '.join(selected)} FROM {AgentRun._meta.db_table} r "
+           f"LEFT JOIN {Case._meta.db_table} c ON c.id = r.case_id WHERE r.id = %s")
+    return sql, plans, [len(AgentRun._meta.concrete_fields)]
+
+
+def _read_run(run_id: int) -> AgentRun | None:
+    """The run row and its case, in one statement with SQL built once (compiling an ORM query per
+    step cost more CPU than the database spent answering it); rows built with `Model.from_db`."""
+    from django.db import connection
+
+    sql, plans, (split,) = _run_read_plan(connection.vendor)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [run_id])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    values = list(row)
+    for _model, _names, converters in plans:
+        for index, column, functions in converters:
+            if values[index] is not None or index < split:
+                for function in functions:
+                    values[index] = function(values[index], column, connection)
+    (run_model, run_names, _), (case_model, case_names, _) = plans
+    run = run_model.from_db("default", run_names, values[:split])
+    if run.case_id:
+        run.case = case_model.from_db("default", case_names, values[split:])
+    return run
+
+
 def run_step(*, run_id: int, worker_id: str, expected_sequence: int | None = None,
-             enqueue: bool = True) -> StepOutcome:
+             enqueue: bool = True, keep_lease: bool = False) -> StepOutcome:
     """Execute the run's next step if this worker can take it; otherwise do nothing.
 
     `expected_sequence` (set by the task that enqueued this step) turns a late or duplicate
     delivery into a no-op once that step is done. `enqueue=False` leaves the next step to the
-    caller (manage.py analyze --inline drives the loop itself)."""
+    caller (manage.py analyze --inline drives the loop itself). `keep_lease=True` (a caller that
+    goes on with the next step itself: run_steps, drive_inline) keeps the lease at commit, so the
+    next step of this worker needs no claim: one durable commit per step."""
     run_id = int(run_id)  # run ids travel as text on messages and audit rows; compare as numbers
-    run = AgentRun.objects.filter(pk=run_id).first()
+    run = _read_run(run_id)
     if run is None:
         return StepOutcome(run_id, "missing", "")
     if run.is_finished or run.status == RunStatus.WAITING:
         return StepOutcome(run_id, "finished", run.status)
     if expected_sequence is not None and run.next_sequence != expected_sequence:
         return StepOutcome(run_id, "stale", run.status, detail=f"step {expected_sequence} is already done")
-    if run.status == RunStatus.QUEUED and not _admit(run_id):
-        run.refresh_from_db()
-        return StepOutcome(run_id, "not_admitted", run.status)
-    if not _claim_lease(run_id, worker_id):
-        return StepOutcome(run_id, "busy", RunStatus.RUNNING, detail="another worker holds the lease")
+    if run.status == RunStatus.QUEUED:
+        if not _admit(run_id):
+            run.refresh_from_db()
+            return StepOutcome(run_id, "not_admitted", run.status)
+        run = _read_run(run_id)  # admitted (by us or a concurrent delivery): read it again
+        if run.status != RunStatus.RUNNING:
+            return StepOutcome(run_id, "finished", run.status)
+        if expected_sequence is not None and run.next_sequence != expected_sequence:
+            return StepOutcome(run_id, "stale", run.status, detail=f"step {expected_sequence} is already done")
+    cached = STATE_CACHE.get(run)
+    # Nobody wrote the run row since this worker's own last commit: no other attempt of this step
+    # can have left tool calls behind, so the reconciliation query is skipped.
+    untouched = cached is not None and cached.run_version == run.version
+    if not lease_is_fresh(run, worker_id, timezone.now()) and not lease_claim(run, worker_id):
+        return StepOutcome(run_id, "busy", RunStatus.RUNNING, detail="another worker holds the lease",
+                           retry_after=seconds_until_claimable(run, timezone.now()))
     try:
-        return _execute_claimed(run_id=run_id, worker_id=worker_id, expected_sequence=expected_sequence,
-                                enqueue=enqueue)
+        return _execute_claimed(run=run, worker_id=worker_id, enqueue=enqueue, keep_lease=keep_lease,
+                                cached=cached, untouched=untouched)
     except LeaseLost as exc:
+        STATE_CACHE.drop(run_id)
         logger.warning("%s", exc)
         return StepOutcome(run_id, "lease_lost", RunStatus.RUNNING, detail=str(exc))
+    except BaseException:
+        STATE_CACHE.drop(run_id)  # the cached state may hold this step's uncommitted changes
+        raise
 
 
-def _execute_claimed(*, run_id: int, worker_id: str, expected_sequence: int | None, enqueue: bool) -> StepOutcome:
-    run = AgentRun.objects.select_related("tenant").get(pk=run_id)
+def _load_state(run: AgentRun, cached: CachedState | None) -> CachedState:
+    if cached is not None:
+        return cached
+    state_dict, chain = load_chain(run)
+    state = RunState.model_validate(state_dict)
+    digest = StateDigest(state.as_dict())
+    return CachedState(sequence=chain.sequence, state_hash=digest.hexdigest(), state=state, digest=digest,
+                       chain=chain, run_version=run.version)
+
+
+def _execute_claimed(*, run: AgentRun, worker_id: str, enqueue: bool, keep_lease: bool,
+                     cached: CachedState | None, untouched: bool) -> StepOutcome:
+    run_id = run.pk
     sequence = run.next_sequence
-    if expected_sequence is not None and sequence != expected_sequence:
-        _release_lease(run_id, worker_id)
-        return StepOutcome(run_id, "stale", run.status, detail=f"step {expected_sequence} is already done")
     if run.cancel_requested_at:
         return _finish_at_boundary(run_id, worker_id, cancel=True)
     exhausted = _budget_exhausted(run)
     if exhausted:
         return _finish_at_boundary(run_id, worker_id, error=exhausted, code="budget_exhausted")
 
-    state, _ = state_at(run)
-    state_before = state.as_dict()
+    loaded = _load_state(run, cached)
+    state = loaded.state
     try:
         graph = get_graph(run.graph)
         node = graph.node(run.current_node)
     except UnknownGraph as exc:
         return _finish_at_boundary(run_id, worker_id, error=str(exc), code="unknown_node")
-    case = Case.objects.filter(pk=run.case_id).first() if run.case_id else None
-    if case is not None:
-        run.case = case
+    case = run.case if run.case_id else None
     attempt = int(run.retry_counts.get(str(sequence), 0)) + 1
+    tracker = StateTracker(state)
     state.phase = node.phase
     started_at = timezone.now()
     ctx = NodeContext(run=run, node=node, sequence=sequence, attempt=attempt, state=state, case=case,
-                      provider=None, worker_id=worker_id, heartbeat=lambda: _heartbeat(run_id, worker_id))
+                      provider=None, worker_id=worker_id, heartbeat=throttled_heartbeat(run_id, worker_id))
     from runs.tools import tool_reconcile_unfinished
 
-    # A previous attempt of this step may have died after a tool effect: settle those first.
-    ctx.buffer.tool_call_ids.extend(tool_reconcile_unfinished(run=run, sequence=sequence))
+    if not untouched:
+        # A previous attempt of this step may have died after a tool effect: settle those first.
+        ctx.buffer.tool_call_ids.extend(tool_reconcile_unfinished(run=run, sequence=sequence))
     try:
         try:
             ctx.provider = provider_for_run(run)
         except Exception as exc:  # misconfiguration (unknown name, missing key): say so, don't retry
             raise StepFailed(f"The model provider {run.provider_name!r} is not available: {exc}",
                              code="provider_unavailable") from exc
-        result = node.run(ctx)
+        with heartbeat_scope(run_id, worker_id):
+            result = node.run(ctx)
         if not isinstance(result, NodeResult):
             raise StepFailed(f"Node {node.name} returned {result!r}, not a NodeResult.", code="node_error")
         if result.kind == NodeResult.GOTO:
@@ -393,13 +332,15 @@ def _execute_claimed(*, run_id: int, worker_id: str, expected_sequence: int | No
         return _commit_failed(run_id=run_id, worker_id=worker_id, ctx=ctx, message=f"Node {node.name} crashed: "
                               f"{detail}", code="node_error", started_at=started_at)
     try:
-        return _commit_step(run_id=run_id, worker_id=worker_id, ctx=ctx, result=result, state_before=state_before,
-                            started_at=started_at, enqueue=enqueue)
+        return _commit_step(run=run, worker_id=worker_id, ctx=ctx, result=result, tracker=tracker, loaded=loaded,
+                            started_at=started_at, enqueue=enqueue, keep_lease=keep_lease,
+                            check_abandoned=not untouched)
     except LeaseLost:
         raise
     except Exception as exc:
         # A write the node asked for at commit (ctx.on_commit) refused, or an output did not fit:
         # the commit rolled back as a whole; fail the step rather than retry it forever.
+        STATE_CACHE.drop(run_id)
         logger.exception("step %s of run %s could not be committed", sequence, run_id)
         detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         return _commit_failed(run_id=run_id, worker_id=worker_id, ctx=ctx, code="commit_error",
@@ -407,21 +348,39 @@ def _execute_claimed(*, run_id: int, worker_id: str, expected_sequence: int | No
                               started_at=started_at)
 
 
+def _step_values(*, run_id: int, ctx: NodeContext, status: str, outcome: str, next_node: str = "",
+                 summary: str = "", error: str = "", started_at) -> dict:
+    finished = timezone.now()
+    return {"run": run_id, "sequence": ctx.sequence, "node": ctx.node, "attempt": ctx.attempt, "status": status,
+            "outcome": outcome, "next_node": next_node, "summary": summary[:2000], "error": error,
+            "worker_id": ctx.worker_id, "tokens": ctx.buffer.tokens, "started_at": started_at,
+            "finished_at": finished, "duration_ms": max(int((finished - started_at).total_seconds() * 1000), 0),
+            "copied_from": None}
+
+
+def _step_instance(values: dict, pk: int) -> Step:
+    step = Step(**{("run_id" if k == "run" else "copied_from_id" if k == "copied_from" else k): v
+                   for k, v in values.items()})
+    step.pk = pk
+    step._state.adding = False
+    return step
+
+
 def _step_row(*, run: AgentRun, ctx: NodeContext, status: str, outcome: str, next_node: str = "",
               summary: str = "", error: str = "", started_at) -> Step:
-    finished = timezone.now()
-    return Step.objects.create(
-        run=run, sequence=ctx.sequence, node=ctx.node, attempt=ctx.attempt, status=status, outcome=outcome,
-        next_node=next_node, summary=summary[:2000], error=error, worker_id=ctx.worker_id, tokens=ctx.buffer.tokens,
-        started_at=started_at, finished_at=finished,
-        duration_ms=max(int((finished - started_at).total_seconds() * 1000), 0))
+    values = _step_values(run_id=run.pk, ctx=ctx, status=status, outcome=outcome, next_node=next_node,
+                          summary=summary, error=error, started_at=started_at)
+    return _step_instance(values, insert_returning_pk(Step, values))
 
 
-def _write_buffered(*, run: AgentRun, step: Step | None, ctx: NodeContext, with_outputs: bool) -> dict:
+def _write_buffered(*, run: AgentRun, step: Step | None, ctx: NodeContext, with_outputs: bool,
+                    check_abandoned: bool = True) -> dict:
     """Model calls always (what the model saw is kept, failed or not); findings and artifacts
-    only when the step succeeded."""
-    ModelCall.objects.bulk_create([ModelCall(step=step, **record) for record in ctx.buffer.model_calls])
-    if step is not None:
+    only when the step succeeded. `check_abandoned=False`: no tool call of this step can be left
+    `started` (no earlier attempt, none made now), so the query for them is skipped."""
+    if ctx.buffer.model_calls:
+        ModelCall.objects.bulk_create([ModelCall(step=step, **record) for record in ctx.buffer.model_calls])
+    if step is not None and (check_abandoned or ctx.buffer.tool_call_ids):
         from runs.tools import tool_abandon_unfinished
 
         ctx.buffer.tool_call_ids.extend(tool_abandon_unfinished(run=run, sequence=ctx.sequence))
@@ -452,70 +411,127 @@ def _write_buffered(*, run: AgentRun, step: Step | None, ctx: NodeContext, with_
     return written
 
 
-def _commit_step(*, run_id: int, worker_id: str, ctx: NodeContext, result: NodeResult, state_before: dict,
-                 started_at, enqueue: bool) -> StepOutcome:
-    sequence = ctx.sequence
+def _commit_step(*, run: AgentRun, worker_id: str, ctx: NodeContext, result: NodeResult, tracker: StateTracker,
+                 loaded: CachedState, started_at, enqueue: bool, keep_lease: bool,
+                 check_abandoned: bool) -> StepOutcome:
+    run_id, sequence = run.pk, ctx.sequence
+    state: RunState = ctx.state
     with transaction.atomic():
-        run = _lock_owned(run_id, worker_id, sequence)
-        state: RunState = ctx.state
         state.completed_steps.append(CompletedStep(sequence=sequence, node=ctx.node, outcome=result.kind))
         if state.plan and state.plan[0] == ctx.node:
             state.plan = state.plan[1:]
         if result.kind == NodeResult.END:
             state.phase = RunPhase.DONE
-        step = _step_row(run=run, ctx=ctx, status=StepStatus.COMPLETED, outcome=result.kind,
-                         next_node=result.next_node or "", summary=result.reason, started_at=started_at)
-        written = _write_buffered(run=run, step=step, ctx=ctx, with_outputs=True)
-        checkpoint = Checkpoint.objects.create(run=run, sequence=sequence, step=step,
-                                               **checkpoint_fields(sequence=sequence, previous=state_before,
-                                                                   current=state))
+        fields = checkpoint_fields_incremental(delta=tracker.delta(state), state=state, digest=loaded.digest,
+                                               chain=loaded.chain, sequence=sequence)
+        now = timezone.now()
+        keeps = keep_lease and result.kind == NodeResult.GOTO
+        values = {
+            "next_sequence": sequence + 1, "steps_used": Increment(1), "tokens_used": Increment(ctx.buffer.tokens),
+            "completed_nodes": [*run.completed_nodes, ctx.node],
+            "retry_counts": {k: v for k, v in run.retry_counts.items() if k != str(sequence)},
+            "phase": state.phase, "heartbeat_at": now, "error": "", "error_code": "",
+            "lease_owner": worker_id if keeps else None,
+            "lease_expires_at": now + timedelta(seconds=lease_seconds()) if keeps else handoff_deadline(now),
+            "state_sequence": sequence, "state_hash": fields["state_hash"], "version": Increment(1),
+            "updated_at": now,
+        }
+        if result.kind == NodeResult.END:
+            values |= {"status": RunStatus.COMPLETED, "current_node": "", "finished_at": now}
+        elif result.kind == NodeResult.WAIT:
+            values |= {"status": RunStatus.WAITING, "current_node": ctx.node, "wait_reason": result.reason[:500]}
+        else:
+            values |= {"current_node": result.next_node}
+        # The lease check, the renewal (or release) and the run's new position in one conditional
+        # UPDATE, which also takes the run row's lock first (lock order: run, then the rest). On
+        # PostgreSQL the Step and Checkpoint rows ride in the same statement.
+        step_values = _step_values(run_id=run_id, ctx=ctx, status=StepStatus.COMPLETED, outcome=result.kind,
+                                   next_node=result.next_node or "", summary=result.reason, started_at=started_at)
+        checkpoint_values = {"run": run_id, "sequence": sequence, "created_at": now, **fields}
+        step = None
+        if connection.vendor == "postgresql":
+            step_id = step_commit_if_owned(run_id=run_id, worker_id=worker_id, sequence=sequence,
+                                           status=RunStatus.RUNNING, values=values, step=step_values,
+                                           checkpoint=checkpoint_values)
+            if step_id is not None:
+                run = _after_update(run, values, ctx)
+                step = _step_instance(step_values, step_id)
+            else:
+                run = _commit_with_cancel(run_id=run_id, worker_id=worker_id, sequence=sequence, values=values,
+                                          now=now)
+        else:
+            if run_update_if_owned(run_id=run_id, worker_id=worker_id, sequence=sequence, status=RunStatus.RUNNING,
+                                   values=values):
+                run = _after_update(run, values, ctx)
+            else:
+                run = _commit_with_cancel(run_id=run_id, worker_id=worker_id, sequence=sequence, values=values,
+                                          now=now)
+        if step is None:
+            step = _step_instance(step_values, insert_returning_pk(Step, step_values))
+            insert_returning_pk(Checkpoint, {**checkpoint_values, "step": step.pk})
+        written = _write_buffered(run=run, step=step, ctx=ctx, with_outputs=True, check_abandoned=check_abandoned)
         for write in ctx.buffer.on_commit:
             write(step)
-
-        now = timezone.now()
-        run.next_sequence = sequence + 1
-        run.steps_used += 1
-        run.tokens_used += ctx.buffer.tokens
-        run.completed_nodes = [*run.completed_nodes, ctx.node]
-        run.retry_counts = {k: v for k, v in run.retry_counts.items() if k != str(sequence)}
-        run.phase = state.phase
-        run.heartbeat_at = now
-        run.lease_owner = None
-        run.lease_expires_at = now + timedelta(seconds=_lease_seconds())
-        run.version += 1
-        run.error, run.error_code = "", ""
-        if result.kind == NodeResult.END:
-            run.complete()
-            run.current_node = ""
-            run.finished_at = now
-        elif result.kind == NodeResult.WAIT:
-            run.wait()
-            run.current_node = ctx.node
-            run.wait_reason = result.reason[:500]
-        else:
-            run.current_node = result.next_node
-        if run.cancel_requested_at and run.status == RunStatus.RUNNING:
-            # Cancellation takes effect at the step boundary: this step's work is kept.
-            run.cancel()
-            run.finished_at = now
-            run.error, run.error_code = "Cancelled at a step boundary.", "cancelled"
-        run.save()
         _audit(run, action="runs.step.completed", actor_type=Actor.AGENT, actor_id=ctx.actor.identifier,
                payload={"sequence": sequence, "node": ctx.node, "outcome": result.kind,
-                        "next_node": result.next_node or "", "state_hash": checkpoint.state_hash,
+                        "next_node": result.next_node or "", "state_hash": fields["state_hash"],
                         "tokens": ctx.buffer.tokens, "tool_calls": ctx.buffer.tool_call_ids,
                         "model_calls": len(ctx.buffer.model_calls), **written})
         if run.status != RunStatus.RUNNING:
             _audit(run, action=f"runs.run.{run.status}", decision=run.status,
                    payload={"steps": run.steps_used, "tokens": run.tokens_used, "reason": result.reason or run.error})
-            transaction.on_commit(lambda: _pump(run.tenant_id))
-        elif enqueue:
-            transaction.on_commit(lambda: _enqueue(run.pk, expected_sequence=run.next_sequence))
+            tenant_id = run.tenant_id
+            transaction.on_commit(lambda: _pump(tenant_id))
+        elif enqueue and not keeps:
+            next_sequence = run.next_sequence
+            transaction.on_commit(lambda: _enqueue(run_id, expected_sequence=next_sequence))
+    # Committed: this worker's copy of the state is the run's state now.
+    if run.status == RunStatus.RUNNING:
+        STATE_CACHE.put(run_id, CachedState(sequence=sequence, state_hash=fields["state_hash"], state=state,
+                                            digest=loaded.digest, chain=loaded.chain, run_version=run.version))
+    else:
+        STATE_CACHE.drop(run_id)
     return StepOutcome(run_id, "executed", run.status, sequence=sequence, detail=result.reason)
+
+
+def _after_update(run: AgentRun, values: dict, ctx: NodeContext) -> AgentRun:
+    """The in-memory run after the step's UPDATE succeeded (no re-read: nobody else may write
+    these fields while we hold the lease)."""
+    run.steps_used += 1
+    run.tokens_used += ctx.buffer.tokens
+    run.version += 1
+    for name, value in values.items():
+        if name in ("steps_used", "tokens_used", "version", "status"):
+            continue
+        setattr(run, name, value)
+    if values.get("status") == RunStatus.COMPLETED:
+        run.complete()
+    elif values.get("status") == RunStatus.WAITING:
+        run.wait()
+    return run
+
+
+def _commit_with_cancel(*, run_id: int, worker_id: str, sequence: int, values: dict, now) -> AgentRun:
+    """The step's UPDATE matched nothing: either the lease is gone (LeaseLost, the transaction rolls
+    back) or a cancellation was requested while the step ran — then the step's work is kept and the
+    run is cancelled at this step boundary."""
+    _lock_owned(run_id, worker_id, sequence)
+    AgentRun.objects.filter(pk=run_id).update(**{name: F(name) + value.amount if isinstance(value, Increment) else value
+                                                 for name, value in values.items()})
+    run = AgentRun.objects.select_related("tenant").get(pk=run_id)
+    if run.status == RunStatus.RUNNING:
+        run.cancel()
+        run.finished_at = now
+        run.error, run.error_code = "Cancelled at a step boundary.", "cancelled"
+        run.lease_owner = None
+        run.version += 1
+        run.save()
+    return run
 
 
 def _commit_failed(*, run_id: int, worker_id: str, ctx: NodeContext, message: str, code: str,
                    started_at) -> StepOutcome:
+    STATE_CACHE.drop(run_id)
     with transaction.atomic():
         run = _lock_owned(run_id, worker_id, ctx.sequence)
         step = _step_row(run=run, ctx=ctx, status=StepStatus.FAILED, outcome="failed", error=message,
@@ -546,6 +562,7 @@ def _retry_or_fail(*, run_id: int, worker_id: str, ctx: NodeContext, message: st
         return _commit_failed(run_id=run_id, worker_id=worker_id, ctx=ctx, started_at=started_at, code="provider_error",
                               message=f"{message} Gave up after {ctx.attempt} attempts.")
     backoff = settings.ARBITER_RUN_RETRY_BACKOFF_SECONDS * ctx.attempt
+    STATE_CACHE.drop(run_id)
     with transaction.atomic():
         run = _lock_owned(run_id, worker_id, ctx.sequence)
         # No Step row: the step has not happened yet. What the model saw is kept, unlinked.
@@ -555,7 +572,7 @@ def _retry_or_fail(*, run_id: int, worker_id: str, ctx: NodeContext, message: st
         run.tokens_used += ctx.buffer.tokens
         run.error, run.error_code = message, "retrying"
         run.lease_owner = None
-        run.lease_expires_at = now + timedelta(seconds=backoff + _lease_seconds())
+        run.lease_expires_at = handoff_deadline(now, countdown=backoff)
         run.version += 1
         run.save()
         _audit(run, action="runs.step.retried", actor_type=Actor.AGENT, actor_id=ctx.actor.identifier,
@@ -570,6 +587,7 @@ def _retry_or_fail(*, run_id: int, worker_id: str, ctx: NodeContext, message: st
 def _finish_at_boundary(run_id: int, worker_id: str, *, cancel: bool = False, error: str = "",
                         code: str = "") -> StepOutcome:
     """End a run between steps (cancellation requested, budget exhausted, unknown node)."""
+    STATE_CACHE.drop(run_id)
     with transaction.atomic():
         run = AgentRun.objects.select_for_update(no_key=True).get(pk=run_id)
         if run.lease_owner != worker_id or run.status != RunStatus.RUNNING:
@@ -595,22 +613,45 @@ def _finish_at_boundary(run_id: int, worker_id: str, *, cancel: bool = False, er
 
 # --- driving a run in-process (manage.py analyze --inline, run_resume --inline) ------------------
 
+def run_steps(*, run_id: int, worker_id: str, expected_sequence: int | None = None,
+              slice_seconds: float | None = None) -> StepOutcome:
+    """What a worker task does with a delivery: execute the run's steps one after the other,
+    keeping the lease between them (one commit per step, the state cached), for up to
+    `slice_seconds` (ARBITER_RUN_STEP_SLICE_SECONDS); the last step of the slice releases the
+    lease and enqueues the next one, so runs share the workers. Returns the last outcome."""
+    slice_seconds = settings.ARBITER_RUN_STEP_SLICE_SECONDS if slice_seconds is None else slice_seconds
+    deadline = time.monotonic() + slice_seconds
+    while True:
+        keep = time.monotonic() < deadline
+        outcome = run_step(run_id=run_id, worker_id=worker_id, expected_sequence=expected_sequence,
+                           enqueue=not keep, keep_lease=keep)
+        if outcome.action == "retry" and keep:
+            # run_step enqueues a retry only when it hands off; with keep_lease it left it to us.
+            _enqueue(outcome.run_id, expected_sequence=outcome.sequence, countdown=outcome.retry_after)
+        if outcome.action != "executed" or outcome.status != RunStatus.RUNNING or not keep:
+            return outcome
+        expected_sequence = outcome.sequence + 1
+
+
 def drive_inline(*, run_id: int, worker_id: str, timeout_seconds: float = 600, poll_seconds: float = 0.5,
                  on_step=None) -> AgentRun:
     """Execute a run's steps in this process through run_step (same leases, same commits) until it
-    finishes, waits, or the timeout passes. Waits while the run is not admitted or another worker
-    holds its lease."""
+    finishes, waits, or the timeout passes, keeping the lease between its steps. Waits while the
+    run is not admitted or another worker holds its lease."""
     run_id = int(run_id)
     deadline = time.monotonic() + timeout_seconds
-    while time.monotonic() < deadline:
-        outcome = run_step(run_id=run_id, worker_id=worker_id, enqueue=False)
-        if on_step is not None and outcome.action == "executed":
-            on_step(outcome)
-        if outcome.action in ("finished", "missing") or outcome.status in RunStatus.terminal() \
-                or outcome.status == RunStatus.WAITING:
-            break
-        if outcome.action == "retry":
-            time.sleep(min(outcome.retry_after, max(deadline - time.monotonic(), 0)))
-        elif outcome.action in ("not_admitted", "busy", "lease_lost", "stale"):
-            time.sleep(poll_seconds)
+    try:
+        while time.monotonic() < deadline:
+            outcome = run_step(run_id=run_id, worker_id=worker_id, enqueue=False, keep_lease=True)
+            if on_step is not None and outcome.action == "executed":
+                on_step(outcome)
+            if outcome.action in ("finished", "missing") or outcome.status in RunStatus.terminal() \
+                    or outcome.status == RunStatus.WAITING:
+                break
+            if outcome.action == "retry":
+                time.sleep(min(outcome.retry_after, max(deadline - time.monotonic(), 0)))
+            elif outcome.action in ("not_admitted", "busy", "lease_lost", "stale"):
+                time.sleep(poll_seconds)
+    finally:
+        lease_release(run_id, worker_id)  # a no-op unless we stopped while still holding it
     return AgentRun.objects.get(pk=run_id)

@@ -82,6 +82,10 @@ class AgentRun(ConcurrentTransitionMixin, models.Model):
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     version = models.PositiveIntegerField(default=1)
+    # The latest checkpoint as the executor committed it (ADR 0010): a worker that cached the state
+    # of its previous step of this run uses it only while these still match; empty = unknown, load.
+    state_sequence = models.PositiveIntegerField(null=True, blank=True)
+    state_hash = models.CharField(max_length=64, blank=True)
 
     parent_run = models.ForeignKey("self", on_delete=models.PROTECT, null=True, blank=True, related_name="forks")
     forked_from_checkpoint = models.ForeignKey("Checkpoint", on_delete=models.PROTECT, null=True, blank=True,
@@ -179,9 +183,11 @@ class Step(models.Model):
 
 
 class Checkpoint(models.Model):
-    """The run's task state after a step: a delta of what the step changed, and every k steps a
-    full snapshot (runs.state). Loading any checkpoint = nearest snapshot at or before it + the
-    deltas after it, so storage grows linearly with steps."""
+    """The run's task state after a step: a delta of what the step changed; the initial checkpoint
+    (and those retention rewrote) a full snapshot; and, each time the deltas since the last
+    snapshot or compaction reach ARBITER_CHECKPOINT_COMPACT_BYTES, their composition (runs.state).
+    Loading any checkpoint = nearest snapshot + the compactions after it + the deltas after the last
+    of those; storage grows linearly with steps."""
 
     run = models.ForeignKey(AgentRun, on_delete=models.CASCADE, related_name="checkpoints")
     sequence = models.PositiveIntegerField(help_text="The step this checkpoint follows (0 = initial state).")
@@ -189,6 +195,9 @@ class Checkpoint(models.Model):
     schema_version = models.PositiveIntegerField()
     delta = models.JSONField(default=dict, blank=True)
     snapshot = models.JSONField(null=True, blank=True)
+    # The composition of the deltas after checkpoint `compacted_since` up to this one (ADR 0010).
+    compacted = models.JSONField(null=True, blank=True)
+    compacted_since = models.PositiveIntegerField(null=True, blank=True)
     state_hash = models.CharField(max_length=64)
     size_bytes = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -62,7 +62,7 @@ from runs.models import (
     Step,
     StepStatus,
 )
-from runs.state import RunState, apply_delta, state_at, state_hash, upgrade
+from runs.state import RunState, apply_delta, state_at, state_hash_matches, upgrade
 
 logger = logging.getLogger(__name__)
 
@@ -225,7 +225,7 @@ def plan_checkpoint_purge(rows: list[dict], *, fork_points: set[int], cutoff: da
             raise ChainMismatch(f"checkpoint {row['sequence']} has no snapshot before it")
         else:
             state = apply_delta(upgrade(state, to_version=row["schema_version"]), row["delta"])
-        if state_hash(state) != row["state_hash"]:
+        if not state_hash_matches(state, row["state_hash"]):  # either hash format (ADR 0010)
             raise ChainMismatch(f"checkpoint {row['sequence']} does not replay to its recorded state hash")
         states[row["pk"]] = state
     last = rows[-1]

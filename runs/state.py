@@ -1,23 +1,40 @@
-"""A run's checkpointed task state (DESIGN §4).
+"""A run's checkpointed task state (DESIGN §4, docs/adr/0010-i10-cheap-durability.md).
 
-`RunState` is a pydantic model with a `schema_version`. Checkpoints store a *delta* (what one step
-changed) and, every k steps, a full *snapshot*. Loading any checkpoint reads the nearest snapshot
-at or before it plus the deltas after it, so:
-  - storage grows linearly with steps (no step re-serialises the whole history: appended notes and
-    completed steps are stored as appends, changed observations as per-key sets), and
-  - loading the latest or any earlier checkpoint costs one query for at most k rows.
+`RunState` is a pydantic model with a `schema_version`. Each checkpoint stores a *delta* (what one
+step changed: appended list items, changed dict keys, replaced scalars); the initial checkpoint a
+full *snapshot*. Costs are proportional to what a step changed, not to the state:
 
-Old schema versions are upgraded on load (`upgrade`), one version at a time.
+  - A step's delta is computed from a `StateTracker` (what the fields were when the step began:
+    list lengths, a shallow copy of each dict) without copying, dumping or diffing the whole state.
+  - The state hash is *structural* (`state_hash`): a list field hashes as a chain over its items, a
+    dict field as a sum of per-entry hashes, the whole as a hash over the field digests. It is a
+    function of the state alone (two equal states hash alike, whichever path built them), yet a
+    `StateDigest` updates it from a delta in O(delta).
+  - Compaction by size, not by step count: once the deltas since the last snapshot or compaction
+    weigh ARBITER_CHECKPOINT_COMPACT_BYTES, the checkpoint also stores their composition
+    (`compose_into`: appended items once more, a changed key once) — never the whole state, so
+    every step costs about twice its delta, at step 10 as at step 10,000 (a snapshot of the whole
+    growing state every k steps is quadratic).
+  - Loading (`state_at`) is one query: the nearest full snapshot, the compactions after it and the
+    deltas after the last compaction (at most ARBITER_CHECKPOINT_COMPACT_BYTES of them), applied in
+    place to the freshly decoded rows — no deep copies.
+
+Old schema versions are upgraded on load (`upgrade`), one version at a time; checkpoints written by
+the previous format (a full snapshot every k steps, the hash of the state's canonical JSON) still
+load, and `state_hash_matches` recognises their hashes.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic_core import to_jsonable_python
 
 from core.hashing import canonical_json, sha256_hex
 
@@ -79,9 +96,9 @@ def _upgrade_1_to_2(state: dict) -> dict:
 UPGRADES = {1: _upgrade_1_to_2}
 
 
-def upgrade(state: dict, to_version: int = CURRENT_SCHEMA_VERSION) -> dict:
-    """Bring a stored state dict to `to_version` (default: current), one version at a time."""
-    state = copy.deepcopy(state)
+def _upgrade_owned(state: dict, to_version: int = CURRENT_SCHEMA_VERSION) -> dict:
+    """`upgrade` for a dict the caller owns: no copy when it is already at `to_version`. Every
+    upgrade function builds new top-level containers, so the input is never modified."""
     version = int(state.get("schema_version", 1))
     if version > CURRENT_SCHEMA_VERSION:
         raise SchemaUpgradeError(f"Checkpoint schema version {version} is newer than this code "
@@ -92,12 +109,126 @@ def upgrade(state: dict, to_version: int = CURRENT_SCHEMA_VERSION) -> dict:
     return state
 
 
+def upgrade(state: dict, to_version: int = CURRENT_SCHEMA_VERSION) -> dict:
+    """Bring a stored state dict to `to_version` (default: current), one version at a time. The
+    argument is not modified (the result is a copy)."""
+    return _upgrade_owned(copy.deepcopy(state), to_version)
+
+
 def load_state(state: dict) -> RunState:
     return RunState.model_validate(upgrade(state))
 
 
+# --- the structural state hash -----------------------------------------------------------------
+# digest(list)   = chain: h0 = sha256("L"), h(i) = sha256(h(i-1) + sha256(canonical(item i)))
+# digest(dict)   = sum over entries of int(sha256("E" + canonical(key) + "\0" + sha256(canonical(v))))
+#                  mod 2^256 (order-free, so a changed key is subtract-old + add-new)
+# digest(other)  = sha256("S" + canonical(value))
+# state_hash     = sha256(canonical({field: "<kind>:<hex digest>"}))
+# This hash detects corruption and proves that two states are equal (forks, retention); it is not
+# a defence against a forger with database rights — the audit ledger's hash chains are that.
+
+_MOD = 1 << 256
+_LIST_SEED = hashlib.sha256(b"L").digest()
+
+
+def _value_digest(value) -> bytes:
+    return hashlib.sha256(canonical_json(value).encode("utf-8")).digest()
+
+
+def _entry_int(key: str, value) -> int:
+    body = b"E" + canonical_json(key).encode("utf-8") + b"\0" + _value_digest(value)
+    return int.from_bytes(hashlib.sha256(body).digest(), "big")
+
+
+def _chain(seed: bytes, items) -> bytes:
+    digest = seed
+    for item in items:
+        digest = hashlib.sha256(digest + _value_digest(item)).digest()
+    return digest
+
+
+@dataclass
+class _ListDigest:
+    chain: bytes = _LIST_SEED
+
+    def text(self) -> str:
+        return "list:" + self.chain.hex()
+
+
+@dataclass
+class _DictDigest:
+    total: int = 0
+    entries: dict[str, int] = field(default_factory=dict)
+
+    def text(self) -> str:
+        return "dict:" + self.total.to_bytes(32, "big").hex()
+
+
+@dataclass
+class _ScalarDigest:
+    digest: bytes
+
+    def text(self) -> str:
+        return "scalar:" + self.digest.hex()
+
+
+def _field_digest(value):
+    if isinstance(value, list):
+        return _ListDigest(_chain(_LIST_SEED, value))
+    if isinstance(value, dict):
+        entries = {key: _entry_int(key, item) for key, item in value.items()}
+        return _DictDigest(sum(entries.values()) % _MOD, entries)
+    return _ScalarDigest(hashlib.sha256(b"S" + canonical_json(value).encode("utf-8")).digest())
+
+
+class StateDigest:
+    """The per-field digests of a state (JSON form), kept between steps so the state hash after a
+    delta costs O(delta): `apply(delta)` returns the new hash."""
+
+    def __init__(self, state: dict):
+        self.fields = {key: _field_digest(value) for key, value in state.items()}
+
+    def hexdigest(self) -> str:
+        return sha256_hex(canonical_json({key: digest.text() for key, digest in self.fields.items()}))
+
+    def apply(self, delta: dict) -> str:
+        for key, value in delta.get("set", {}).items():
+            self.fields[key] = _field_digest(value)
+        for key, changes in delta.get("merge", {}).items():
+            digest = self.fields.get(key)
+            if not isinstance(digest, _DictDigest):
+                digest = self.fields[key] = _DictDigest()
+            for entry, value in changes.items():
+                new = _entry_int(entry, value)
+                digest.total = (digest.total - digest.entries.get(entry, 0) + new) % _MOD
+                digest.entries[entry] = new
+        for key, removed in delta.get("unset", {}).items():
+            digest = self.fields.get(key)
+            if isinstance(digest, _DictDigest):
+                for entry in removed:
+                    digest.total = (digest.total - digest.entries.pop(entry, 0)) % _MOD
+        for key, items in delta.get("append", {}).items():
+            digest = self.fields.get(key)
+            if not isinstance(digest, _ListDigest):
+                digest = self.fields[key] = _ListDigest()
+            digest.chain = _chain(digest.chain, items)
+        return self.hexdigest()
+
+
 def state_hash(state: dict) -> str:
+    """The structural hash of a state dict (JSON form, any schema version)."""
+    return StateDigest(state).hexdigest()
+
+
+def legacy_state_hash(state: dict) -> str:
+    """The hash checkpoints written before ADR 0010 recorded: sha256 of the canonical JSON."""
     return sha256_hex(canonical_json(state))
+
+
+def state_hash_matches(state: dict, recorded: str) -> bool:
+    """Whether `recorded` (a checkpoint's state_hash, of either format) is this state's hash."""
+    return recorded in (state_hash(state), legacy_state_hash(state))
 
 
 # --- deltas ---------------------------------------------------------------------------------
@@ -106,6 +237,7 @@ def state_hash(state: dict) -> str:
 # Lists that only grew are stored as appends, dicts as changed keys, anything else as a set.
 
 def diff(old: dict, new: dict) -> dict:
+    """The delta between two whole states (O(state); used where no tracker exists: tests, tools)."""
     delta: dict[str, dict] = {}
     for key, value in new.items():
         before = old.get(key)
@@ -125,53 +257,258 @@ def diff(old: dict, new: dict) -> dict:
     return delta
 
 
-def apply_delta(state: dict, delta: dict) -> dict:
-    state = copy.deepcopy(state)
+def apply_delta_in_place(state: dict, delta: dict) -> dict:
+    """Apply `delta` to `state`, modifying it. Both must be owned by the caller (freshly decoded
+    JSON): values of the delta are put into the state without copying."""
     for key, value in delta.get("set", {}).items():
-        state[key] = copy.deepcopy(value)
+        state[key] = value
     for key, changes in delta.get("merge", {}).items():
-        state.setdefault(key, {}).update(copy.deepcopy(changes))
+        state.setdefault(key, {}).update(changes)
     for key, removed in delta.get("unset", {}).items():
         for item in removed:
             state.get(key, {}).pop(item, None)
     for key, items in delta.get("append", {}).items():
-        state.setdefault(key, []).extend(copy.deepcopy(items))
+        state.setdefault(key, []).extend(items)
     return state
 
 
-def should_snapshot(sequence: int) -> bool:
-    return sequence == 0 or sequence % settings.ARBITER_CHECKPOINT_SNAPSHOT_EVERY == 0
+def apply_delta(state: dict, delta: dict) -> dict:
+    """Apply `delta` to a copy of `state` (neither argument is modified)."""
+    return apply_delta_in_place(copy.deepcopy(state), copy.deepcopy(delta))
+
+
+class StateTracker:
+    """What a RunState's fields were when a step began, to compute that step's delta in O(change).
+
+    Cheap to take: a list field is remembered by identity, length and last item; a dict field by a
+    shallow copy (references, not values). After the node, a list that is the same object, grew,
+    and still ends its old part with the same item is an append; a dict entry whose value is not
+    the same object (and not equal) is a merge. Nodes change the state through NodeContext
+    (observe, set, note, set_plan), which replaces values and appends items: a value changed *in
+    place* (a nested dict mutated without set()) is not seen — the runs contract forbids it."""
+
+    def __init__(self, state: RunState):
+        self.fields: dict[str, tuple] = {}
+        for name in type(state).model_fields:
+            value = getattr(state, name)
+            if isinstance(value, list):
+                self.fields[name] = ("list", value, len(value), value[-1] if value else None)
+            elif isinstance(value, dict):
+                self.fields[name] = ("dict", value, dict(value))
+            else:
+                self.fields[name] = ("scalar", value)
+
+    def delta(self, state: RunState) -> dict:
+        """The delta from the tracked state to `state` (JSON form)."""
+        delta: dict[str, dict] = {}
+        for name, tracked in self.fields.items():
+            value = getattr(state, name)
+            kind = tracked[0]
+            if kind == "list" and isinstance(value, list):
+                _kind, before, length, last = tracked
+                if value is before and len(value) >= length and (length == 0 or value[length - 1] is last):
+                    if len(value) > length:
+                        delta.setdefault("append", {})[name] = to_jsonable_python(value[length:])
+                    continue
+                if value is not before and value == before:
+                    continue  # replaced by an equal list
+                delta.setdefault("set", {})[name] = to_jsonable_python(value)
+                continue
+            if kind == "dict" and isinstance(value, dict):
+                _kind, before, shallow = tracked
+                changed = {key: item for key, item in value.items()
+                           if key not in shallow or (item is not shallow[key] and item != shallow[key])}
+                removed = [key for key in shallow if key not in value]
+                if changed:
+                    delta.setdefault("merge", {})[name] = to_jsonable_python(changed)
+                if removed:
+                    delta.setdefault("unset", {})[name] = removed
+                continue
+            if kind == "scalar" and value == tracked[1] and type(value) is type(tracked[1]):
+                continue
+            delta.setdefault("set", {})[name] = to_jsonable_python(value)
+        return delta
+
+
+# --- compaction and snapshots --------------------------------------------------------------
+
+def _copy_top(value):
+    return value.copy() if isinstance(value, (list, dict)) else value
+
+
+def compose_into(pending: dict, delta: dict) -> dict:
+    """Fold `delta` into `pending` (the composition of the deltas before it), in O(delta): applying
+    the result equals applying both in turn. Appends concatenate, merges of a key keep the last
+    value, a set drops what came before for that field. `pending` owns everything it holds (the
+    delta's containers are copied, one level deep, as they go in)."""
+    sets = pending.setdefault("set", {})
+    for name, value in delta.get("set", {}).items():
+        for category in ("merge", "unset", "append"):
+            pending.get(category, {}).pop(name, None)
+        sets[name] = _copy_top(value)
+    for name, changes in delta.get("merge", {}).items():
+        if isinstance(sets.get(name), dict):
+            sets[name].update(changes)
+            continue
+        pending.setdefault("merge", {}).setdefault(name, {}).update(changes)
+        unset = pending.get("unset", {}).get(name)
+        if unset:
+            unset[:] = [key for key in unset if key not in changes]
+    for name, removed in delta.get("unset", {}).items():
+        if isinstance(sets.get(name), dict):
+            for key in removed:
+                sets[name].pop(key, None)
+            continue
+        merged = pending.get("merge", {}).get(name, {})
+        unset = pending.setdefault("unset", {}).setdefault(name, [])
+        for key in removed:
+            merged.pop(key, None)
+            if key not in unset:
+                unset.append(key)
+    for name, items in delta.get("append", {}).items():
+        if isinstance(sets.get(name), list):
+            sets[name].extend(items)
+        else:
+            pending.setdefault("append", {}).setdefault(name, []).extend(items)
+    for category in ("set", "merge", "unset", "append"):
+        if category in pending and not pending[category]:
+            del pending[category]
+    return pending
+
+
+def _json_size(value) -> int:
+    return len(json.dumps(value, separators=(",", ":"), default=str))
+
+
+@dataclass
+class Chain:
+    """Where a run's checkpoint chain stands: the last checkpoint's sequence, the last row that
+    stores a snapshot or a compaction (`marker`), and the composition of the deltas written since
+    (`pending`, None when it cannot be composed: deltas of an older schema version)."""
+
+    sequence: int
+    marker: int
+    pending: dict | None = field(default_factory=dict)
+    pending_bytes: int = 0
 
 
 def checkpoint_fields(*, sequence: int, previous: dict | None, current: RunState) -> dict:
-    """The columns of the checkpoint that follows step `sequence`: always the delta from the
-    previous state, plus a full snapshot every k steps (and for the initial state)."""
+    """The columns of a checkpoint from two whole states (O(state): run_start's initial checkpoint
+    and callers without a tracker). The initial checkpoint is a snapshot."""
     new = current.as_dict()
     delta = diff(previous or {}, new) if previous is not None else {"set": new}
-    snapshot = new if previous is None or should_snapshot(sequence) else None
-    size = len(json.dumps(delta, default=str)) + (len(json.dumps(snapshot, default=str)) if snapshot else 0)
+    snapshot = new if previous is None else None
+    size = _json_size(delta) + (_json_size(snapshot) if snapshot is not None else 0)
     return {"schema_version": CURRENT_SCHEMA_VERSION, "delta": delta, "snapshot": snapshot,
             "state_hash": state_hash(new), "size_bytes": size}
 
 
-def state_at(run, sequence: int | None = None) -> tuple[RunState, int]:
-    """The run's state after step `sequence` (default: the latest checkpoint) and the sequence of
-    the checkpoint it came from. One query: the nearest snapshot at or before it and the deltas
-    after it. Each row is upgraded to the current schema before use."""
+def checkpoint_fields_incremental(*, delta: dict, state: RunState, digest: StateDigest, chain: Chain,
+                                  sequence: int | None = None) -> dict:
+    """The columns of the checkpoint that follows `chain` for a step that made `delta`, in O(delta).
+
+    Once the deltas since the last snapshot or compaction weigh ARBITER_CHECKPOINT_COMPACT_BYTES,
+    this checkpoint also stores their composition (`compacted`, relative to that row): appended
+    list items once more, changed keys once, never the whole state. Loading a checkpoint then
+    reads the initial snapshot, the compactions and at most that many bytes of deltas — storage
+    stays a constant number of bytes per step, whatever the run's length. Updates `digest` and
+    `chain` to the new checkpoint."""
+    delta_bytes = _json_size(delta)
+    new_hash = digest.apply(delta)
+    # A failed step writes no checkpoint, so the next one may skip a number: say which it is.
+    chain.sequence = chain.sequence + 1 if sequence is None else sequence
+    columns = {"schema_version": CURRENT_SCHEMA_VERSION, "delta": delta, "state_hash": new_hash,
+               "size_bytes": delta_bytes}
+    chain.pending_bytes += delta_bytes
+    if chain.pending is not None:
+        compose_into(chain.pending, delta)
+    if chain.pending_bytes >= settings.ARBITER_CHECKPOINT_COMPACT_BYTES:
+        if chain.pending is None:  # deltas of an older schema in the window: a full snapshot instead
+            columns["snapshot"] = state.as_dict()
+            columns["size_bytes"] += _json_size(columns["snapshot"])
+        else:
+            columns["compacted"], columns["compacted_since"] = chain.pending, chain.marker
+            columns["size_bytes"] += _json_size(chain.pending)
+        chain.marker, chain.pending, chain.pending_bytes = chain.sequence, {}, 0
+    return columns
+
+
+# --- loading --------------------------------------------------------------------------------
+
+_CHAIN_COLUMNS = ("sequence", "schema_version", "delta", "snapshot", "compacted", "compacted_since", "size_bytes")
+
+
+def _chain_rows(run, sequence: int | None) -> list[tuple]:
+    """One query: the nearest full snapshot at or before `sequence`, the compactions after it, and
+    the deltas after the last snapshot or compaction."""
+    from django.db.models import Q, Subquery
+
     from runs.models import Checkpoint
 
     rows = Checkpoint.objects.filter(run=run)
     if sequence is not None:
         rows = rows.filter(sequence__lte=sequence)
-    base = rows.filter(snapshot__isnull=False).order_by("-sequence").values_list("sequence", flat=True)[:1]
-    chain = list(rows.filter(sequence__gte=base).order_by("sequence")
-                 .values_list("sequence", "schema_version", "delta", "snapshot"))
-    if not chain:
+    base = rows.filter(snapshot__isnull=False).order_by("-sequence").values("sequence")[:1]
+    marker = (rows.filter(Q(snapshot__isnull=False) | Q(compacted__isnull=False), sequence__gte=Subquery(base))
+              .order_by("-sequence").values("sequence")[:1])
+    return list(rows.filter(Q(sequence=Subquery(base)) | Q(sequence__gt=Subquery(base), compacted__isnull=False)
+                            | Q(sequence__gt=Subquery(marker)))
+                .order_by("sequence").values_list(*_CHAIN_COLUMNS))
+
+
+def load_chain(run, sequence: int | None = None) -> tuple[dict, Chain]:
+    """The run's state dict (current schema, not validated) after step `sequence` (default: the
+    latest checkpoint) and where its chain stands. A chain may span schema versions (a run
+    checkpointed by older code, resumed by newer code): each delta is applied to the state in the
+    shape it was written against — the state is upgraded only as far as that delta's version, and
+    to current at the end. Checkpoints of the previous format (a full snapshot every k steps) load
+    the same way."""
+    rows = _chain_rows(run, sequence)
+    if not rows:
         raise LookupError(f"Run {run.pk} has no checkpoint at or before step {sequence}.")
-    # A chain may span schema versions (a run checkpointed by older code, resumed by newer
-    # code). Each delta is applied to the state in the shape it was written against: upgrade the
-    # state only up to the delta's version, apply it, and upgrade to current at the end.
-    state = copy.deepcopy(chain[0][3])
-    for _seq, version, delta, _snap in chain[1:]:
-        state = apply_delta(upgrade(state, to_version=version), delta)
-    return RunState.model_validate(upgrade(state)), chain[-1][0]
+    state = rows[0][3]  # freshly decoded: ours to modify
+    position = marker = rows[0][0]
+    pending: dict | None = {}
+    pending_bytes = 0
+    for seq, version, delta, _snapshot, compacted, since, size in rows[1:]:
+        if compacted is not None and since == position and pending == {}:
+            state = apply_delta_in_place(_upgrade_owned(state, to_version=version), compacted)
+            position = marker = seq
+            continue
+        if seq != position + 1:
+            # A gap the compactions do not bridge (retention removed the row a compaction was
+            # relative to): read every delta after `position` instead.
+            return _load_deltas_after(run, state, position, marker, pending, pending_bytes, sequence)
+        state = apply_delta_in_place(_upgrade_owned(state, to_version=version), delta)
+        pending, pending_bytes = _pend(pending, delta, version, pending_bytes, size)
+        position = seq
+    return _upgrade_owned(state), Chain(sequence=position, marker=marker, pending=pending, pending_bytes=pending_bytes)
+
+
+def _pend(pending: dict | None, delta: dict, version: int, pending_bytes: int, size: int):
+    if pending is not None and version == CURRENT_SCHEMA_VERSION:
+        compose_into(pending, copy.deepcopy(delta))
+    else:
+        pending = None
+    return pending, pending_bytes + size
+
+
+def _load_deltas_after(run, state, position, marker, pending, pending_bytes, sequence):
+    from runs.models import Checkpoint
+
+    rows = Checkpoint.objects.filter(run=run, sequence__gt=position)
+    if sequence is not None:
+        rows = rows.filter(sequence__lte=sequence)
+    for seq, version, delta, size in rows.order_by("sequence").values_list("sequence", "schema_version", "delta",
+                                                                           "size_bytes"):
+        state = apply_delta_in_place(_upgrade_owned(state, to_version=version), delta)
+        pending, pending_bytes = _pend(pending, delta, version, pending_bytes, size)
+        position = seq
+    return _upgrade_owned(state), Chain(sequence=position, marker=marker, pending=pending, pending_bytes=pending_bytes)
+
+
+def state_at(run, sequence: int | None = None) -> tuple[RunState, int]:
+    """The run's state after step `sequence` (default: the latest checkpoint) and the sequence of
+    the checkpoint it came from, validated against the current schema (see load_chain)."""
+    state, chain = load_chain(run, sequence)
+    return RunState.model_validate(state), chain.sequence

@@ -2,7 +2,12 @@
 
 Delivery is at-least-once (acks_late, prefetch 1): a task may run twice, late, or concurrently
 with a copy of itself. run_step's lease compare-and-set and `expected_sequence` make every extra
-delivery a no-op, so nothing here needs to be careful about that."""
+delivery a no-op, so nothing here needs to be careful about that.
+
+run_step_task retries itself on database and broker errors (an outage delays a run, it does not
+drop the message), with exponential backoff capped at ARBITER_TASK_RETRY_BACKOFF_MAX_SECONDS; and
+when the run is leased by a worker that looks dead (its heartbeat is going stale), it retries once
+the heartbeat has timed out instead of giving the delivery up."""
 
 from __future__ import annotations
 
@@ -11,6 +16,11 @@ import socket
 
 from celery import shared_task
 from django.conf import settings
+from django.db import InterfaceError, OperationalError
+from kombu.exceptions import OperationalError as BrokerError
+
+# Transient infrastructure errors: the database or the broker is away for a moment.
+TRANSIENT_ERRORS = (OperationalError, InterfaceError, BrokerError, ConnectionError)
 
 
 def _worker_id(task) -> str:
@@ -19,11 +29,21 @@ def _worker_id(task) -> str:
 
 @shared_task(bind=True, acks_late=True, ignore_result=True,
              soft_time_limit=settings.ARBITER_RUN_STEP_SOFT_TIME_LIMIT,
-             time_limit=settings.ARBITER_RUN_STEP_TIME_LIMIT)
+             time_limit=settings.ARBITER_RUN_STEP_TIME_LIMIT,
+             autoretry_for=TRANSIENT_ERRORS, retry_backoff=1,
+             retry_backoff_max=settings.ARBITER_TASK_RETRY_BACKOFF_MAX_SECONDS, retry_jitter=False,
+             max_retries=settings.ARBITER_TASK_MAX_RETRIES)
 def run_step_task(self, run_id: int, expected_sequence: int | None = None) -> str:
-    from runs.executor import run_step
+    """Execute the run's steps for one time slice (runs.executor.run_steps): one commit per step,
+    the lease kept between them, the next step handed to the broker at the end of the slice."""
+    from django.db import close_old_connections
 
-    outcome = run_step(run_id=run_id, worker_id=_worker_id(self), expected_sequence=expected_sequence)
+    from runs.executor import run_steps
+
+    close_old_connections()  # a connection broken by an outage is replaced, not reused
+    outcome = run_steps(run_id=run_id, worker_id=_worker_id(self), expected_sequence=expected_sequence)
+    if outcome.action == "busy" and outcome.retry_after:
+        raise self.retry(countdown=outcome.retry_after, max_retries=settings.ARBITER_TASK_MAX_RETRIES)
     return outcome.action
 
 

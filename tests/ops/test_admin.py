@@ -79,6 +79,9 @@ def world(case, analyst, supervisor, outsider):
 
     services.evidence_add(actor=analyst, case=case, title="Scan", upload=SimpleUploadedFile(
         "scan.pdf", b"%PDF-1.4 not really", content_type="application/pdf"))  # an EvidenceExtraction (issue 7)
+    from audit.verify import verify_ledger
+
+    verify_ledger()  # records the verified heads (AuditVerifiedHead)
     return {"case": case, "waiting_notice": waiting, "sent_notice": sent, "other_case": other_case}
 
 

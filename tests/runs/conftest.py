@@ -114,5 +114,5 @@ def test_graphs(monkeypatch):
 
     for name, attribute in {"test_loop": "LOOP", "test_wait": "WAIT", "test_crash": "CRASH", "test_chat": "CHAT",
                             "test_tools": "TOOLS", "test_chat_loop": "CHAT_LOOP",
-                            "test_commit_refused": "COMMIT_REFUSED"}.items():
+                            "test_commit_refused": "COMMIT_REFUSED", "test_append": "APPEND"}.items():
         monkeypatch.setitem(GRAPHS, name, f"tests.runs.graphs:{attribute}")

@@ -80,3 +80,16 @@ def refuse_at_commit(ctx: NodeContext):
 
 COMMIT_REFUSED = Graph(name="test_commit_refused", version="1", start="node", requires_case=False,
                        nodes=(Node("node", refuse_at_commit),))
+
+
+def append(ctx: NodeContext):
+    """The benchmark's null graph (bench/null_graph.py has the same node): each step appends
+    ~500 bytes to an append-only list and bumps a counter, until input["n"] steps."""
+    count = ctx.get("count", 0) + 1
+    ctx.set("count", count)
+    ctx.note(f"{count:06d} " + "x" * 493)
+    return ctx.end("done") if count >= int(ctx.input.get("n", 3)) else ctx.goto("append")
+
+
+APPEND = Graph(name="test_append", version="1", start="append", requires_case=False,
+               nodes=(Node("append", append),))

@@ -100,7 +100,7 @@ def test_a_run_checkpointed_under_schema_1_loads_upgraded_and_continues(analyst,
 @pytest.mark.django_db
 def test_storage_grows_linearly_and_any_checkpoint_loads_cheaply(analyst, tenant, test_graphs, settings,
                                                                  django_assert_max_num_queries):
-    settings.ARBITER_CHECKPOINT_SNAPSHOT_EVERY = 10
+    settings.ARBITER_CHECKPOINT_COMPACT_BYTES = 2000
     run = drive(services.run_start(actor=analyst, tenant=tenant, graph="test_loop", input={"n": 50},
                                    budget={"max_steps": 60}, enqueue=False), max_steps=60)
     assert run.status == RunStatus.COMPLETED and run.steps_used == 50
@@ -109,13 +109,22 @@ def test_storage_grows_linearly_and_any_checkpoint_loads_cheaply(analyst, tenant
     deltas = [len(json.dumps(row.delta)) for row in rows[1:]]
     # Each step's delta holds only what it added: bounded, not growing with the history.
     assert max(deltas) < 800 and max(deltas[-10:]) <= max(deltas[:10]) + 50
-    snapshots = [row.sequence for row in rows if row.snapshot is not None]
-    assert snapshots == [0, 10, 20, 30, 40, 50]
+    # Only the initial checkpoint is a full snapshot; compactions come by the size of the deltas
+    # since the last one (ADR 0010), each relative to the one before, never the whole state.
+    assert [row.sequence for row in rows if row.snapshot is not None] == [0]
+    compactions = [row for row in rows if row.compacted is not None]
+    assert [row.sequence for row in compactions] == [12, 24, 36, 48]  # every ~2,000 bytes of deltas
+    since = 0
+    for row in compactions:
+        assert row.compacted_since == since
+        weighed = sum(len(json.dumps(r.delta, separators=(",", ":"))) for r in rows if since < r.sequence <= row.sequence)
+        assert weighed >= 2000 and weighed - len(json.dumps(row.delta, separators=(",", ":"))) < 2000
+        since = row.sequence
     total = sum(row.size_bytes for row in rows)
-    final_state = len(json.dumps(rows[-1].snapshot))
-    # Linear: deltas (≈ constant each) + 6 snapshots; a re-serialise-everything design would store
-    # sum(1..50) states ≈ 25 × the final state.
-    assert total < 8 * final_state
+    final_state = len(json.dumps(state_at(run)[0].as_dict()))
+    # Linear: deltas (≈ constant each) + compactions of them; a re-serialise-everything design would
+    # store sum(1..50) states ≈ 25 × the final state.
+    assert total < 3 * final_state
     for sequence in (0, 7, 23, 50):
         with django_assert_max_num_queries(1):
             state, loaded = state_at(run, sequence)

@@ -1,0 +1,157 @@
+#!/usr/bin/env python
+"""One worker process of the step benchmark (bench/steps.py starts each in its own session).
+
+    step_worker.py arbiter  DATABASE_URL N LABEL [ARBITER_ROOT]   (the project's venv)
+    step_worker.py floor    DATABASE_URL N LABEL                  (any venv with psycopg)
+    step_worker.py langgraph DATABASE_URL N LABEL                 (the benchmark's own venv)
+    step_worker.py langgraph-setup DATABASE_URL
+
+Each does its setup, prints "ready", waits for a line on stdin, runs one run of N steps of the
+null graph (one node looping N times, appending ~500 bytes per step) and prints one JSON line:
+{"steps", "seconds", "cpu_seconds", "run"}. Nothing here asserts: it measures."""
+
+import json
+import operator
+import os
+import sys
+import time
+from typing import Annotated, TypedDict
+
+PAYLOAD = "x" * 493
+
+
+class LangGraphState(TypedDict):
+    count: int
+    log: Annotated[list[str], operator.add]
+
+
+def _wait_for_go() -> None:
+    print("ready", flush=True)
+    sys.stdin.readline()
+
+
+def _report(steps: int, started: float, cpu_started: float, run) -> None:
+    print(json.dumps({"steps": steps, "seconds": time.perf_counter() - started,
+                      "cpu_seconds": time.process_time() - cpu_started, "run": run}), flush=True)
+
+
+def arbiter(url: str, n: int, label: str, root: str) -> None:
+    sys.path.insert(0, root)
+    os.chdir(root)
+    os.environ.update({"DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "config.settings", "DEBUG": "1",
+                       "ARBITER_TENANT_MAX_CONCURRENT_RUNS": "64", "LOG_LEVEL": "WARNING"})
+    import django
+
+    django.setup()
+    from django.conf import settings
+
+    settings.DEBUG = False  # DEBUG=1 only spares a SECRET_KEY; no query logging in the measurement
+    from accounts.models import Tenant
+    from core.actors import Actor
+    from runs import services
+    from runs.executor import drive_inline
+    from runs.graphs import GRAPHS
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    GRAPHS["bench_null"] = "null_graph:GRAPH"  # bench/null_graph.py (this directory)
+    from accounts.models import Role, User
+    from cases.services import case_create
+
+    tenant = Tenant.objects.get(slug="bench")
+    # Each run on its own case, as analysis runs are: its audit events chain in the case's stream
+    # (runs of one tenant without a case would all queue on the tenant stream's head lock).
+    analyst, _ = User.objects.get_or_create(username=f"bench-{label}", defaults={"tenant": tenant,
+                                                                                 "role": Role.ANALYST})
+    case = case_create(actor=analyst, tenant=tenant, title=f"Bench {label}", narrative="Null graph.",
+                       product="Credit card", issue="Billing", company="Example Bank",
+                       complainant_email="bench@example.org", source="bench", source_reference=label)
+    run = services.run_start(actor=Actor.system("bench"), case=case, graph="bench_null", input={"n": n},
+                             budget={"max_steps": n + 1, "max_tokens": 10**9, "max_wall_seconds": 86400},
+                             enqueue=False)
+    _wait_for_go()
+    started, cpu = time.perf_counter(), time.process_time()
+    done = drive_inline(run_id=run.pk, worker_id=f"bench:{label}", timeout_seconds=3600)
+    _report(done.steps_used, started, cpu, done.pk)
+
+
+def floor(url: str, n: int, label: str) -> None:
+    import psycopg
+
+    conn = psycopg.connect(url)
+    with conn.cursor() as cur:
+        cur.execute("INSERT INTO bench_floor_run (label, sequence) VALUES (%s, 0) RETURNING id", [label])
+        run_id = cur.fetchone()[0]
+    conn.commit()
+    _wait_for_go()
+    started, cpu = time.perf_counter(), time.process_time()
+    with conn.cursor() as cur:
+        for sequence in range(1, n + 1):
+            cur.execute("INSERT INTO bench_floor_step (run_id, sequence, payload) VALUES (%s, %s, %s)",
+                        [run_id, sequence, f"{sequence:06d} {PAYLOAD}"])
+            cur.execute("UPDATE bench_floor_run SET sequence = %s WHERE id = %s", [sequence, run_id])
+            conn.commit()
+    _report(n, started, cpu, run_id)
+
+
+def _langgraph_app(conn, n: int):
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.graph import END, START, StateGraph
+
+    def node(state: LangGraphState) -> dict:
+        count = state["count"] + 1
+        return {"count": count, "log": [f"{count:06d} {PAYLOAD}"]}
+
+    def route(state: LangGraphState) -> str:
+        return END if state["count"] >= n else "node"
+
+    graph = StateGraph(LangGraphState)
+    graph.add_node("node", node)
+    graph.add_edge(START, "node")
+    graph.add_conditional_edges("node", route)
+    return graph.compile(checkpointer=PostgresSaver(conn))
+
+
+def _langgraph_conn(url: str):
+    from psycopg import Connection
+    from psycopg.rows import dict_row
+
+    return Connection.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+
+
+def langgraph(url: str, n: int, label: str) -> None:
+    conn = _langgraph_conn(url)
+    app = _langgraph_app(conn, n)
+    thread_id = f"bench-{label}-{os.getpid()}-{time.time_ns()}"
+    _wait_for_go()
+    started, cpu = time.perf_counter(), time.process_time()
+    result = app.invoke({"count": 0, "log": []}, {"configurable": {"thread_id": thread_id}, "recursion_limit": n + 10},
+                        durability="sync")
+    _report(result["count"], started, cpu, thread_id)
+
+
+def langgraph_setup(url: str) -> None:
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    with _langgraph_conn(url) as conn:
+        PostgresSaver(conn).setup()
+    from importlib.metadata import version
+
+    import langgraph  # noqa: F401
+
+    print(json.dumps({"langgraph": version("langgraph"),
+                      "langgraph-checkpoint-postgres": version("langgraph-checkpoint-postgres")}), flush=True)
+
+
+if __name__ == "__main__":
+    mode, url = sys.argv[1], sys.argv[2]
+    if mode == "langgraph-setup":
+        langgraph_setup(url)
+    elif mode == "arbiter":
+        arbiter(url, int(sys.argv[3]), sys.argv[4], sys.argv[5] if len(sys.argv) > 5 else
+                os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    elif mode == "floor":
+        floor(url, int(sys.argv[3]), sys.argv[4])
+    elif mode == "langgraph":
+        langgraph(url, int(sys.argv[3]), sys.argv[4])
+    else:
+        sys.exit(f"unknown mode {mode!r}")

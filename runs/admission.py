@@ -1,0 +1,81 @@
+"""Admission of queued runs (ADR 0002 §7), split from runs.executor (which re-exports these names):
+queued -> running under the tenant's row lock, FIFO, capped per tenant, never before an earlier
+unfinished run of the same thread."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from accounts.models import Tenant
+from core.actors import Actor
+from runs.leases import handoff_deadline
+from runs.models import AgentRun, RunStatus
+
+
+def admission_order(tenant_id: int) -> list[int]:
+    """The queued runs of a tenant that may start now, in FIFO order (queued_at, id): no more than
+    the free slots under the tenant's cap, skipping runs whose thread has an earlier unfinished
+    run. Used by admission (under the tenant lock) and by the pump/reaper to know whom to kick."""
+    cap = settings.ARBITER_TENANT_MAX_CONCURRENT_RUNS
+    running = AgentRun.objects.filter(tenant_id=tenant_id, status=RunStatus.RUNNING).count()
+    slots = cap - running
+    if slots <= 0:
+        return []
+    queued = list(AgentRun.objects.filter(tenant_id=tenant_id, status=RunStatus.QUEUED)
+                  .order_by("queued_at", "id").values_list("id", "thread_id"))
+    thread_ids = {thread_id for _id, thread_id in queued if thread_id}
+    first_unfinished: dict[int, int] = {}
+    if thread_ids:
+        for thread_id, run_id in (AgentRun.objects.filter(thread_id__in=thread_ids, status__in=RunStatus.unfinished())
+                                  .order_by("id").values_list("thread_id", "id")):
+            first_unfinished.setdefault(thread_id, run_id)
+    order = []
+    for run_id, thread_id in queued:
+        if thread_id and first_unfinished.get(thread_id) != run_id:
+            continue  # an earlier run of this thread is unfinished: replies stay in order
+        order.append(run_id)
+        if len(order) == slots:
+            break
+    return order
+
+
+def _admit(run_id: int) -> bool:
+    with transaction.atomic():
+        run = AgentRun.objects.filter(pk=run_id).values("tenant_id").first()
+        if run is None:
+            return False
+        # Lock order: tenant, then run. Admissions of one tenant queue here so the cap holds.
+        # FOR NO KEY UPDATE, not FOR UPDATE: inserting a row that references the tenant (every
+        # audit event does) takes FOR KEY SHARE on it, which FOR UPDATE would block — a worker
+        # committing a step (holding its run row) would then wait for us while we wait for its run
+        # row: a deadlock. NO KEY UPDATE still excludes the other admitters.
+        Tenant.objects.select_for_update(no_key=True).get(pk=run["tenant_id"])
+        locked = AgentRun.objects.select_for_update(no_key=True).get(pk=run_id)
+        if locked.status != RunStatus.QUEUED:
+            return locked.status == RunStatus.RUNNING
+        if run_id not in admission_order(locked.tenant_id):
+            return False
+        now = timezone.now()
+        locked.admit()
+        locked.started_at = locked.started_at or now
+        locked.lease_owner = None
+        locked.lease_expires_at = handoff_deadline(now)
+        locked.version += 1
+        locked.save()
+        from runs.executor import _audit
+
+        _audit(locked, action="runs.run.admitted", actor_type=Actor.SYSTEM, actor_id="system:run-executor",
+               payload={"queued_at": locked.queued_at.isoformat()})
+    return True
+
+
+def _pump(tenant_id: int) -> None:
+    """Kick the queued runs that may start now (after a run left `running`)."""
+    from runs.executor import _enqueue
+
+    for run_id in admission_order(tenant_id):
+        _enqueue(run_id)
+
+

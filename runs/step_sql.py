@@ -1,0 +1,104 @@
+"""The hot path's SQL (ADR 0010): the three statements a steady-state step writes besides its audit
+event, built once per column set and executed without the ORM's per-call query compilation (which
+cost more CPU than the database did). Values are still adapted by each model field
+(`get_db_prep_save`), so what is stored is exactly what `Model.objects.create/update` would store,
+on PostgreSQL and SQLite alike."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from django.db import connection
+
+from runs.models import AgentRun
+
+
+class Increment:
+    """`column = column + amount` in an UPDATE."""
+
+    def __init__(self, amount: int):
+        self.amount = amount
+
+
+def _qn(name: str) -> str:
+    return connection.ops.quote_name(name)
+
+
+@lru_cache(maxsize=64)
+def _insert_sql(model, names: tuple[str, ...]) -> tuple[str, tuple]:
+    fields = tuple(model._meta.get_field(name) for name in names)
+    columns = ", ".join(_qn(field.column) for field in fields)
+    placeholders = ", ".join(["%s"] * len(fields))
+    return (f"INSERT INTO {_qn(model._meta.db_table)} ({columns}) VALUES ({placeholders}) "
+            f"RETURNING {_qn(model._meta.pk.column)}", fields)
+
+
+def insert_returning_pk(model, values: dict):
+    """INSERT one row of `model` (field name -> Python value) and return its primary key."""
+    sql, fields = _insert_sql(model, tuple(values))
+    params = [field.get_db_prep_save(values[field.name], connection) for field in fields]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchone()[0]
+
+
+@lru_cache(maxsize=64)
+def _run_update_sql(names: tuple[str, ...], increments: frozenset) -> tuple[str, tuple]:
+    fields = tuple(AgentRun._meta.get_field(name) for name in names)
+    sets = ", ".join(f"{_qn(field.column)} = {_qn(field.column)} + %s" if field.name in increments
+                     else f"{_qn(field.column)} = %s" for field in fields)
+    where = (f"{_qn('id')} = %s AND {_qn('lease_owner')} = %s AND {_qn('status')} = %s AND "
+             f"{_qn('next_sequence')} = %s AND {_qn('cancel_requested_at')} IS NULL")
+    return f"UPDATE {_qn(AgentRun._meta.db_table)} SET {sets} WHERE {where}", fields
+
+
+def run_update_if_owned(*, run_id: int, worker_id: str, sequence: int, status: str, values: dict) -> int:
+    """The step's conditional UPDATE of its run row: only while `worker_id` holds the lease, the
+    run is `status`, `sequence` is its next step and no cancellation is pending. Returns the row
+    count (0: lease lost or cancel requested)."""
+    increments = frozenset(name for name, value in values.items() if isinstance(value, Increment))
+    sql, fields = _run_update_sql(tuple(values), increments)
+    params = [values[field.name].amount if field.name in increments
+              else field.get_db_prep_save(values[field.name], connection) for field in fields]
+    params += [run_id, worker_id, status, sequence]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount
+
+
+@lru_cache(maxsize=64)
+def _step_commit_sql(run_names: tuple[str, ...], increments: frozenset, step_names: tuple[str, ...],
+                     checkpoint_names: tuple[str, ...]) -> tuple[str, tuple, tuple, tuple]:
+    from runs.models import Checkpoint, Step
+
+    update_sql, run_fields = _run_update_sql(run_names, increments)
+    step_fields = tuple(Step._meta.get_field(name) for name in step_names)
+    checkpoint_fields = tuple(Checkpoint._meta.get_field(name) for name in checkpoint_names)
+    step_columns = ", ".join(_qn(field.column) for field in step_fields)
+    checkpoint_columns = ", ".join(_qn(field.column) for field in checkpoint_fields)
+    sql = (f"WITH owned AS ({update_sql} RETURNING {_qn('id')}), "
+           f"step AS (INSERT INTO {_qn(Step._meta.db_table)} ({step_columns}) "
+           f"SELECT {', '.join(['%s'] * len(step_fields))} FROM owned RETURNING {_qn('id')}) "
+           f"INSERT INTO {_qn(Checkpoint._meta.db_table)} ({checkpoint_columns}, {_qn('step_id')}) "
+           f"SELECT {', '.join(['%s'] * len(checkpoint_fields))}, step.{_qn('id')} FROM step "
+           f"RETURNING {_qn('step_id')}")
+    return sql, run_fields, step_fields, checkpoint_fields
+
+
+def step_commit_if_owned(*, run_id: int, worker_id: str, sequence: int, status: str, values: dict,
+                         step: dict, checkpoint: dict):
+    """PostgreSQL: the run's conditional UPDATE, the Step and the Checkpoint in ONE statement (data-
+    modifying CTEs): the step and checkpoint rows exist only if the run row matched. Returns the new
+    step's id, or None when the run is no longer ours or a cancellation is pending (nothing written)."""
+    increments = frozenset(name for name, value in values.items() if isinstance(value, Increment))
+    sql, run_fields, step_fields, checkpoint_fields = _step_commit_sql(tuple(values), increments, tuple(step),
+                                                                       tuple(checkpoint))
+    params = [values[field.name].amount if field.name in increments
+              else field.get_db_prep_save(values[field.name], connection) for field in run_fields]
+    params += [run_id, worker_id, status, sequence]
+    params += [field.get_db_prep_save(step[field.name], connection) for field in step_fields]
+    params += [field.get_db_prep_save(checkpoint[field.name], connection) for field in checkpoint_fields]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    return row[0] if row else None
