@@ -20,6 +20,7 @@ import pickle
 import tempfile
 import threading
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -211,9 +212,36 @@ def _digest_of(path: Path) -> str:
     return _digests[key]
 
 
+_scope = threading.local()
+
+
+@contextmanager
+def training_scope(splits: tuple[str, ...]):
+    """Within the block, get_classifier() trains on the rows of these evaluation splits only
+    (runs.evaluation.split_of), so `manage.py evaluate` never scores a complaint it trained on."""
+    previous = getattr(_scope, "splits", None)
+    _scope.splits = tuple(splits)
+    try:
+        yield
+    finally:
+        _scope.splits = previous
+
+
+def _examples_in_scope(path: Path) -> list[Example]:
+    splits = getattr(_scope, "splits", None)
+    examples = load_examples(path)
+    if not splits:
+        return examples
+    from runs.evaluation import split_of
+
+    return [e for e in examples if split_of(e.complaint_id) in splits]
+
+
 def get_classifier(path: Path = DATA_FILE, *, use_disk_cache: bool = True) -> ComplaintClassifier:
-    """The trained classifier for `path`, trained once per process (and per data-file content)."""
-    digest = _digest_of(path)
+    """The trained classifier for `path`, trained once per process (and per data-file content
+    and training scope)."""
+    splits = getattr(_scope, "splits", None)
+    digest = _digest_of(path)[:24] + (f"-{'+'.join(splits)}" if splits else "")
     with _lock:
         model = _cache.get(digest)
         if model is not None:
@@ -221,7 +249,7 @@ def get_classifier(path: Path = DATA_FILE, *, use_disk_cache: bool = True) -> Co
         cache_file = _cache_file(digest) if use_disk_cache else None
         model = _load_from_disk(cache_file) if cache_file else None
         if model is None:
-            model = ComplaintClassifier(load_examples(path))
+            model = ComplaintClassifier(_examples_in_scope(path))
             if cache_file:
                 _save_to_disk(cache_file, model)
         _cache[digest] = model
