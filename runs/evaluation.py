@@ -239,6 +239,13 @@ def report(outcomes: list[Outcome], *, split: str, provider: str, threshold: flo
     checked = [o for o in outcomes if o.checker_flags is not None]
     low = [o for o in done if o.needs_analyst]
     seconds = [o.seconds for o in outcomes]
+    # Coverage and accuracy of the product above each threshold (to choose ARBITER_TRIAGE_MIN_CONFIDENCE on dev).
+    by_threshold = {}
+    for threshold_value in (0.4, 0.5, 0.6, 0.7, 0.8):
+        above = [o for o in done if (o.confidence or 0) >= threshold_value]
+        by_threshold[str(threshold_value)] = {
+            "coverage": _ratio(len(above), len(done)),
+            "product_accuracy": _ratio(sum(o.product == o.predicted_product for o in above), len(above))}
     return {
         "split": split, "provider": provider, "complaints": len(outcomes),
         "runs": dict(Counter(o.run_status for o in outcomes)),
@@ -246,6 +253,7 @@ def report(outcomes: list[Outcome], *, split: str, provider: str, threshold: flo
         "product": product, "issue": issue, "issue_accuracy_within_product": issue_by_product,
         "product_accuracy_when_confident": _ratio(sum(o.product == o.predicted_product for o in done
                                                       if not o.needs_analyst), len(done) - len(low)),
+        "confidence_thresholds": by_threshold,
         "signals": signals,
         "notices": {"drafts": drafts,
                     "checker": "available" if _checker() is not None else "checker unavailable",
@@ -261,6 +269,7 @@ def report(outcomes: list[Outcome], *, split: str, provider: str, threshold: flo
         "replans": sum(o.replans for o in outcomes),
         "risk_levels": dict(Counter(o.risk_level for o in outcomes)),
         "seconds_per_analysis": {"mean": round(sum(seconds) / len(seconds), 3) if seconds else None,
+                                 "median": round(sorted(seconds)[len(seconds) // 2], 3) if seconds else None,
                                  "max": round(max(seconds), 3) if seconds else None},
         "errors": [f"{o.complaint_id}: {o.error}" for o in outcomes if o.error][:20],
     }
@@ -281,6 +290,8 @@ def format_report(data: dict) -> list[str]:
             lines.append(f"    {_pct(recall):>7} of {part['per_label_n'][label]:>3}  {label}")
     if data.get("product_accuracy_when_confident") is not None:
         lines.append(f"Product accuracy where triage was confident: {_pct(data['product_accuracy_when_confident'])}")
+    lines.append("Product above a confidence threshold: " + "; ".join(
+        f"≥{t}: {_pct(v['product_accuracy'])} on {_pct(v['coverage'])}" for t, v in data["confidence_thresholds"].items()))
     lines.append("Signals (labelled by the Tags column; tags were blanked, so only the narrative counts):")
     for name, part in data["signals"].items():
         lines.append(f"    {name}: recall {_pct(part['recall'])} of {part['labelled']}, precision "
@@ -296,7 +307,8 @@ def format_report(data: dict) -> list[str]:
                  f"{disputes['dispute_on_triage_when_confident']}")
     lines.append(f"Re-plans: {data['replans']}; risk levels {data['risk_levels']}")
     seconds = data["seconds_per_analysis"]
-    lines.append(f"Time per analysis: mean {seconds['mean']} s, max {seconds['max']} s")
+    lines.append(f"Time per analysis: mean {seconds['mean']} s, median {seconds['median']} s, max {seconds['max']} s "
+                 "(the first analysis includes training the classifier)")
     for error in data["errors"]:
         lines.append(f"    error: {error}")
     return lines
