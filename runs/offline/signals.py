@@ -80,7 +80,8 @@ _URGENCY = re.compile(
     r"|\bfinal notice\b|\bshut[- ]?off\b|\blose (?:my|our) (?:home|house|car)\b", _I)
 _LOSS_CONTEXT = re.compile(
     r"\brefund\w*|\boverpa(?:id|yment|yments)\b|\bovercharg\w*|\breimburs\w*|\bwithdr(?:awn|ew)\b|\bdebited\b"
-    r"|\bclaw\w* back\b|\blost\b|\bstole\w*\b|\bcharg(?:ed|ing) (?:me|us|my)\b|\bcharged\b|\bfees?\b"
+    r"|\bclaw\w* back\b|\blost\b|\bstole\w*\b|\bcharg(?:ed|ing|es) (?:me|us|my)\b|\bcharged\b|\bfees?\b"
+    r"|\binterest charges?\b|\b(?:two times|twice)\b"
     r"|\bdouble[- ](?:charged|payment|billed)\b|\bpaid twice\b|\bunauthori[sz]ed\b|\bfinancial harm\b"
     r"|\bdamages\b|\bowe[sd]? me\b|\breturn (?:my|the) (?:money|funds)\b|\bwithheld\b|\bseized\b"
     r"|\bimproperly capitali[sz]\w*|\bwithout my consent\b", _I)

@@ -198,7 +198,8 @@ def test_holdout_split_is_disjoint_and_deterministic():
     train, test = classifier_module.holdout_split(examples)
     again_train, again_test = classifier_module.holdout_split(list(reversed(examples)))
     assert {e.complaint_id for e in train}.isdisjoint({e.complaint_id for e in test})
-    assert len(train) + len(test) == len(examples) == 191
+    # Issue 11: the fixed train/dev/test hash split of runs.evaluation; dev (for tuning) is in neither.
+    assert len(examples) == 191 and 100 <= len(train) and 40 <= len(test) and len(train) + len(test) < 191
     assert [e.complaint_id for e in test] == [e.complaint_id for e in again_test]
 
 
@@ -251,9 +252,10 @@ def test_triage_classifies_when_the_case_has_no_labels():
     model = classifier_module.get_classifier()
     text = "Complaint " + FRAUD_ROW + " " + set_aside_instructions(
         clean_narrative(ROWS[FRAUD_ROW]["Consumer complaint narrative"]))[0]
-    predicted = model.predict(text)
-    assert output.confidence == pytest.approx(0.6 * predicted["product"].confidence
-                                              + 0.4 * predicted["issue"].confidence, abs=1e-4)
+    predicted = model.predict(text, ROWS[FRAUD_ROW]["Company"], date.fromisoformat(ROWS[FRAUD_ROW]["Date received"][:10]))
+    # Issue 11: the confidence is the calibrated probability of the product (the issue's is reported apart).
+    assert output.confidence == pytest.approx(predicted["product"].confidence, abs=1e-4)
+    assert output.issue_confidence == pytest.approx(predicted["issue"].confidence, abs=1e-4)
     assert "suppression" in output.requested_remedy
 
 
@@ -442,10 +444,12 @@ def test_reflect_replans_once_for_an_unresolved_dispute():
     output = ask("reflect", context).output
     assert output.replan and output.revisit == ["triage", "adjudicator"]
     assert not ask("reflect", {**context, "replans_done": 1}).output.replan
+    # Issue 11: low confidence alone is no gap a second look can fill (the same classifier would
+    # answer the same); it is left to an analyst through the adjudicator's dispute.
     low = {**adjudication, "disputes": [], "confidence": 0.3}
     output = ask("reflect", {"prior": {"adjudicator": low, "triage": {"confidence": 0.2},
                                        "risk_assessor": {"confidence": 0.9}}}).output
-    assert output.replan and output.revisit == ["triage", "adjudicator"]
+    assert not output.replan
     assert not ask("reflect", {"prior": {"adjudicator": {**low, "confidence": 0.9}}}).output.replan
 
 
