@@ -120,7 +120,7 @@ class NoticeDraftOutput(_Out):
     body: str = Field(min_length=1, max_length=20000)
 
 
-ChatIntentKind = Literal["status_transition", "risk_level", "assignment", "send_notice", "remember"]
+ChatIntentKind = Literal["status_transition", "risk_level", "assignment", "send_notice", "draft_notice", "remember"]
 
 
 class ChatIntent(_Out):

@@ -552,7 +552,9 @@ def test_chat_answers_from_context_and_cites_what_it_used():
     assert isinstance(reply, ChatReply)
     assert reply.cited.case_status == "under_review" and reply.cited.case_version == 7
     assert reply.cited.artifact_ids == [102]  # the risk assessment
-    assert "under review (version 7)" in reply.answer and "high (FRAUD-ID)" in reply.answer
+    # Issue 11: plain words — the risk is explained by its signals and their quotes, not by codes.
+    assert "under review (version 7)" in reply.answer and "rates the risk high" in reply.answer
+    assert "identity theft (+3)" in reply.answer and "FRAUD-ID" not in reply.answer.split("scoring table")[0]
     assert [(i.kind, i.payload) for i in reply.intents] == [("status_transition", {"transition": "close"})]
     assert "approval by a supervisor" in reply.answer and "stays under review" in reply.answer
 
@@ -561,7 +563,9 @@ def test_chat_about_evidence_cites_evidence_ids_and_memory_shortens_answers():
     context = context_for(MONEY_ROW)
     context["question"] = "Summarise the evidence and the deadlines, what is the risk, and the status?"
     long_reply = ask("chat", context).output
-    assert long_reply.cited.evidence_ids == [11] and "[E11]" in long_reply.answer
+    # Issue 11: evidence is named by its title in the answer; its id stays in `cited`.
+    assert long_reply.cited.evidence_ids == [11] and "“Consumer narrative”" in long_reply.answer
+    assert "E11" not in long_reply.answer
     context["memory"] = [{"id": 3, "content": "I prefer short summaries"}]
     short_reply = ask("chat", context).output
     assert len(short_reply.answer) < len(long_reply.answer)
@@ -615,7 +619,8 @@ def test_chat_falls_back_to_findings_without_artifacts():
     context["findings"] = [{"id": 1, "agent": "triage", "type": "triage", "summary": "Student loan refund."},
                            {"id": 2, "agent": "risk_assessor", "type": "risk_level", "summary": "Risk medium."}]
     reply = ask("chat", context).output
-    assert "Latest findings: [triage] Student loan refund. [risk_level] Risk medium." in reply.answer
+    # Issue 11: no internal type codes ([risk_level]) in an answer.
+    assert "Latest findings: Student loan refund. Risk medium." in reply.answer
 
 
 def test_chat_recalls_the_thread_and_refuses_to_approve():
