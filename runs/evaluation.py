@@ -82,6 +82,7 @@ class Outcome:
     disputes: int = 0
     low_confidence_dispute: bool = False
     replans: int = 0
+    dropped_citations: int = 0
     drafts: int = 0
     checker_flags: int | None = None
     run_status: str = ""
@@ -165,6 +166,8 @@ def _analyse(row: dict, *, tenant, analyst, provider: str | None, checker) -> Ou
                                          or "triage" in str((d or {}).get("topic", "")).lower()
                                          for d in disputes)
     outcome.replans = Artifact.objects.filter(run=run, kind="reflection", content__replan=True).count()
+    outcome.dropped_citations = sum(len((f.data or {}).get("dropped") or [])
+                                    for f in Finding.objects.filter(run=run, type="unverified_citation"))
     notices = list(case.notices.all())
     outcome.drafts = len(notices)
     if checker is not None and notices:
@@ -267,6 +270,7 @@ def report(outcomes: list[Outcome], *, split: str, provider: str, threshold: flo
                      "dispute_on_triage_when_confident": sum(o.low_confidence_dispute for o in done
                                                              if not o.needs_analyst)},
         "replans": sum(o.replans for o in outcomes),
+        "dropped_citations": sum(o.dropped_citations for o in outcomes),
         "risk_levels": dict(Counter(o.risk_level for o in outcomes)),
         "seconds_per_analysis": {"mean": round(sum(seconds) / len(seconds), 3) if seconds else None,
                                  "median": round(sorted(seconds)[len(seconds) // 2], 3) if seconds else None,
@@ -305,7 +309,8 @@ def format_report(data: dict) -> list[str]:
                  f"analyst in {disputes['needs_analyst']} (threshold {data['triage_min_confidence']}), "
                  f"{disputes['needs_analyst_with_dispute']} of them disputed; triage disputed while confident: "
                  f"{disputes['dispute_on_triage_when_confident']}")
-    lines.append(f"Re-plans: {data['replans']}; risk levels {data['risk_levels']}")
+    lines.append(f"Re-plans: {data['replans']}; quotes dropped as unverifiable: {data['dropped_citations']}; "
+                 f"risk levels {data['risk_levels']}")
     seconds = data["seconds_per_analysis"]
     lines.append(f"Time per analysis: mean {seconds['mean']} s, median {seconds['median']} s, max {seconds['max']} s "
                  "(the first analysis includes training the classifier)")

@@ -221,15 +221,38 @@ def adjudicator(ctx: NodeContext) -> NodeResult:
     return _continue(ctx)
 
 
+def _observed_gaps(ctx: NodeContext) -> list[tuple[str, list[str]]]:
+    """Gaps in this run's outputs that a second look may fill (provider-agnostic)."""
+    gaps = []
+    observed = ctx.state.observations
+    triage_out = observed.get("triage") or {}
+    if triage_out.get("invalid_labels"):
+        gaps.append((f"triage answered labels outside the CFPB taxonomy ({', '.join(triage_out['invalid_labels'])})",
+                     ["triage"]))
+    unquoted = [str(s.get("code")) for s in (observed.get("risk_assessor") or {}).get("signals") or []
+                if isinstance(s, dict) and s.get("evidence_id") is not None and not s.get("quote")]
+    if unquoted:
+        gaps.append((f"signal(s) {', '.join(unquoted)} cite evidence without a verified quote", ["risk_assessor"]))
+    if triage_out.get("dropped_citations"):
+        gaps.append(("the consumer's request was quoted with words the evidence does not contain", ["triage"]))
+    return gaps
+
+
 def reflect(ctx: NodeContext) -> NodeResult:
     """Look back once: if the adjudication left disputes unresolved or confidence low, revisit the
     specialists concerned, adjudicate again, and reflect again (which will not re-plan twice)."""
     replans = int(ctx.get("replans", 0))
     out: Reflection = ctx.call_model(schema=Reflection, extra_context={"replans_done": replans})
+    gaps = _observed_gaps(ctx)
+    if gaps and not out.replan and replans < MAX_REPLANS:
+        # Whatever the model concluded, a gap the run itself can see (an output that cited words the
+        # evidence does not contain, a label outside the taxonomy) is worth one more look.
+        out = Reflection(replan=True, reason=("Re-plan: " + "; ".join(why for why, _ in gaps) + ".")[:1000],
+                         revisit=[node for _, nodes in gaps for node in nodes])
     ctx.observe(out)
     ctx.artifact(kind="reflection", content=out.model_dump(mode="json") | {"replans_done": replans})
     if out.replan and replans < MAX_REPLANS:
-        revisit = [name for name in dict.fromkeys(out.revisit) if name in SPECIALISTS and name != "adjudicator"]
+        revisit = [name for name in SPECIALISTS if name in out.revisit and name != "adjudicator"]
         revisit.append("adjudicator")
         ctx.set("replans", replans + 1)
         ctx.note(f"reflect: re-plan ({out.reason}) — revisiting {', '.join(revisit)}.")
