@@ -288,10 +288,7 @@ ARBITER_RETENTION_BATCH_SIZE = env_int("ARBITER_RETENTION_BATCH_SIZE", 500, mini
 # --- Agents: triage confidence and the real-model provider (issue 11) ------------------------
 
 
-def _env_fraction(name: str, default: float) -> float:
-    raw = env_str(name, "")
-    if not raw.strip():
-        return default
+def _fraction(name: str, raw: str) -> float:
     try:
         value = float(raw)
     except ValueError:
@@ -303,7 +300,8 @@ def _env_fraction(name: str, default: float) -> float:
 
 # Below this calibrated product confidence, triage says "needs an analyst", the adjudicator raises a
 # dispute and notices leave product and issue out.
-ARBITER_TRIAGE_MIN_CONFIDENCE = _env_fraction("ARBITER_TRIAGE_MIN_CONFIDENCE", 0.6)
+ARBITER_TRIAGE_MIN_CONFIDENCE = _fraction("ARBITER_TRIAGE_MIN_CONFIDENCE",
+                                          env_str("ARBITER_TRIAGE_MIN_CONFIDENCE", "0.6"))
 # Output token limit of one model answer, and the reasoning effort sent to models that take one
 # ("" = do not send the parameter; minimal, low, medium or high).
 OPENAI_MAX_OUTPUT_TOKENS = env_int("OPENAI_MAX_OUTPUT_TOKENS", 1200, minimum=64)
