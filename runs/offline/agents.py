@@ -530,9 +530,14 @@ def adjudicator(context: dict) -> dict:
     issue = (triage_out or {}).get("issue") or case.get("issue") or "unclassified issue"
     respondent = str(case.get("company") or "an unrecorded respondent").rstrip(". ")
     signal_codes = [s.get("code") for s in risk.get("signals") or [] if isinstance(s, dict)]
+    classified = (f"{product} / {issue} (needs an analyst to confirm)" if (triage_out or {}).get("needs_analyst")
+                  else f"{product} / {issue}")
+    request = (triage_out or {}).get("consumer_request")
+    wants = (f"The consumer asks for: {request['statement']}. "
+             if isinstance(request, dict) and request.get("kind") not in (None, "none") else "")
     summary = (
-        f"{reference} ({status or 'status unknown'}, v{case.get('version', '?')}): {product} / {issue}, "
-        f"against {respondent}. Risk {level}"
+        f"{reference} ({status or 'status unknown'}, v{case.get('version', '?')}): {classified}, "
+        f"against {respondent}. {wants}Risk {level}"
         f"{' (signals: ' + ', '.join(signal_codes) + ')' if signal_codes else ' (no risk signals)'}. "
         f"Policy: {', '.join(sorted(c for c in applied if c)) or 'no rule applies'}; "
         f"notice due: {'yes' if policy.get('notice_due') else 'no'}. "

@@ -40,7 +40,7 @@ logger = logging.getLogger(__name__)
 
 DATA_FILE = Path(__file__).resolve().parent.parent / "data" / "cfpb_complaints.csv"
 RANDOM_STATE = 20261101
-MODEL_FORMAT = 4  # bump when the training configuration or the pickled structure changes
+MODEL_FORMAT = 5  # bump when the training configuration or the pickled structure changes
 
 
 @dataclass(frozen=True)
@@ -113,9 +113,12 @@ def _regression() -> LogisticRegression:
 
 # Tuned on the dev split (runs/evaluation.py; never on test): the weight of one distinct product
 # cue (cues.py) and of the respondent's complaint mix, added to the text model's log-probability.
-CUE_WEIGHT = 1.0
+CUE_WEIGHT = 1.5
 COMPANY_WEIGHT = 1.0
 COMPANY_SMOOTHING = 2.0  # pseudo-complaints spread over all products before a company's own mix
+# A product absent from training: the text model has no opinion, so it scores the log of
+# UNSEEN_PRIOR / (number of products) and its cue words decide (0: it scores like an improbable one).
+UNSEEN_PRIOR = 1.0
 FLOOR = 1e-3  # probability floor of the text model (a product it never saw is not impossible)
 CALIBRATION_FOLDS = 5
 TEMPERATURES = tuple(round(0.5 + 0.1 * step, 2) for step in range(46))  # 0.5 … 5.0
@@ -190,8 +193,14 @@ class ComplaintClassifier:
         cues = product_cues(f"{text} {company}")
         mix = self.company_mix.get(normalise_company(company))
         scores = {}
+        unseen_prior = math.log(UNSEEN_PRIOR / len(self.products)) if UNSEEN_PRIOR else None
         for product in self.products:
-            score = math.log(text_probability.get(product, 0.0) + FLOOR)
+            if product not in text_probability and unseen_prior is not None:
+                # The text model never saw this product: it has no opinion, so a small prior stands in
+                # and the product's own cue words decide.
+                score = unseen_prior
+            else:
+                score = math.log(text_probability.get(product, 0.0) + FLOOR)
             score += CUE_WEIGHT * len(cues.get(product, ()))
             if mix:
                 total = sum(mix.values())
