@@ -40,7 +40,7 @@ logger = logging.getLogger(__name__)
 
 DATA_FILE = Path(__file__).resolve().parent.parent / "data" / "cfpb_complaints.csv"
 RANDOM_STATE = 20261101
-MODEL_FORMAT = 5  # bump when the training configuration or the pickled structure changes
+MODEL_FORMAT = 6  # bump when the training configuration or the pickled structure changes
 
 
 @dataclass(frozen=True)
@@ -290,13 +290,15 @@ _lock = threading.Lock()
 _cache: dict[str, ComplaintClassifier] = {}
 
 
-def _cache_file(digest: str) -> Path | None:
+def _cache_file(key: str) -> Path | None:
+    """The cache file of a model: `key` is the data file's sha256 prefix, plus "-train" (etc.) for a
+    model trained on some evaluation splits only — never the same file as the shipped model's."""
     from django.conf import settings
 
     var_dir = getattr(settings, "VAR_DIR", None)
     if not var_dir:
         return None
-    name = f"offline-classifier-v{MODEL_FORMAT}-{digest[:24]}-sklearn{sklearn.__version__}.pickle"
+    name = f"offline-classifier-v{MODEL_FORMAT}-{key}-sklearn{sklearn.__version__}.pickle"
     return Path(var_dir) / "models" / name
 
 
@@ -373,8 +375,11 @@ def get_classifier(path: Path = DATA_FILE, *, use_disk_cache: bool = True) -> Co
             return model
         cache_file = _cache_file(digest) if use_disk_cache else None
         model = _load_from_disk(cache_file) if cache_file else None
+        if model is not None and getattr(model, "scope", None) != splits:
+            model = None  # trained on other rows than asked for: never reuse it
         if model is None:
             model = ComplaintClassifier(_examples_in_scope(path))
+            model.scope = splits
             if cache_file:
                 _save_to_disk(cache_file, model)
         _cache[digest] = model

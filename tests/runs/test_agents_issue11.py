@@ -285,3 +285,21 @@ def test_a_low_confidence_triage_is_disputed_and_the_dispute_is_kept(analyst, se
     dispute = Artifact.objects.get(run=run, kind="dispute", content__topic="triage confidence")
     assert dispute.content["resolution"].startswith("Needs an analyst")
     assert Finding.objects.filter(run=run, type="dispute", summary__startswith="Dispute on triage confidence").exists()
+
+
+def test_the_evaluation_model_and_the_shipped_model_never_share_a_cache(settings, tmp_path):
+    from runs.offline import classifier
+
+    settings.VAR_DIR = tmp_path
+    classifier.clear_cache()
+    with classifier.training_scope(("train",)):
+        scoped = classifier.get_classifier()
+    shipped = classifier.get_classifier()
+    assert scoped.trained_on < shipped.trained_on == 191
+    assert sorted(p.name.split("-")[-2] for p in (tmp_path / "models").iterdir()) == ["8917515d0ebabcbdc92f4bec",
+                                                                                       "train"]
+    classifier.clear_cache()
+    with classifier.training_scope(("train",)):
+        assert classifier.get_classifier().trained_on == scoped.trained_on  # from its own file
+    assert classifier.get_classifier().trained_on == 191
+    classifier.clear_cache()
