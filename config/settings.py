@@ -425,3 +425,27 @@ ARBITER_METRICS_TOKEN = env_str("ARBITER_METRICS_TOKEN", "")
 # create its schedule file otherwise).
 for _directory in (VAR_DIR, Path(CELERY_BEAT_SCHEDULE_FILENAME).parent):
     _directory.mkdir(parents=True, exist_ok=True)
+# --- Agents: triage confidence and the real-model provider (issue 11) ------------------------
+
+
+def _fraction(name: str, raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a number; use a value between 0 and 1.") from None
+    if not 0.0 <= value <= 1.0:
+        raise ImproperlyConfigured(f"{name}={value} is outside 0..1.")
+    return value
+
+
+# Below this calibrated product confidence, triage says "needs an analyst", the adjudicator raises a
+# dispute and notices leave product and issue out.
+ARBITER_TRIAGE_MIN_CONFIDENCE = _fraction("ARBITER_TRIAGE_MIN_CONFIDENCE",
+                                          env_str("ARBITER_TRIAGE_MIN_CONFIDENCE", "0.6"))
+# Output token limit of one model answer, and the reasoning effort sent to models that take one
+# ("" = do not send the parameter; minimal, low, medium or high).
+OPENAI_MAX_OUTPUT_TOKENS = env_int("OPENAI_MAX_OUTPUT_TOKENS", 1200, minimum=64)
+OPENAI_REASONING_EFFORT = (env_str("OPENAI_REASONING_EFFORT", "") or "").strip().lower()
+if OPENAI_REASONING_EFFORT not in ("", "minimal", "low", "medium", "high"):
+    raise ImproperlyConfigured(f"OPENAI_REASONING_EFFORT={OPENAI_REASONING_EFFORT!r}: use minimal, low, medium, "
+                               "high, or leave it empty to not send it.")

@@ -20,14 +20,44 @@ class Citation(_Out):
     evidence_id: int
 
 
+def _taxonomy_enum(kind: str) -> dict:
+    """JSON-schema enum of the CFPB taxonomy (runs/data/cfpb_taxonomy.json) plus the offline
+    analyst's 'Unclassified' sentinel: a real model with structured outputs cannot answer
+    anything else, and runs.citations / the triage node check it again after the fact."""
+    from runs.offline import taxonomy
+
+    labels = taxonomy.products() if kind == "product" else taxonomy.issues()
+    return {"enum": [*labels, UNCLASSIFIED]}
+
+
+UNCLASSIFIED = "Unclassified (no narrative to classify)"
+RequestKind = Literal["refund", "removal", "correction", "stop_contact", "discharge", "payment_relief",
+                      "investigation", "account_access", "other", "none"]
+
+
+class ConsumerRequest(_Out):
+    """What the consumer asks for: a kind, a short statement, and the exact words it rests on."""
+    kind: RequestKind
+    statement: str = Field(min_length=1, max_length=300)
+    quote: str = Field(default="", max_length=1000)  # exact text of the cited evidence ("" when none)
+    evidence_id: int | None = None
+
+
 class TriageOutput(_Out):
-    product: str = Field(min_length=1, max_length=200)
+    product: str = Field(min_length=1, max_length=200, json_schema_extra=lambda s: s.update(_taxonomy_enum("product")))
     sub_product: str | None = None
-    issue: str = Field(min_length=1, max_length=300)
+    issue: str = Field(min_length=1, max_length=300, json_schema_extra=lambda s: s.update(_taxonomy_enum("issue")))
     respondent: str = Field(min_length=1, max_length=200)
-    requested_remedy: str = Field(max_length=1000)
-    confidence: float = Field(ge=0, le=1)
+    requested_remedy: str = Field(max_length=1000)  # kept for compatibility: consumer_request.statement + quote
+    confidence: float = Field(ge=0, le=1)  # calibrated confidence in the product (and so the issue)
     evidence_refs: list[int] = Field(default_factory=list)
+    # Below ARBITER_TRIAGE_MIN_CONFIDENCE: product and issue are a best guess an analyst must confirm;
+    # the adjudicator raises a dispute and notices leave product and issue out.
+    needs_analyst: bool = False
+    issue_confidence: float | None = Field(default=None, ge=0, le=1)
+    # What the narrative reads as, when it differs from the product recorded on the case.
+    narrative_product: str | None = None
+    consumer_request: ConsumerRequest | None = None
 
 
 class EvidenceSummary(_Out):
@@ -37,9 +67,11 @@ class EvidenceSummary(_Out):
 
 
 class RiskSignal(_Out):
-    code: str = Field(min_length=1, max_length=40)  # e.g. MONEY-LOSS, FRAUD-ID, OLDER-AM, SCRA, REPEAT-CONTACT
+    code: str = Field(min_length=1, max_length=40)  # e.g. MONEY-LOSS, FRAUD-ID, OLDER-AM, SCRA, HARASSMENT
     description: str = Field(min_length=1, max_length=500)
     evidence_id: int | None = None
+    quote: str = Field(default="", max_length=1000)  # exact text of the cited evidence ("" for a case-record fact)
+    points: int | None = None  # what the signal adds in the scoring table (runs/offline/signals.py)
 
 
 class RiskAssessment(_Out):
@@ -88,7 +120,7 @@ class NoticeDraftOutput(_Out):
     body: str = Field(min_length=1, max_length=20000)
 
 
-ChatIntentKind = Literal["status_transition", "risk_level", "assignment", "send_notice", "remember"]
+ChatIntentKind = Literal["status_transition", "risk_level", "assignment", "send_notice", "draft_notice", "remember"]
 
 
 class ChatIntent(_Out):

@@ -18,8 +18,10 @@ from cases import policy
 from cases.deadlines import DEADLINE_FIELDS
 from cases.models import CASE_TRANSITIONS, Notice, NoticeStatus, Proposal, ProposalKind, ProposalStatus
 from cases.notice_checker import check_notice, request_statement
+from runs.citations import EvidenceTexts, verify_citations
 from runs.graphs import Graph, Node, NodeContext, NodeResult
 from runs.schemas import (
+    UNCLASSIFIED,
     Adjudication,
     EvidenceSummary,
     NoticeDraftOutput,
@@ -54,47 +56,111 @@ def _continue(ctx: NodeContext) -> NodeResult:
     return ctx.goto(following) if following else ctx.end("plan finished")
 
 
+def _record_dropped(ctx: NodeContext, agent: str, dropped: list[dict]) -> None:
+    """An unverifiable quote is dropped from the output and recorded: a note in the run and a
+    finding the case page shows, naming the evidence, the words and why they did not verify."""
+    if not dropped:
+        return
+    lines = "; ".join(f"E{d['evidence_id']}: “{d['quote'][:120]}” ({d['reason']})" for d in dropped)
+    ctx.note(f"{agent}: dropped {len(dropped)} quote(s) that do not occur in the cited evidence — {lines}")
+    ctx.finding(type="unverified_citation", confidence=1.0, data={"dropped": dropped},
+                summary=f"{agent}: {len(dropped)} quote(s) not found in the cited evidence were dropped: {lines}"[:2000])
+
+
 # --- specialists ------------------------------------------------------------------------------
 
 def triage(ctx: NodeContext) -> NodeResult:
+    """Classify. Labels outside the CFPB taxonomy are refused (the triage then needs an analyst);
+    the consumer's request is kept only with a quote that occurs in the cited evidence."""
+    from runs.offline import taxonomy
+
     out: TriageOutput = ctx.call_model(schema=TriageOutput)
     refs = _shown_evidence(ctx, out.evidence_refs)
-    ctx.observe(out)
-    ctx.finding(type="triage", confidence=out.confidence, evidence_refs=refs, data=out.model_dump(mode="json"),
-                summary=(f"Product: {out.product}{' / ' + out.sub_product if out.sub_product else ''}; "
-                         f"issue: {out.issue}; respondent: {out.respondent}; requested remedy: "
-                         f"{out.requested_remedy or 'not stated'}."))
-    ctx.artifact(kind="triage", content=out.model_dump(mode="json") | {"evidence_refs": refs})
+    data = out.model_dump(mode="json") | {"evidence_refs": refs}
+    invalid = [f"{field} {value!r}" for field, value, allowed in (
+        ("product", out.product, taxonomy.products()), ("issue", out.issue, taxonomy.issues()))
+        if value != UNCLASSIFIED and value not in allowed]
+    if invalid:
+        ctx.note(f"triage: label(s) outside the CFPB taxonomy refused: {', '.join(invalid)}.")
+        data["needs_analyst"] = True
+        data["invalid_labels"] = invalid
+    dropped = []
+    request = data.get("consumer_request")
+    if request and request.get("quote"):
+        check = verify_citations(EvidenceTexts(ctx.case), [request], what="consumer request")
+        if check.dropped:
+            dropped = check.dropped
+            data["consumer_request"] = request | {"quote": "", "evidence_id": None}
+    _record_dropped(ctx, "triage", dropped)
+    data["dropped_citations"] = dropped
+    ctx.observe(data, key="triage")
+    request = data.get("consumer_request") or {}
+    wants = request.get("statement") or out.requested_remedy or "not stated"
+    if data.get("needs_analyst"):
+        why = (f"labels outside the taxonomy ({', '.join(invalid)})" if invalid else
+               f"confidence {out.confidence:.2f} is below {_min_confidence():.2f}")
+        summary = (f"Needs an analyst: product and issue are uncertain ({why}). Best guess: {out.product} / "
+                   f"{out.issue}; respondent: {out.respondent}; the consumer asks for: {wants}.")
+    else:
+        summary = (f"Product: {out.product}{' / ' + out.sub_product if out.sub_product else ''}; "
+                   f"issue: {out.issue} (confidence {out.confidence:.2f}); respondent: {out.respondent}; "
+                   f"the consumer asks for: {wants}.")
+    ctx.finding(type="triage", confidence=out.confidence, evidence_refs=refs, data=data, summary=summary)
+    ctx.artifact(kind="triage", content=data)
     return _continue(ctx)
+
+
+def _min_confidence() -> float:
+    from django.conf import settings
+
+    return float(settings.ARBITER_TRIAGE_MIN_CONFIDENCE)
 
 
 def evidence_analyst(ctx: NodeContext) -> NodeResult:
     out: EvidenceSummary = ctx.call_model(schema=EvidenceSummary)
     refs = _shown_evidence(ctx, out.evidence_refs)
-    points = [p.model_dump(mode="json") for p in out.key_points if _shown_evidence(ctx, [p.evidence_id])]
+    shown = [p.model_dump(mode="json") for p in out.key_points if _shown_evidence(ctx, [p.evidence_id])]
+    check = verify_citations(EvidenceTexts(ctx.case), shown, quote_key="text", what="key point")
+    points = check.verified
     ctx.observe(out)
+    _record_dropped(ctx, "evidence_analyst", check.dropped)
     ctx.finding(type="evidence_summary", summary=out.summary, evidence_refs=refs, confidence=0.6,
                 data={"key_points": points})
     ctx.artifact(kind="evidence_summary", content={"summary": out.summary, "key_points": points,
-                                                   "evidence_refs": refs})
-    if len(points) != len(out.key_points):
-        ctx.note(f"evidence_analyst: dropped {len(out.key_points) - len(points)} citation(s) to evidence it was "
+                                                   "evidence_refs": refs, "dropped_citations": check.dropped})
+    if len(shown) != len(out.key_points):
+        ctx.note(f"evidence_analyst: dropped {len(out.key_points) - len(shown)} citation(s) to evidence it was "
                  f"not shown.")
     return _continue(ctx)
 
 
 def risk_assessor(ctx: NodeContext) -> NodeResult:
+    """Risk from signals, each citing its evidence and quote. A quote that does not occur in the
+    cited evidence is dropped (the signal stays, unquoted, and reflection may ask again)."""
     out: RiskAssessment = ctx.call_model(schema=RiskAssessment)
     refs = _shown_evidence(ctx, out.evidence_refs)
-    ctx.observe(out)
-    signals = [s.model_dump(mode="json") for s in out.signals]
+    signals, dropped = [], []
+    texts = EvidenceTexts(ctx.case)
+    for signal in out.signals:
+        item = signal.model_dump(mode="json")
+        if item.get("evidence_id") is not None and item.get("quote"):
+            check = verify_citations(texts, [item], what=f"{signal.code} signal")
+            if check.dropped:
+                dropped += check.dropped
+                item["quote"] = ""
+            else:
+                item = check.verified[0]
+        signals.append(item)
+    observed = out.model_dump(mode="json") | {"signals": signals}
+    ctx.observe(observed, key="risk_assessor")
+    _record_dropped(ctx, "risk_assessor", dropped)
     headline = f"Risk {out.risk_level}"
     summary = out.rationale if out.rationale.lower().startswith(headline.lower()) else f"{headline}: {out.rationale}"
     ctx.finding(type="risk_level", summary=summary, evidence_refs=refs,
                 confidence=out.confidence, data={"risk_level": out.risk_level, "signals": signals})
     ctx.artifact(kind="risk_assessment", content={"risk_level": out.risk_level, "rationale": out.rationale,
                                                   "signals": signals, "evidence_refs": refs,
-                                                  "confidence": out.confidence})
+                                                  "confidence": out.confidence, "dropped_citations": dropped})
     return _continue(ctx)
 
 
@@ -139,9 +205,15 @@ def adjudicator(ctx: NodeContext) -> NodeResult:
         sides: list = []
         if "risk" in topic and contradiction is not None:
             sides, risk_dispute_written = [assessed.pk, contradiction], True
-        elif ("product" in topic or "issue" in topic) and triage_finding is not None:
+        elif "risk" in topic and assessed is not None:
+            sides = [assessed.pk]
+        elif any(word in topic for word in ("product", "issue", "triage", "transition")) and triage_finding is not None:
             sides = [triage_finding.pk]
         ctx.artifact(kind="dispute", content=dispute.model_dump(mode="json"), findings=sides)
+        # Kept and shown: each dispute is also a finding, so it appears with the case's findings.
+        ctx.finding(type="dispute", confidence=out.confidence, data=dispute.model_dump(mode="json"),
+                    summary=(f"Dispute on {dispute.topic}: {' vs. '.join(dispute.positions)}. "
+                             f"{dispute.resolution}")[:2000])
     if contradiction is not None and not risk_dispute_written:
         ctx.artifact(kind="dispute", findings=[assessed.pk, contradiction], content={
             "topic": "risk level",
@@ -153,15 +225,38 @@ def adjudicator(ctx: NodeContext) -> NodeResult:
     return _continue(ctx)
 
 
+def _observed_gaps(ctx: NodeContext) -> list[tuple[str, list[str]]]:
+    """Gaps in this run's outputs that a second look may fill (provider-agnostic)."""
+    gaps = []
+    observed = ctx.state.observations
+    triage_out = observed.get("triage") or {}
+    if triage_out.get("invalid_labels"):
+        gaps.append((f"triage answered labels outside the CFPB taxonomy ({', '.join(triage_out['invalid_labels'])})",
+                     ["triage"]))
+    unquoted = [str(s.get("code")) for s in (observed.get("risk_assessor") or {}).get("signals") or []
+                if isinstance(s, dict) and s.get("evidence_id") is not None and not s.get("quote")]
+    if unquoted:
+        gaps.append((f"signal(s) {', '.join(unquoted)} cite evidence without a verified quote", ["risk_assessor"]))
+    if triage_out.get("dropped_citations"):
+        gaps.append(("the consumer's request was quoted with words the evidence does not contain", ["triage"]))
+    return gaps
+
+
 def reflect(ctx: NodeContext) -> NodeResult:
     """Look back once: if the adjudication left disputes unresolved or confidence low, revisit the
     specialists concerned, adjudicate again, and reflect again (which will not re-plan twice)."""
     replans = int(ctx.get("replans", 0))
     out: Reflection = ctx.call_model(schema=Reflection, extra_context={"replans_done": replans})
+    gaps = _observed_gaps(ctx)
+    if gaps and not out.replan and replans < MAX_REPLANS:
+        # Whatever the model concluded, a gap the run itself can see (an output that cited words the
+        # evidence does not contain, a label outside the taxonomy) is worth one more look.
+        out = Reflection(replan=True, reason=("Re-plan: " + "; ".join(why for why, _ in gaps) + ".")[:1000],
+                         revisit=[node for _, nodes in gaps for node in nodes])
     ctx.observe(out)
     ctx.artifact(kind="reflection", content=out.model_dump(mode="json") | {"replans_done": replans})
     if out.replan and replans < MAX_REPLANS:
-        revisit = [name for name in dict.fromkeys(out.revisit) if name in SPECIALISTS and name != "adjudicator"]
+        revisit = [name for name in SPECIALISTS if name in out.revisit and name != "adjudicator"]
         revisit.append("adjudicator")
         ctx.set("replans", replans + 1)
         ctx.note(f"reflect: re-plan ({out.reason}) — revisiting {', '.join(revisit)}.")

@@ -8,6 +8,7 @@ import math
 import re
 from datetime import timedelta
 
+from runs.offline import taxonomy
 from runs.offline.classifier import get_classifier
 from runs.offline.context import (
     EvidenceText,
@@ -18,8 +19,9 @@ from runs.offline.context import (
     prior_of,
     today_of,
 )
-from runs.offline.signals import FLOORS, LEVELS, detect_signals, raise_to, score
+from runs.offline.signals import FLOORS, LEVELS, Signal, detect_signals, quote_of, raise_to, score
 from runs.offline.text import date_mentions, money_amounts, set_aside_instructions, shorten, split_sentences
+from runs.schemas import UNCLASSIFIED
 
 # --- triage ---------------------------------------------------------------------------------
 # A recorded product is kept unless the narrative reads, with at least this probability, as a
@@ -54,6 +56,52 @@ def requested_remedy(evidence: list[EvidenceText]) -> str:
     """The sentence(s) in which the complainant asks for something: first-person requests ("I
     would like these items removed", "please refund") first; a sentence with only remedy words
     qualifies when it has at least two of them."""
+    candidates = _request_candidates(evidence)
+    if not candidates:
+        # No explicit request: the first sentence naming a remedy ("I have waited a year for a
+        # refund") shows what is wanted, and is labelled as implied.
+        for item in evidence:
+            for sentence in split_sentences(item.text):
+                if _REMEDY_NOUN.search(sentence):
+                    return shorten("Implied by the narrative: " + sentence, 1000)
+        return "No specific remedy is stated in the evidence."
+    best = candidates[:2]
+    best.sort(key=lambda c: (c[1], c[2]))
+    return shorten(" ".join(c[3] for c in best), 1000)
+
+
+# --- the consumer's request -------------------------------------------------------------------
+# (kind, pattern, statement) in order of precedence: the first kind a request sentence shows wins.
+_REQUEST_KINDS = (
+    ("stop_contact", re.compile(r"\bstop (?:the |all |these )?(?:calls?|calling|contact\w*|harass\w*|collect\w*)"
+                                r"|\bcease\b|\bdo not (?:call|contact)\b|\bleave me alone\b|\bwant (?:this|it) to stop\b"
+                                r"|\bharass me at work\b", re.IGNORECASE),
+     "Stop the calls and collection contact"),
+    ("refund", re.compile(r"\brefund\w*|\breimburs\w*|\bmoney back\b|\breturn (?:my|the) (?:money|funds|payments?)\b"
+                          r"|\bcredit (?:back|my account)\b|\bcompensat\w*|\bfinancial remedy\b", re.IGNORECASE),
+     "A refund"),
+    ("discharge", re.compile(r"\bdischarg\w*|\bforgiv\w*|\bcancel\w* (?:of )?(?:my|the|this) (?:loans?|debt)\b"
+                             r"|\bwaiv\w*", re.IGNORECASE),
+     "Discharge or forgiveness of the debt"),
+    ("removal", re.compile(r"\bremov\w*|\bdelet\w*|\bsuppress\w*|\bblock\w*|\btake (?:it|this|them) off\b",
+                           re.IGNORECASE),
+     "Removal of the disputed items"),
+    ("correction", re.compile(r"\bcorrect\w*|\bfix\w*|\bupdat\w*|\badjust\w*|\brevers\w*|\brecalculat\w*"
+                              r"|\baccurate\w*|\bapply (?:my|the) payments?\b|\bresolv\w*", re.IGNORECASE),
+     "Correction of the account or record"),
+    ("payment_relief", re.compile(r"\bforbearance\b|\bdeferment\b|\blower (?:my )?payments?\b|\bpayment plan\b"
+                                  r"|\bincome[- ]driven\b|\bidr\b|\breduc\w*|\bafford\w*", re.IGNORECASE),
+     "Relief on payments (a lower payment, forbearance or a plan)"),
+    ("investigation", re.compile(r"\binvestigat\w*|\blook into\b|\breview\w*|\bverif\w*|\bvalidat\w*|\bproof\b"
+                                 r"|\bexplanation\b|\bdocumentation\b", re.IGNORECASE),
+     "An investigation, with proof or an explanation"),
+    ("account_access", re.compile(r"\baccess (?:to )?my account\b|\bunlock\w*|\breopen\w*|\bclose my account\b",
+                                  re.IGNORECASE),
+     "Access to the account"),
+)
+
+
+def _request_candidates(evidence: list[EvidenceText]) -> list[tuple[float, int, int, str]]:
     candidates = []
     for order, item in enumerate(evidence):
         sentences = split_sentences(item.text)
@@ -65,29 +113,65 @@ def requested_remedy(evidence: list[EvidenceText]) -> str:
             weight = hits + (3 if asks else 0)
             weight += index / max(len(sentences), 1)  # requests usually close a narrative
             candidates.append((weight, order, index, sentence))
-    if not candidates:
-        # No explicit request: the first sentence naming a remedy ("I have waited a year for a
-        # refund") shows what is wanted, and is labelled as implied.
-        for item in evidence:
-            for sentence in split_sentences(item.text):
+    return sorted(candidates, key=lambda c: (-c[0], c[1], c[2]))
+
+
+def consumer_request(evidence: list[EvidenceText]) -> dict:
+    """What the consumer asks for: {"kind", "statement", "quote", "evidence_id"}. The quote is
+    exact text of the cited evidence (the sentence the request is read from); the statement is
+    a short plain-words summary, with the amount when money is asked back."""
+    ranked = _request_candidates(evidence)
+    implied = None
+    if not ranked:
+        for order, item in enumerate(evidence):
+            for index, sentence in enumerate(split_sentences(item.text)):
                 if _REMEDY_NOUN.search(sentence):
-                    return shorten("Implied by the narrative: " + sentence, 1000)
-        return "No specific remedy is stated in the evidence."
-    best = sorted(candidates, key=lambda c: (-c[0], c[1], c[2]))[:2]
-    best.sort(key=lambda c: (c[1], c[2]))
-    return shorten(" ".join(c[3] for c in best), 1000)
+                    implied = (0.0, order, index, sentence)
+                    break
+            if implied:
+                break
+    chosen = ranked[:3] if ranked else ([implied] if implied else [])
+    for _, order, _, sentence in chosen:
+        for kind, pattern, statement in _REQUEST_KINDS:
+            if (match := pattern.search(sentence)):
+                amounts = [a for a in money_amounts(sentence) if a > 0]
+                if kind == "refund" and amounts:
+                    statement = f"A refund of ${max(amounts):,.2f}"
+                if implied:
+                    statement += " (implied by the narrative, not asked in so many words)"
+                return {"kind": kind, "statement": statement, "quote": quote_of(sentence, match),
+                        "evidence_id": evidence[order].id}
+    if chosen:
+        _, order, _, sentence = chosen[0]
+        return {"kind": "other", "statement": shorten(sentence, 200), "quote": quote_of(sentence),
+                "evidence_id": evidence[order].id}
+    return {"kind": "none", "statement": "No specific request is stated in the evidence.", "quote": "",
+            "evidence_id": None}
+
+
+# --- triage ---------------------------------------------------------------------------------
+def min_confidence() -> float:
+    """ARBITER_TRIAGE_MIN_CONFIDENCE (default 0.6) — read per call, so a settings override applies."""
+    try:
+        from django.conf import settings
+
+        return float(getattr(settings, "ARBITER_TRIAGE_MIN_CONFIDENCE", DEFAULT_MIN_CONFIDENCE))
+    except Exception:  # noqa: BLE001 - outside Django (a plain script): the default
+        return DEFAULT_MIN_CONFIDENCE
+
+
+DEFAULT_MIN_CONFIDENCE = 0.6
 
 
 def triage(context: dict) -> dict:
     case = case_of(context)
     evidence = evidence_of(context)
     text = _classifier_text(case, evidence)
-    predicted = get_classifier().predict(text) if text else None
-    product_probabilities = {}
-    if predicted is not None:
-        model = get_classifier().product
-        probabilities = model.probabilities(get_classifier().vectorizer.transform([text]))[0]
-        product_probabilities = dict(zip(model.classes, (float(p) for p in probabilities), strict=True))
+    company = str(case.get("company") or "").strip()
+    received = parse_date(case.get("received_at"))
+    model = get_classifier() if text else None
+    predicted = model.predict(text, company, received) if model else None
+    product_probabilities = model.product_probabilities(text, company) if model else {}
 
     def choose(field: str) -> tuple[str | None, float]:
         recorded = str(case.get(field) or "").strip()
@@ -95,7 +179,7 @@ def triage(context: dict) -> dict:
         if recorded:
             if field == "product" and guess and guess.label != recorded \
                     and guess.confidence >= OVERRIDE_PROBABILITY \
-                    and product_probabilities.get(recorded, 0.0) <= RECORDED_LABEL_CEILING:
+                    and product_probabilities.get(taxonomy.current_product(recorded), 0.0) <= RECORDED_LABEL_CEILING:
                 return guess.label, guess.confidence
             agreement = guess.confidence if guess and guess.label == recorded else 0.0
             return recorded, max(RECORDED_CONFIDENCE, agreement)
@@ -113,13 +197,27 @@ def triage(context: dict) -> dict:
     else:
         issue, issue_confidence = choose("issue")
         sub_product, _ = choose("sub_product")
+    # A recorded product the narrative reads, with confidence, as another product: kept, but named
+    # so the adjudicator can dispute it.
+    narrative_product = None
+    if recorded_product and predicted and predicted["product"].label != recorded_product \
+            and taxonomy.current_product(predicted["product"].label) != taxonomy.current_product(recorded_product) \
+            and predicted["product"].confidence >= min_confidence():
+        narrative_product = predicted["product"].label
+    needs_analyst = bool(product) and not recorded_product and product_confidence < min_confidence()
+    request = consumer_request(evidence)
+    remedy = requested_remedy(evidence)
     return {
-        "product": product or "Unclassified (no narrative to classify)",
+        "product": product or UNCLASSIFIED,
         "sub_product": sub_product or None,
-        "issue": issue or "Unclassified (no narrative to classify)",
-        "respondent": str(case.get("company") or "").strip() or "Respondent not recorded",
-        "requested_remedy": requested_remedy(evidence),
-        "confidence": round(0.6 * product_confidence + 0.4 * issue_confidence, 4),
+        "issue": issue or UNCLASSIFIED,
+        "respondent": company or "Respondent not recorded",
+        "requested_remedy": remedy,
+        "confidence": round(product_confidence, 4),
+        "issue_confidence": round(issue_confidence, 4),
+        "needs_analyst": needs_analyst or not product,
+        "narrative_product": narrative_product,
+        "consumer_request": request,
         "evidence_refs": [item.id for item in evidence if item.id is not None],
     }
 
@@ -193,7 +291,7 @@ def risk_assessor(context: dict) -> dict:
     lines = [f"Risk {level}: {explanation}."]
     for signal in signals:
         where = f"E{signal.evidence_id}" if signal.evidence_id is not None else "case record"
-        lines.append(f"{signal.code} ({where}): {signal.description}")
+        lines.append(f"{signal.code} +{signal.points} ({where}): {signal.description}")
     if not evidence:
         lines.append("No evidence was available, so only the case record was assessed.")
     cited = sorted({s.evidence_id for s in signals if s.evidence_id is not None})
@@ -348,16 +446,45 @@ def adjudicator(context: dict) -> dict:
             "resolution": f"Raised to {level}: policy minimums prevail over the assessed level.",
         })
 
+    # The risk assessor's stated level against the scoring table applied to its own signals (a real
+    # model can state one and list the other).
+    listed = [Signal(str(sig.get("code")), str(sig.get("description") or ""), None)
+              for sig in risk.get("signals") or [] if isinstance(sig, dict) and sig.get("code")]
+    tabled, _, table_says = score(listed)
+    if listed and tabled != assessed and LEVELS.index(tabled) > LEVELS.index(level):
+        disputes.append({
+            "topic": "risk level",
+            "positions": [f"risk_assessor: {assessed}", f"scoring table on its own signals: {table_says}"],
+            "resolution": f"Raised to {tabled}: the published scoring table prevails over the stated level.",
+        })
+        level = tabled
+
     recorded_product = str(case.get("product") or "").strip()
+    if triage_out and triage_out.get("needs_analyst"):
+        confidence_value = float(triage_out.get("confidence") or 0)
+        disputes.append({
+            "topic": "triage confidence",
+            "positions": [f"triage: best guess {triage_out.get('product')} / {triage_out.get('issue')} "
+                          f"(confidence {confidence_value:.2f})",
+                          f"threshold: product and issue need confidence ≥ {min_confidence():.2f}"],
+            "resolution": ("Needs an analyst: product and issue are left out of notices until an analyst "
+                           "confirms them."),
+        })
     if triage_out and recorded_product and triage_out.get("product") \
             and triage_out["product"].strip().lower() != recorded_product.lower():
-        confident = float(triage_out.get("confidence") or 0) >= 0.5
         disputes.append({
             "topic": "product",
             "positions": [f"triage: {triage_out['product']}", f"case record: {recorded_product}"],
-            "resolution": (f"Case record kept; an analyst should confirm whether the product is "
-                           f"{triage_out['product']}." if confident else
-                           f"{_UNRESOLVED}: triage confidence is too low to prefer either product."),
+            "resolution": (f"Triage reads the narrative as {triage_out['product']} with confidence "
+                           f"{float(triage_out.get('confidence') or 0):.2f}; an analyst should correct the case record."),
+        })
+    elif triage_out and recorded_product and triage_out.get("narrative_product"):
+        disputes.append({
+            "topic": "product",
+            "positions": [f"case record: {recorded_product}",
+                          f"narrative: reads as {triage_out['narrative_product']}"],
+            "resolution": (f"Case record kept (the consumer chose it); an analyst should confirm whether the "
+                           f"product is {triage_out['narrative_product']}."),
         })
 
     status = str(case.get("status") or "")
@@ -374,6 +501,20 @@ def adjudicator(context: dict) -> dict:
     else:
         transition = NEXT_TRANSITION.get(status)
         why = "the next lifecycle step" if transition else f"no further step from {status or 'an unknown status'}"
+    if status == "under_review" and not sufficient:
+        disputes.append({
+            "topic": "evidence",
+            "positions": ["lifecycle: mark_ready is the next step", f"evidence check: insufficient ({sufficiency})"],
+            "resolution": "request_evidence is recommended instead of mark_ready.",
+        })
+    if transition == "triage" and triage_out and triage_out.get("needs_analyst"):
+        disputes.append({
+            "topic": "transition",
+            "positions": ["lifecycle: triage is the next step",
+                          "triage: product and issue are not known with enough confidence"],
+            "resolution": "No transition proposed: an analyst classifies the complaint, then triages it.",
+        })
+        transition, why = None, "an analyst must confirm product and issue before the case is triaged"
     if transition == "close" and any(str(n.get("status")) in {"pending_approval", "approved", "sending", "failed"}
                                      for n in context.get("notices") or [] if isinstance(n, dict)):
         transition, why = None, "a notice is still in flight; close once it is sent or withdrawn"
@@ -389,9 +530,14 @@ def adjudicator(context: dict) -> dict:
     issue = (triage_out or {}).get("issue") or case.get("issue") or "unclassified issue"
     respondent = str(case.get("company") or "an unrecorded respondent").rstrip(". ")
     signal_codes = [s.get("code") for s in risk.get("signals") or [] if isinstance(s, dict)]
+    classified = (f"{product} / {issue} (needs an analyst to confirm)" if (triage_out or {}).get("needs_analyst")
+                  else f"{product} / {issue}")
+    request = (triage_out or {}).get("consumer_request")
+    wants = (f"The consumer asks for: {request['statement']}. "
+             if isinstance(request, dict) and request.get("kind") not in (None, "none") else "")
     summary = (
-        f"{reference} ({status or 'status unknown'}, v{case.get('version', '?')}): {product} / {issue}, "
-        f"against {respondent}. Risk {level}"
+        f"{reference} ({status or 'status unknown'}, v{case.get('version', '?')}): {classified}, "
+        f"against {respondent}. {wants}Risk {level}"
         f"{' (signals: ' + ', '.join(signal_codes) + ')' if signal_codes else ' (no risk signals)'}. "
         f"Policy: {', '.join(sorted(c for c in applied if c)) or 'no rule applies'}; "
         f"notice due: {'yes' if policy.get('notice_due') else 'no'}. "
@@ -407,13 +553,43 @@ _TOPIC_NODES = (("product", ["triage"]), ("issue", ["triage"]), ("risk", ["risk_
                 ("evidence", ["evidence_analyst"]), ("polic", ["policy_checker"]))
 
 
+def _gaps(context: dict) -> list[tuple[str, list[str]]]:
+    """Gaps a second look can fill: (why, agents to revisit)."""
+    gaps = []
+    unread = [item for item in evidence_of(context) if item.id is not None and _UNREAD.match(item.text or "")]
+    if unread:
+        gaps.append((f"evidence {', '.join(f'E{i.id}' for i in unread)} has no readable text yet",
+                     ["evidence_analyst", "risk_assessor"]))
+    truncated = [raw for raw in context.get("evidence") or [] if isinstance(raw, dict) and raw.get("truncated")]
+    if truncated:
+        gaps.append((f"evidence {', '.join('E' + str(r.get('id')) for r in truncated)} was only partly read",
+                     ["evidence_analyst", "risk_assessor"]))
+    risk = prior_of(context, "risk_assessor") or {}
+    unquoted = [str(sig.get("code")) for sig in risk.get("signals") or []
+                if isinstance(sig, dict) and sig.get("evidence_id") is not None and not str(sig.get("quote") or "")]
+    if unquoted:
+        gaps.append((f"signal(s) {', '.join(unquoted)} cite evidence without a verified quote", ["risk_assessor"]))
+    triage_out = prior_of(context, "triage") or {}
+    request = triage_out.get("consumer_request") or {}
+    if isinstance(request, dict) and request.get("evidence_id") is not None and not request.get("quote"):
+        gaps.append(("the consumer's request cites evidence without a verified quote", ["triage"]))
+    return gaps
+
+
+_UNREAD = re.compile(r"^\s*\[[\w.+/-]+ file [^\]]*\]\s*$")
+
+
 def reflect(context: dict) -> dict:
+    """Re-plan only for a gap a second look can fill: evidence not read (a file without text, an
+    excerpt cut short), a signal or the consumer's request citing evidence without a verified
+    quote, or an unresolved dispute. A low triage confidence is not such a gap — running the
+    same classifier again would answer the same — it is left to an analyst (the adjudicator's
+    "triage confidence" dispute)."""
     if int(as_int(context.get("replans_done")) or 0) >= 1:
         return {"replan": False, "reason": "Already re-planned once; the findings stand as they are.", "revisit": []}
     adjudication = prior_of(context, "adjudicator") or adjudicator(context)
     unresolved = [d for d in adjudication.get("disputes") or []
                   if not str(d.get("resolution") or "").strip() or str(d.get("resolution")).startswith(_UNRESOLVED)]
-    confidence = float(adjudication.get("confidence") or 0)
     revisit: list[str] = []
     reasons = []
     for dispute in unresolved:
@@ -421,14 +597,12 @@ def reflect(context: dict) -> dict:
         nodes = next((nodes for key, nodes in _TOPIC_NODES if key in topic), ["evidence_analyst"])
         revisit += [node for node in nodes if node not in revisit]
         reasons.append(f"dispute on {topic or 'an unnamed topic'} is unresolved")
-    if confidence < 0.5:
-        weak = [name for name in ("triage", "risk_assessor")
-                if float((prior_of(context, name) or {}).get("confidence") or 0) < 0.5]
-        revisit += [node for node in (weak or ["triage", "risk_assessor"]) if node not in revisit]
-        reasons.append(f"adjudication confidence {confidence:.2f} is below 0.5")
+    for why, nodes in _gaps(context):
+        revisit += [node for node in nodes if node not in revisit]
+        reasons.append(why)
     if not reasons:
-        return {"replan": False, "reason": f"No unresolved dispute and confidence {confidence:.2f} ≥ 0.5; no re-plan.",
-                "revisit": []}
+        return {"replan": False, "reason": "No gap a second look could fill (all evidence read, every cited signal "
+                                           "quoted, no unresolved dispute); no re-plan.", "revisit": []}
     revisit.append("adjudicator")
     return {"replan": True, "reason": shorten("Re-plan: " + "; ".join(reasons) + ".", 1000), "revisit": revisit}
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from cases.policy import CAN_APPROVE_NOTICES, CAN_APPROVE_PROPOSALS
-from runs.offline.context import artifact_content, as_int, case_of, evidence_of
+from runs.offline.context import artifact_content, as_int, case_of, evidence_of, parse_date, today_of
 from runs.offline.text import first_sentence, is_instruction, shorten, split_sentences
 
 # --- intents --------------------------------------------------------------------------------
@@ -29,6 +29,8 @@ _RISK_PATTERNS = (
     rf"\b(?:mark|flag|treat)\s+(?:it|this|the case|this case)\s+as\s+{_LEVEL}[\s-]+risk\b",
 )
 _SEND_NOTICE = r"\bsend\s+(?:out\s+)?(?:the|a|this|our|an)\s+(?:response\s+|acknowledge?ment\s+)?(?:notice|letter)\b"
+_DRAFT_NOTICE = (r"\b(?:draft|write|prepare|compose)\s+(?:up\s+)?(?:the|a|this|our|an)\s+(?:response\s+|reply\s+|"
+                 r"acknowledge?ment\s+)?(?:notice|letter|reply|response)\b")
 _ASSIGN = (r"\bassign\s+(?:it\s+|this\s+|the\s+case\s+|this\s+case\s+)?to\s+(?:the\s+)?"
            r"(?P<team>[A-Za-z0-9][\w&/-]*(?:\s+[\w&/-]+){0,4}?)(?:\s+team)?\s*(?:[.!?,;]|$|\bplease\b)")
 _REMEMBER = r"\bremember\s+(?:that\s+)?(?P<content>[^.!?\n]{3,300})"
@@ -80,6 +82,9 @@ def detect_intents(question: str) -> tuple[list[dict], list[str]]:
         match = re.search(_SEND_NOTICE, clause, re.IGNORECASE)
         if match and _not_negated(clause, match.start()):
             add("send_notice", {}, clause)
+        match = re.search(_DRAFT_NOTICE, clause, re.IGNORECASE)
+        if match and _not_negated(clause, match.start()) and not any(i["kind"] == "send_notice" for i in intents):
+            add("draft_notice", {}, clause)
         match = re.search(_ASSIGN, clause, re.IGNORECASE)
         if match and _not_negated(clause, match.start()):
             add("assignment", {"team": match.group("team").strip()}, clause)
@@ -104,6 +109,9 @@ def _intent_sentence(intent: dict, status: str, available: list[str] | None) -> 
     if kind == "risk_level":
         return (f"I am proposing to set the risk level to {payload['risk_level']}; {APPROVER} must "
                 "approve it before the case changes.")
+    if kind == "draft_notice":
+        return (f"I will draft a notice to the consumer and submit it for approval; nothing is sent until "
+                f"{NOTICE_APPROVER} approves it.")
     if kind == "send_notice":
         return (f"I will prepare a notice draft and submit it for approval; nothing is sent until "
                 f"{NOTICE_APPROVER} approves it.")
@@ -113,8 +121,51 @@ def _intent_sentence(intent: dict, status: str, available: list[str] | None) -> 
     return (f"I am proposing to remember: “{payload['content']}”. It takes effect only once it is approved.")
 
 
+# --- plain words ------------------------------------------------------------------------------
+_STATUS_WORDS = {"new": "new (not yet triaged)", "triaged": "triaged", "under_review": "under review",
+                 "waiting_for_evidence": "waiting for evidence", "ready_for_decision": "ready for a decision",
+                 "decided": "decided", "closed": "closed"}
+_NOTICE_WORDS = {"draft": "a draft not yet submitted", "pending_approval": "waiting for a supervisor's approval",
+                 "approved": "approved and ready to send", "sending": "being sent", "sent": "sent",
+                 "failed": "not sent (sending failed; it can be retried)", "rejected": "rejected",
+                 "withdrawn": "withdrawn", "unknown": "of unknown delivery (being checked)"}
+_TRANSITION_WORDS = {"triage": "triage the case", "start_review": "start the review",
+                     "request_evidence": "ask for more evidence", "receive_evidence": "record that the evidence arrived",
+                     "mark_ready": "mark the case ready for a decision", "return_to_review": "return it to review",
+                     "decide": "decide the case", "close": "close the case", "reopen": "reopen the case"}
+_SIGNAL_WORDS = {"FRAUD-ID": "identity theft", "HARASSMENT": "harassment", "URGENCY": "a time-critical harm",
+                 "MONEY-LOSS": "money lost or asked back", "TIME-LIMIT": "a legal time limit",
+                 "MISCONDUCT": "alleged misconduct by the company", "REPEAT-CONTACT": "repeated contact",
+                 "OLDER-AM": "an older consumer", "SCRA": "a servicemember or veteran"}
+_RULE_WORDS = {"ACK-15": "a response to the consumer", "CLOSE-60": "a decision on the case"}
+
+
+def _plain_status(status: str) -> str:
+    return _STATUS_WORDS.get(status, status.replace("_", " ") or "in an unknown status")
+
+
+def _plain_notice_status(status) -> str:
+    return _NOTICE_WORDS.get(str(status or ""), str(status or "of unknown status").replace("_", " "))
+
+
+def _plain_transition(name) -> str:
+    return _TRANSITION_WORDS.get(str(name or ""), "no change for now" if not name else str(name).replace("_", " "))
+
+
+def _plain_deadline(rule: dict, today) -> str:
+    what = _RULE_WORDS.get(str(rule.get("code")), f"rule {rule.get('code')}")
+    deadline = parse_date(rule.get("deadline"))
+    if deadline is None:
+        return f"{what} by {rule.get('deadline')}"
+    days = (deadline - today).days
+    when = (f"{days} day(s) left" if days > 0 else "due today" if days == 0 else f"{-days} day(s) overdue")
+    return f"{what} by {deadline.strftime('%d %B %Y')} ({when})"
+
+
 # --- answering ------------------------------------------------------------------------------
 _TOPICS = (
+    ("request", r"\b(?:consumer|customer|complainant|they|he|she)\b[^?]{0,30}\b(?:wants?|asks?|asking|requests?|seeks?|"
+                r"looking for|expects?)\b|\bwhat (?:is|was) (?:being )?(?:asked|requested)\b|\bremedy\b|\brequest\b"),
     ("status", r"\bstatus\b|\bstage\b|\bwhere (?:are|is|do)\b|\bversion\b|\bprogress\b|\bstate of\b"),
     ("risk", r"\brisk\w*\b|\bdanger|\bsever\w*|\bpriorit\w*|\burgent\b"),
     ("deadline", r"\bdeadlines?\b|\bdue\b|\bwhen\b|\bhow long\b|\bdays? left\b|\boverdue\b"),
@@ -170,58 +221,93 @@ def chat(context: dict) -> dict:
     if not topics and not intents:
         topics = ["status", "risk", "findings"]
     sentences: list[str] = []
+    evidence_titles = {item.id: item.title for item in evidence_of(context) if item.id is not None}
+
+    def source(evidence_id) -> str:
+        """Evidence named in plain words (its title), its id kept in `cited`."""
+        evidence_id = as_int(evidence_id)
+        if evidence_id is None:
+            return "the case record"
+        if evidence_id not in used_evidence:
+            used_evidence.append(evidence_id)
+        title = evidence_titles.get(evidence_id) or "the evidence"
+        return f"“{shorten(title, 60)}”" if title != "the evidence" else title
+
     for topic in topics:
         if topic == "status":
-            sentences.append(f"{reference} is {status.replace('_', ' ') or 'in an unknown status'}"
+            sentences.append(f"{reference} is {_plain_status(status)}"
                              f"{f' (version {version})' if version is not None else ''}.")
+        elif topic == "request":
+            triage_out = use("triage") or {}
+            request = triage_out.get("consumer_request") if isinstance(triage_out.get("consumer_request"), dict) else None
+            if request and request.get("kind") != "none":
+                quoted = (f" In their words: “{shorten(str(request['quote']), 300)}” ({source(request.get('evidence_id'))})."
+                          if request.get("quote") else "")
+                sentences.append(f"The consumer asks for: {request.get('statement')}.{quoted}")
+            elif triage_out.get("requested_remedy"):
+                sentences.append(f"The consumer asks for: {shorten(str(triage_out['requested_remedy']), 400)}")
+            else:
+                sentences.append("The analysis has not read the consumer's request yet; run the analysis first.")
         elif topic == "risk":
             risk = use("risk")
             recorded = case.get("risk_level") or "unassessed"
             if risk:
-                codes = ", ".join(s.get("code", "") for s in risk.get("signals") or []) or "no signals"
-                sentences.append(f"The case record says risk {recorded}; the latest assessment says "
-                                 f"{risk.get('risk_level')} ({codes}).")
+                sentences.append(f"The latest assessment rates the risk {risk.get('risk_level')} (the case record says "
+                                 f"{recorded}).")
+                reasons = []
+                for signal in risk.get("signals") or []:
+                    if not isinstance(signal, dict):
+                        continue
+                    label = _SIGNAL_WORDS.get(str(signal.get("code")), str(signal.get("code") or "a signal"))
+                    points = f" (+{signal['points']})" if signal.get("points") else ""
+                    quote = str(signal.get("quote") or "")
+                    where = (f": “{shorten(quote, 200)}” ({source(signal.get('evidence_id'))})" if quote
+                             else f" ({source(signal.get('evidence_id'))})")
+                    reasons.append(f"{label}{points}{where}")
+                if reasons:
+                    sentences.append("Why: " + "; ".join(reasons) + ".")
+                    explanation = re.search(r"=\s*\d+ point\(s\)[^.]*", str(risk.get("rationale") or ""))
+                    if explanation:
+                        sentences.append(f"Points add up as the published scoring table says ({explanation.group(0)}).")
+                else:
+                    sentences.append("No risk signal was found in the evidence.")
             else:
                 sentences.append(f"The case record says risk {recorded}; no risk assessment has been run yet.")
         elif topic == "deadline":
             policy = use("policy")
-            deadlines = [f"{r['code']} by {r['deadline']}" for r in (policy or {}).get("rules") or []
-                         if r.get("deadline") and r.get("applies")]
-            if deadlines:
-                sentences.append("Deadlines: " + "; ".join(deadlines) + ".")
+            due = [_plain_deadline(r, today_of(context)) for r in (policy or {}).get("rules") or []
+                   if r.get("deadline") and r.get("applies")]
+            if due:
+                sentences.append("Due: " + "; ".join(due) + ".")
             elif case.get("received_at"):
-                sentences.append(f"The case was received on {case['received_at']}; acknowledgement is due within "
-                                 "15 days and a decision within 60 days of receipt.")
+                sentences.append(f"The case was received on {case['received_at']}; a response to the consumer is due "
+                                 "within 15 days and a decision within 60 days of receipt.")
             else:
                 sentences.append("The received date is not recorded, so deadlines cannot be computed.")
         elif topic == "evidence":
             summary = use("evidence")
             points = (summary or {}).get("key_points") or []
             if points:
-                cited = []
-                for point in points[:3]:
-                    evidence_id = as_int(point.get("evidence_id"))
-                    if evidence_id is not None and evidence_id not in used_evidence:
-                        used_evidence.append(evidence_id)
-                    cited.append(f"{shorten(str(point.get('text', '')), 200)} [E{evidence_id}]")
+                cited = [f"{shorten(str(point.get('text', '')), 200)} ({source(point.get('evidence_id'))})"
+                         for point in points[:3]]
                 sentences.append("From the evidence: " + " ".join(cited))
             else:
                 items = [item for item in evidence_of(context) if item.text and item.id is not None][:2]
-                for item in items:
-                    used_evidence.append(item.id)
                 if items:
                     sentences.append("From the evidence: " + " ".join(
-                        f"{first_sentence(item.text, 200)} [E{item.id}]" for item in items))
+                        f"{first_sentence(item.text, 200)} ({source(item.id)})" for item in items))
                 else:
                     sentences.append("There is no evidence on the case yet.")
         elif topic == "notice":
             notices = [n for n in context.get("notices") or [] if isinstance(n, dict)]
             policy = use("policy")
             if notices:
-                sentences.append("Notices: " + "; ".join(f"N{n.get('id')} {n.get('kind', 'response')} "
-                                                         f"({n.get('status')})" for n in notices) + ".")
+                sentences.append("Notices: " + "; ".join(
+                    f"a {n.get('kind') or 'response'} notice that is {_plain_notice_status(n.get('status'))}"
+                    for n in notices) + ".")
             elif policy is not None:
-                sentences.append(str(policy.get("notice_reason") or "No notice exists yet."))
+                sentences.append("No notice exists yet. " + ("A response to the consumer is due."
+                                                             if policy.get("notice_due") else "None is due now."))
             else:
                 sentences.append("No notice exists for this case yet.")
         elif topic == "thread":
@@ -237,17 +323,26 @@ def chat(context: dict) -> dict:
                 sentences.append("This is the start of the conversation.")
         elif topic == "findings":
             adjudication = use("adjudication")
-            triage_out = use("triage") if not adjudication else None
-            if adjudication:
-                sentences.append(shorten(str(adjudication.get("summary") or ""), 600))
+            triage_out = use("triage")
+            if triage_out and triage_out.get("needs_analyst"):
+                sentences.append(f"Triage is not confident of the product and issue (best guess: "
+                                 f"{triage_out.get('product')} / {triage_out.get('issue')}); an analyst should "
+                                 "confirm them.")
             elif triage_out:
                 sentences.append(f"Triage: {triage_out.get('product')} / {triage_out.get('issue')}, against "
                                  f"{triage_out.get('respondent')}.")
-            elif findings := [f for f in context.get("findings") or [] if isinstance(f, dict) and f.get("summary")]:
-                sentences.append("Latest findings: " + " ".join(
-                    f"[{f.get('type') or f.get('agent')}] {shorten(str(f['summary']), 200)}" for f in findings[-3:]))
-            else:
-                sentences.append("No analysis has been run on this case yet.")
+            if adjudication:
+                disputes = [d for d in adjudication.get("disputes") or [] if isinstance(d, dict)]
+                step = adjudication.get("recommended_transition")
+                sentences.append(f"The agents recommend: {_plain_transition(step)}."
+                                 + (" Open points: " + "; ".join(f"{d.get('topic')} — {d.get('resolution')}"
+                                                                 for d in disputes[:3]) + "." if disputes else ""))
+            elif not triage_out:
+                if findings := [f for f in context.get("findings") or [] if isinstance(f, dict) and f.get("summary")]:
+                    sentences.append("Latest findings: " + " ".join(shorten(str(f["summary"]), 200)
+                                                                     for f in findings[-3:]))
+                else:
+                    sentences.append("No analysis has been run on this case yet.")
     available = context.get("available_transitions")
     available = [str(name) for name in available] if isinstance(available, list) else None
     sentences += [_intent_sentence(intent, status.replace("_", " "), available) for intent in intents]

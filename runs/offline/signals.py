@@ -1,23 +1,28 @@
 """Transparent risk rules of the offline analyst.
 
-Each rule reads the case record or one evidence item and yields a RiskSignal citing where it
-came from (the evidence id, or None for a fact of the case record such as a tag). The level is
-then computed from the scoring table below — no learned weights, so an analyst can check every
-step by hand.
+Each rule reads the case record or one evidence item and yields a Signal citing where it came
+from: the evidence id and the exact words (a quote that occurs in that evidence's text), or None
+for a fact of the case record such as a tag. The level is then computed from the scoring table
+below — no learned weights, so a supervisor can check every step by hand.
 
 Scoring table
 =============
 
-| signal          | trigger                                                                     | points | floor  |
-|-----------------|-----------------------------------------------------------------------------|--------|--------|
-| FRAUD-ID        | identity theft / fraud language ("identity theft", "not my account", ...)   | 3      | high   |
-| URGENCY         | foreclosure, eviction, garnishment, repossession, lawsuit, offset, deadline | 2      | —      |
-| MONEY-LOSS      | a stated amount above $1,000 ({$1100.00}, $1,250, $2k)                      | 2      | —      |
-| REPEAT-CONTACT  | "called 5 times", "multiple times", "called them again", or ≥ 4 dates      | 1      | —      |
-| OLDER-AM        | case tag "Older American"                                                   | 1      | medium |
-| SCRA            | case tag "Servicemember" (or servicemember / veteran / military language)   | 1      | medium |
+| signal          | trigger (one sentence of the evidence)                                       | points | floor  |
+|-----------------|------------------------------------------------------------------------------|--------|--------|
+| FRAUD-ID        | identity theft: accounts/inquiries opened or used by someone else            | 3      | high   |
+| HARASSMENT      | collection calls described as frequent, threats, abusive language, "harass"  | 2      | medium |
+| URGENCY         | foreclosure, eviction, garnishment, repossession, lawsuit, offset            | 2      | —      |
+| MONEY-LOSS      | an amount above $1,000 lost, charged, overpaid or asked back (not a balance) | 2      | —      |
+| TIME-LIMIT      | a statutory window (30/45 days to investigate, statute of limitations,       | 1      | —      |
+|                 | time-barred debt, items older than seven years)                              |        |        |
+| MISCONDUCT      | the company itself accused of fraud, deception or illegality                 | 1      | —      |
+| REPEAT-CONTACT  | contacts described as repeated ("called 5 times", "several letters")         | 1      | —      |
+| OLDER-AM        | tag "Older American", or age 62+, retirement, Social Security income          | 1      | medium |
+| SCRA            | tag "Servicemember", or active duty, veteran, military service, SCRA         | 1      | medium |
 
-Each code counts once per case however often it is found (its strongest evidence is cited).
+Each code counts once per case however often it is found (its first evidence is cited; tags on
+the case record win over the narrative).
 
 | total points | level    |
 |--------------|----------|
@@ -36,44 +41,80 @@ import re
 from dataclasses import dataclass
 from decimal import Decimal
 
-from runs.offline.text import date_mentions, money_amounts, shorten, split_sentences
+from runs.offline.text import money_amounts, split_sentences
 
 LEVELS = ("low", "medium", "high", "critical")
 
-POINTS = {"FRAUD-ID": 3, "URGENCY": 2, "MONEY-LOSS": 2, "REPEAT-CONTACT": 1, "OLDER-AM": 1, "SCRA": 1}
-FLOORS = {"FRAUD-ID": "high", "OLDER-AM": "medium", "SCRA": "medium"}
+POINTS = {"FRAUD-ID": 3, "HARASSMENT": 2, "URGENCY": 2, "MONEY-LOSS": 2, "TIME-LIMIT": 1, "MISCONDUCT": 1,
+          "REPEAT-CONTACT": 1, "OLDER-AM": 1, "SCRA": 1}
+FLOORS = {"FRAUD-ID": "high", "HARASSMENT": "medium", "OLDER-AM": "medium", "SCRA": "medium"}
 LEVEL_BY_POINTS = ((6, "critical"), (4, "high"), (2, "medium"), (0, "low"))
 MONEY_LOSS_THRESHOLD = Decimal("1000")
-REPEATED_DATES = 4
+MAX_QUOTE = 300
+OLDER_AGE = 62
 
-_FRAUD = re.compile(
-    r"\bidentity theft\b|\bstolen identity\b|\bidentity (?:was|has been) stolen\b|\bstole my identity\b"
-    r"|\bfraud(?:ulent|ulently|ster|sters)?\b|\bscam(?:med|mer|mers)?\b"
+_I = re.IGNORECASE
+# Identity theft: someone else used the consumer's identity. Not "fraud" by the company (MISCONDUCT).
+_IDENTITY_THEFT = re.compile(
+    r"\bidentity theft\b|\bstolen identity\b|\bidentity (?:was|has been|had been) (?:stolen|compromised)\b"
+    r"|\bstole my identity\b|\bvictim of (?:identity|fraud)\b|\bfraudulent (?:account|accounts|inquir\w+|charges?)\b"
     r"|\bnot my (?:account|debt|loan)s?\b|\b(?:is|are|was|were)(?: not|n't) (?:even )?mine\b"
-    r"|\bnever (?:opened|applied for|authori[sz]ed|signed)\b"
-    r"|\bunauthori[sz]ed (?:charge|charges|account|accounts|inquiry|inquiries|withdrawal|withdrawals|transaction|transactions)\b",
-    re.IGNORECASE,
-)
+    r"|\bnever (?:opened|applied for|authori[sz]ed|signed (?:for|up))\b|\bopened (?:without my|in my name)\b"
+    r"|\bunbeknownst to me\b|\bunauthori[sz]ed (?:account|accounts|inquiry|inquiries|hard inquir\w+)\b"
+    r"|\bsomeone (?:else )?(?:opened|used|hacked|stole)\b|\b(?:hacked|breached)\b"
+    r"|\b(?:did not|didn't|never) apply for (?:any|this|these|the|a)\b|\bfraudulent (?:items?|information|activity)\b"
+    r"|\bfraud alerts?\b|\bpolice report\b|\bftc (?:identity theft )?report\b", _I)
+_MISCONDUCT = re.compile(
+    r"\b(?:fraud|fraudulent(?:ly)?|scam\w*|deceptive|deceiv\w*|misrepresent\w*|illegal(?:ly)?|predatory"
+    r"|lied|lying|bait and switch|unlawful(?:ly)?)\b", _I)
+_HARASSMENT = re.compile(
+    r"\bharass\w*|\bthreat\w*|\b(?:verbally )?abusive (?:language|calls?|manner|tone|behaviou?r|collector|representative)s?\b"
+    r"|\bverbally abus\w*|\byell\w*|\bscream\w*|\bcurs(?:ed|ing)\b|\bprofanit\w+"
+    r"|\bintimidat\w*|\b(?:excessive|constant|nonstop|non-stop|incessant)(?: amounts? of)?(?: \w+)? (?:calls|calling|phone calls)\b"
+    r"|\bcall(?:s|ed|ing)? (?:me )?(?:\w+ )?(?:every day|daily|several times a day|\d+ times a day|at work|my (?:job|work|employer|family|relatives))\b"
+    r"|\b(?:dozens|hundreds) of (?:calls|phone calls|voicemails|messages)\b", _I)
 _URGENCY = re.compile(
     r"\bforeclos\w*|\bevict\w*|\bgarnish\w*|\brepossess\w*|\bsheriff(?:'s)? sale\b|\blawsuit\b|\bsued\b"
-    r"|\bdefault judg(?:e)?ment\b|\bbank levy\b|\blevied\b|\btreasury offset\b|\b(?:tax refund|social security)\b[^.]{0,40}\b(?:seized|offset|taken|withheld)\b"
-    r"|\bdeadline\b|\bwithin \d+ days\b|\bfinal notice\b|\bshut[- ]?off\b|\blose (?:my|our) (?:home|house|car)\b",
-    re.IGNORECASE,
-)
+    r"|\bdefault judg(?:e)?ment\b|\bbank levy\b|\blevied\b|\btreasury offset\b"
+    r"|\b(?:tax refund|social security)\b[^.]{0,40}\b(?:seized|offset|taken|withheld)\b"
+    r"|\bfinal notice\b|\bshut[- ]?off\b|\blose (?:my|our) (?:home|house|car)\b", _I)
+_LOSS_CONTEXT = re.compile(
+    r"\brefund\w*|\boverpa(?:id|yment|yments)\b|\bovercharg\w*|\breimburs\w*|\bwithdr(?:awn|ew)\b|\bdebited\b"
+    r"|\bclaw\w* back\b|\blost\b|\bstole\w*\b|\bcharg(?:ed|ing|es) (?:me|us|my)\b|\bcharged\b|\bfees?\b"
+    r"|\binterest charges?\b|\b(?:two times|twice)\b"
+    r"|\bdouble[- ](?:charged|payment|billed)\b|\bpaid twice\b|\bunauthori[sz]ed\b|\bfinancial harm\b"
+    r"|\bdamages\b|\bowe[sd]? me\b|\breturn (?:my|the) (?:money|funds)\b|\bwithheld\b|\bseized\b"
+    r"|\bimproperly capitali[sz]\w*|\bwithout my consent\b", _I)
+_TIME_LIMIT = re.compile(
+    r"\bstatute of limitations?\b|\btime[- ]barred\b|\bobsolete\b"
+    r"|\b(?:over|more than|older than) (?:seven|7) years\b|\b(?:seven|7)[- ]years? (?:old|ago|reporting|period|limit)\b"
+    r"|\b(?:within|over|more than|after|beyond|past|exceed\w*|well over) (?:the )?(?:30|45|thirty|forty[- ]five)[- ]days?\b"
+    r"|\b(?:30|45|thirty|forty[- ]five)[- ]days? (?:to|for|of) (?:investigat\w+|respond\w*|verif\w+|reinvestigat\w+|dispute)\b"
+    r"|\blegal (?:amount of )?time\b", _I)
+_NOT_A_WINDOW = re.compile(r"\bdays? (?:late|past due|delinquen\w*)\b", _I)
 _WORD_NUMBERS = {"three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
                  "eleven": 11, "twelve": 12, "fifteen": 15, "twenty": 20, "dozen": 12, "dozens": 24}
+_CONTACT_VERB = (r"(?:called|call|calls|contacted|phoned|emailed|e-mailed|spoke(?: to| with)?|spoken to|reached out to"
+                 r"|wrote(?: to)?|written(?: to)?|sent (?:them |a |my )?(?:letters?|disputes?|emails?)|disputed|faxed|mailed)")
 _REPEAT_COUNT = re.compile(
-    r"\b(?:called|contacted|phoned|emailed|spoke(?: to| with)?|reached out to|wrote to|disputed)\b[^.!?]{0,40}?"
-    r"\b(?P<count>\d+|XXXX|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|a dozen|dozens of)"
-    r"\s+(?:\w+\s+)?times\b", re.IGNORECASE)
+    rf"\b{_CONTACT_VERB}\b[^.!?]{{0,40}}?"
+    r"\b(?P<count>\d+|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|a dozen|dozens of)"
+    r"\s+(?:\w+\s+)?times\b", _I)
 _REPEAT_PHRASE = re.compile(
-    r"\b(?:multiple|several|numerous|countless|many|so many|repeated) (?:times|calls|attempts|occasions|phone calls|letters|disputes)\b"
-    r"|\bagain and again\b|\bover and over\b|\brepeatedly\b|\btime after time\b"
-    r"|\bevery time (?:i|we) (?:have )?(?:call|called|contact|contacted|spoke|speak)\b"
-    r"|\b(?:call|called|calling|contacted|wrote) (?:them |back |the \w+ )?(?:yet )?again\b",
-    re.IGNORECASE)
-_SERVICEMEMBER = re.compile(r"\b(?:servicemember|service member|active duty|veteran|military|deployed|deployment)\b",
-                            re.IGNORECASE)
+    r"\b(?:multiple|several|numerous|countless|many|so many|repeated|\d+|three|four|five|six) "
+    r"(?:phone calls|calls|letters|disputes|emails|e-mails|complaints|requests|certified letters)\b"
+    rf"|\b{_CONTACT_VERB}\b[^.!?]{{0,40}}\b(?:multiple|several|numerous|countless|many|repeated) (?:times|occasions)\b"
+    rf"|\b{_CONTACT_VERB}\b[^.!?]{{0,30}}\b(?:again and again|over and over|repeatedly|time after time|yet again|again)\b"
+    r"|\bevery time (?:i|we) (?:have )?(?:call|called|contact|contacted|spoke|speak)\b", _I)
+_SERVICEMEMBER = re.compile(
+    r"\b(?:servicemember|service member|active[- ]duty|veteran|military|deployed|deployment|\bscra\b"
+    r"|servicemembers civil relief act|u\.?s\.? (?:army|navy|air force|marine corps|coast guard)"
+    r"|(?:the )?(?:army|navy|air force|marine corps|national guard|coast guard)\b)", _I)
+_OLDER = re.compile(
+    r"\b(?:i am|i'm|im|i turned|aged?|at age|at the age of)\s+(?P<age>\d{2})\b(?:\s+years? old)?"
+    r"|\b(?P<age2>\d{2})[- ]years?[- ]old (?:me|myself|senior|widow\w*|retiree)\b"
+    r"|\bsenior citizen\b|\belderly\b|\bretiree\b|\bi (?:am|was|have) (?:now |recently )?retired\b|\bin retirement\b"
+    r"|\bon a fixed income\b|\bsocial security (?:income|benefits?|checks?|payments?|retirement)\b|\bmedicare\b", _I)
 
 
 @dataclass(frozen=True)
@@ -81,9 +122,15 @@ class Signal:
     code: str
     description: str
     evidence_id: int | None
+    quote: str = ""
+
+    @property
+    def points(self) -> int:
+        return POINTS.get(self.code, 0)
 
     def as_dict(self) -> dict:
-        return {"code": self.code, "description": self.description, "evidence_id": self.evidence_id}
+        return {"code": self.code, "description": self.description, "evidence_id": self.evidence_id,
+                "quote": self.quote, "points": self.points}
 
 
 def case_tags(case: dict) -> set[str]:
@@ -93,44 +140,98 @@ def case_tags(case: dict) -> set[str]:
     return {str(tag).strip().lower() for tag in tags if str(tag).strip() and str(tag).strip().lower() != "none"}
 
 
-def _quote(sentence: str) -> str:
-    return "“" + shorten(sentence, 160) + "”"
+def quote_of(sentence: str, match: re.Match | None = None) -> str:
+    """Exact words of the sentence (a substring, never edited): the whole sentence when short,
+    else a window of whole words around the match."""
+    if len(sentence) <= MAX_QUOTE:
+        return sentence
+    centre = match.start() if match is not None else 0
+    start = max(0, centre - MAX_QUOTE // 3)
+    while start > 0 and not sentence[start - 1].isspace():
+        start -= 1
+    end = min(len(sentence), start + MAX_QUOTE)
+    while end < len(sentence) and not sentence[end].isspace():
+        end -= 1
+    return sentence[start:end].strip()
+
+
+def _quoted(quote: str) -> str:
+    return "“" + quote + "”"
+
+
+def _identity_theft(sentence: str) -> re.Match | None:
+    match = _IDENTITY_THEFT.search(sentence)
+    if match and match.group(0).lower() in ("hacked", "breached") \
+            and not re.search(r"\b(?:my|our) (?:identity|information|account|data|credit|personal)\b", sentence, _I):
+        return None
+    return match
+
+
+def _older_american(sentence: str) -> re.Match | None:
+    for match in _OLDER.finditer(sentence):
+        age = match.group("age") or match.group("age2")
+        if age is None or int(age) >= OLDER_AGE:
+            return match
+    return None
+
+
+def _repeat_contact(sentence: str) -> tuple[int, re.Match] | None:
+    if (match := _REPEAT_COUNT.search(sentence)):
+        raw = match.group("count").lower()
+        count = int(raw) if raw.isdigit() else _WORD_NUMBERS.get(raw.replace("a ", "").replace(" of", ""), 3)
+        if count >= 3:
+            return count, match
+    if (match := _REPEAT_PHRASE.search(sentence)):
+        return 0, match
+    return None
+
+
+def _money_loss(sentence: str) -> tuple[Decimal, re.Match] | None:
+    context = _LOSS_CONTEXT.search(sentence)
+    if context is None:
+        return None
+    amounts = [amount for amount in money_amounts(sentence) if amount > MONEY_LOSS_THRESHOLD]
+    return (max(amounts), context) if amounts else None
 
 
 def _evidence_signals(evidence_id: int | None, text: str) -> list[Signal]:
     found: dict[str, Signal] = {}
-    largest: tuple[Decimal, str] | None = None
-    repeat_count: tuple[int, str] | None = None
+    largest: tuple[Decimal, str, str] | None = None
+    repeat: tuple[int, str] | None = None
+
+    def add(code: str, what: str, sentence: str, match: re.Match | None) -> None:
+        if code not in found:
+            quote = quote_of(sentence, match)
+            found[code] = Signal(code, f"{what}: {_quoted(quote)}", evidence_id, quote)
+
     for sentence in split_sentences(text):
-        if "FRAUD-ID" not in found and (match := _FRAUD.search(sentence)):
-            found["FRAUD-ID"] = Signal("FRAUD-ID", f"Fraud / identity-theft language ({match.group(0).lower()}): "
-                                                   f"{_quote(sentence)}", evidence_id)
-        if "URGENCY" not in found and (match := _URGENCY.search(sentence)):
-            found["URGENCY"] = Signal("URGENCY", f"Time-critical harm ({match.group(0).lower()}): {_quote(sentence)}",
-                                      evidence_id)
-        for amount in money_amounts(sentence):
-            if largest is None or amount > largest[0]:
-                largest = (amount, sentence)
-        if (match := _REPEAT_COUNT.search(sentence)):
-            raw = match.group("count").lower()
-            count = int(raw) if raw.isdigit() else _WORD_NUMBERS.get(raw.replace("a ", "").replace(" of", ""), 3)
-            if count >= 3 and (repeat_count is None or count > repeat_count[0]):
-                repeat_count = (count, sentence)
-        elif repeat_count is None and (match := _REPEAT_PHRASE.search(sentence)):
-            repeat_count = (0, sentence)
-        if "SCRA" not in found and _SERVICEMEMBER.search(sentence):
-            found["SCRA"] = Signal("SCRA", f"Servicemember / veteran mentioned: {_quote(sentence)}", evidence_id)
-    if largest is not None and largest[0] > MONEY_LOSS_THRESHOLD:
-        found["MONEY-LOSS"] = Signal("MONEY-LOSS", f"Stated amount ${largest[0]:,.2f} exceeds $1,000: "
-                                                   f"{_quote(largest[1])}", evidence_id)
-    if repeat_count is not None:
-        found["REPEAT-CONTACT"] = Signal("REPEAT-CONTACT", f"Repeated contact: {_quote(repeat_count[1])}", evidence_id)
-    else:
-        dates = sorted(set(date_mentions(text)))
-        if len(date_mentions(text)) >= REPEATED_DATES:
-            found["REPEAT-CONTACT"] = Signal(
-                "REPEAT-CONTACT", f"{len(date_mentions(text))} date mentions in one account of the complaint "
-                                  f"({', '.join(dates[:3])}), a drawn-out dispute", evidence_id)
+        if (match := _identity_theft(sentence)):
+            add("FRAUD-ID", f"Identity theft ({match.group(0).lower()})", sentence, match)
+        elif (match := _MISCONDUCT.search(sentence)):
+            add("MISCONDUCT", f"The company is accused of misconduct ({match.group(0).lower()})", sentence, match)
+        if (match := _HARASSMENT.search(sentence)):
+            add("HARASSMENT", f"Harassment ({match.group(0).lower()})", sentence, match)
+        if (match := _URGENCY.search(sentence)):
+            add("URGENCY", f"Time-critical harm ({match.group(0).lower()})", sentence, match)
+        if (match := _TIME_LIMIT.search(sentence)) and not _NOT_A_WINDOW.search(sentence[match.start():]):
+            add("TIME-LIMIT", f"Time limit ({match.group(0).lower()})", sentence, match)
+        if (match := _SERVICEMEMBER.search(sentence)):
+            add("SCRA", f"Servicemember or veteran ({match.group(0).lower()}) in the narrative", sentence, match)
+        if (match := _older_american(sentence)):
+            add("OLDER-AM", f"Older consumer ({match.group(0).lower()}) in the narrative", sentence, match)
+        if (loss := _money_loss(sentence)) and (largest is None or loss[0] > largest[0]):
+            largest = (loss[0], sentence, quote_of(sentence, loss[1]))
+        if (contact := _repeat_contact(sentence)) and (repeat is None or contact[0] > repeat[0]):
+            repeat = (contact[0], sentence, contact[1])
+    if largest is not None:
+        amount, _, quote = largest
+        found["MONEY-LOSS"] = Signal("MONEY-LOSS", f"${amount:,.2f} lost, charged or asked back (above $1,000): "
+                                                   f"{_quoted(quote)}", evidence_id, quote)
+    if repeat is not None:
+        count, sentence, match = repeat
+        quote = quote_of(sentence, match)
+        what = f"Repeated contact ({count} times)" if count else "Repeated contact"
+        found["REPEAT-CONTACT"] = Signal("REPEAT-CONTACT", f"{what}: {_quoted(quote)}", evidence_id, quote)
     return list(found.values())
 
 

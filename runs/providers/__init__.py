@@ -3,7 +3,8 @@
     get_provider()          -> settings.ARBITER_MODEL_PROVIDER (default "offline")
     get_provider("offline") -> OfflineAnalyst: deterministic, no network
     get_provider("openai")  -> OpenAICompatibleProvider (alias "openai-compatible"), configured by
-                               OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL, OPENAI_TIMEOUT_SECONDS
+                               OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL, OPENAI_TIMEOUT_SECONDS,
+                               OPENAI_MAX_OUTPUT_TOKENS, OPENAI_REASONING_EFFORT
 
 A misconfiguration raises ImproperlyConfigured saying what to set, when the provider is chosen —
 not half-way through a run.
@@ -40,7 +41,9 @@ def get_provider(name: str | None = None) -> Provider:
                 "The openai-compatible model provider needs a model name: set OPENAI_MODEL "
                 "(the model id your server serves), or use ARBITER_MODEL_PROVIDER=offline.")
         return OpenAICompatibleProvider(base_url=base_url, api_key=getattr(settings, "OPENAI_API_KEY", "") or "",
-                                        model=model, timeout=float(getattr(settings, "OPENAI_TIMEOUT_SECONDS", 60)))
+                                        model=model, timeout=float(getattr(settings, "OPENAI_TIMEOUT_SECONDS", 60)),
+                                        max_output_tokens=getattr(settings, "OPENAI_MAX_OUTPUT_TOKENS", None),
+                                        reasoning_effort=getattr(settings, "OPENAI_REASONING_EFFORT", "") or "")
     raise ImproperlyConfigured(
         f"Unknown model provider {chosen!r}: use one of {', '.join(PROVIDER_NAMES)} "
         "(ARBITER_MODEL_PROVIDER or --provider).")

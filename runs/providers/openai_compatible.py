@@ -92,19 +92,24 @@ class OpenAICompatibleProvider:
     name = "openai"
 
     def __init__(self, *, base_url: str, model: str, api_key: str = "", timeout: float = 60.0,
-                 max_retries: int = 0):
+                 max_retries: int = 0, max_output_tokens: int | None = None, reasoning_effort: str = ""):
         self.model = model
         self.base_url = base_url
         self.timeout = timeout
+        # OPENAI_MAX_OUTPUT_TOKENS caps every answer (a node may ask for less); OPENAI_REASONING_EFFORT is
+        # sent only when set (servers and models without the parameter would refuse it).
+        self.max_output_tokens = max_output_tokens
+        self.reasoning_effort = (reasoning_effort or "").strip().lower()
         self._client = openai.OpenAI(base_url=base_url, api_key=api_key or PLACEHOLDER_API_KEY,
                                      timeout=timeout, max_retries=max_retries)
 
     # --- transport ---------------------------------------------------------------------------
     def _create(self, messages: list[dict[str, str]], response_format: dict, max_tokens: int):
+        extra = {"reasoning_effort": self.reasoning_effort} if self.reasoning_effort else {}
         try:
             return self._client.chat.completions.create(
                 model=self.model, messages=messages, response_format=response_format,
-                max_completion_tokens=max_tokens)
+                max_completion_tokens=max_tokens, **extra)
         except openai.APITimeoutError as error:
             raise ProviderError(f"The model server at {self.base_url} did not answer within {self.timeout:g}s.",
                                 retryable=True) from error
@@ -133,7 +138,9 @@ class OpenAICompatibleProvider:
         started = time.perf_counter()
         raw, errors = "", ""
         for attempt in (1, 2):
-            completion = self._create(messages, response_format, request.max_output_tokens)
+            limit = min(request.max_output_tokens, self.max_output_tokens) if self.max_output_tokens \
+                else request.max_output_tokens
+            completion = self._create(messages, response_format, limit)
             choice = completion.choices[0] if completion.choices else None
             message = choice.message if choice else None
             raw = (message.content if message and message.content is not None

@@ -1,0 +1,118 @@
+"""Citations an agent makes are checked against the evidence itself (issue 11).
+
+A citation is an evidence id and a quoted span. It is kept only if the evidence belongs to the
+case and the quote occurs in that evidence's text (`Evidence.read_text()`), compared modulo
+whitespace (the analysts read narratives with line breaks folded) and allowing for what the
+context builder does before a model sees the text: the CFPB bytes-literal narrative decoded
+(runs.offline.text.clean_narrative) and personal data redacted (settings.ARBITER_CONTEXT_REDACTOR).
+A trailing "…" (a shortened quote) is checked as a prefix. Anything else — an invented quote, a
+paraphrase, a quote from another document — is dropped and recorded by the caller.
+
+Provider-agnostic: the case-analysis nodes apply it to the offline analyst and a real model alike.
+Where the evidence can say which page an offset is on (`Evidence.page_for_offset`, PDF evidence),
+the verified citation carries the page.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+_SPACE = re.compile(r"\s+")
+_QUOTES = str.maketrans({"“": '"', "”": '"', "‘": "'", "’": "'"})
+MIN_QUOTE_CHARS = 8  # shorter than this, a "quote" would match almost anything
+
+
+def normalise(text: str) -> str:
+    return _SPACE.sub(" ", (text or "").translate(_QUOTES)).strip()
+
+
+@dataclass
+class CitationCheck:
+    """The outcome for a batch of citations: which were verified and which dropped (and why)."""
+    verified: list[dict] = field(default_factory=list)
+    dropped: list[dict] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {"verified": len(self.verified), "dropped": self.dropped}
+
+
+class EvidenceTexts:
+    """The readable texts of a case's evidence, read once per node and cached."""
+
+    def __init__(self, case):
+        self.case = case
+        self._cache: dict[int, tuple[object, list[str]] | None] = {}
+
+    def _load(self, evidence_id: int):
+        if evidence_id not in self._cache:
+            evidence = self.case.evidence.filter(pk=evidence_id).first() if self.case is not None else None
+            if evidence is None:
+                self._cache[evidence_id] = None
+            else:
+                self._cache[evidence_id] = (evidence, _haystacks(evidence.read_text(), self.case))
+        return self._cache[evidence_id]
+
+    def locate(self, evidence_id, quote: str) -> tuple[bool, str, dict]:
+        """(verified, why not, where): where = {"offset": int, "page": int | None} when verified."""
+        try:
+            evidence_id = int(evidence_id)
+        except (TypeError, ValueError):
+            return False, "no evidence id", {}
+        loaded = self._load(evidence_id)
+        if loaded is None:
+            return False, f"E{evidence_id} is not evidence of this case", {}
+        needle = normalise(quote)
+        prefix_only = needle.endswith("…")
+        needle = needle.rstrip("…").rstrip()
+        if len(needle) < MIN_QUOTE_CHARS:
+            return False, "the quote is too short to verify", {}
+        evidence, haystacks = loaded
+        for haystack in haystacks:
+            offset = haystack.find(needle)
+            if offset >= 0:
+                page_for_offset = getattr(evidence, "page_for_offset", None)
+                page = None
+                if callable(page_for_offset):
+                    try:
+                        page = page_for_offset(offset)
+                    except Exception:  # noqa: BLE001 - a page number is a nicety, never a failure
+                        page = None
+                return True, "", {"offset": offset, "page": page, "prefix": prefix_only}
+        return False, f"the quote does not occur in E{evidence_id}", {}
+
+
+def _haystacks(raw: str, case) -> list[str]:
+    from runs.offline.text import clean_narrative
+
+    texts = [raw, clean_narrative(raw)]
+    try:
+        from runs.context import _redactor
+
+        redact = _redactor()
+        names = tuple(n for n in (getattr(case, "complainant_name", ""),) if n)
+        texts += [redact(text, names=names) for text in list(texts)]
+    except Exception:  # noqa: BLE001 - without a redactor the raw and cleaned texts are checked
+        pass
+    seen, out = set(), []
+    for text in texts:
+        normalised = normalise(text)
+        if normalised not in seen:
+            seen.add(normalised)
+            out.append(normalised)
+    return out
+
+
+def verify_citations(texts: EvidenceTexts, items: list[dict], *, quote_key: str = "quote",
+                     id_key: str = "evidence_id", what: str = "citation") -> CitationCheck:
+    """Check each item's (evidence id, quote). Verified items are returned with "page" when known;
+    dropped ones are recorded as {"what", "evidence_id", "quote", "reason"}."""
+    check = CitationCheck()
+    for item in items:
+        quote = str(item.get(quote_key) or "")
+        ok, why, where = texts.locate(item.get(id_key), quote)
+        if ok:
+            check.verified.append(item | ({"page": where["page"]} if where.get("page") is not None else {}))
+        else:
+            check.dropped.append({"what": what, "evidence_id": item.get(id_key), "quote": quote[:300], "reason": why})
+    return check

@@ -1,0 +1,319 @@
+"""Measuring the analyst on labelled complaints (issue 11): `manage.py evaluate` runs on this.
+
+The split
+=========
+Every complaint goes to one side by a deterministic hash of its Complaint ID
+(`split_of`): 60% train, 15% dev, 25% test. The offline classifier is trained on the train side
+only while evaluating (`classifier.training_scope`), thresholds and rules are tuned on dev, and
+the figures reported are those of the test side, which the tuning never looked at.
+
+Throwaway cases
+===============
+`evaluate_rows` opens a throwaway tenant with one analyst inside ONE transaction that it rolls
+back at the end: cases, runs, findings, audit events — nothing it writes survives, and no
+existing case is read or touched. Each complaint becomes a case with the scored labels blanked
+(product, sub-product, issue, sub-issue, tags; the title names only the complaint and the
+company), is triaged (so a response notice is due and the drafter runs), and is analysed inline
+through the real executor, exactly as `manage.py analyze --inline` would.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import time
+import uuid
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+
+SPLITS = ("train", "dev", "test")
+SPLIT_SALT = "arbiter-eval-v1"
+# bucket (0-99) boundaries: [0, 60) train, [60, 75) dev, [75, 100) test
+SPLIT_BOUNDS = (("train", 60), ("dev", 75), ("test", 100))
+# Signals a CFPB label column supports: (signal code, the Tags value that labels it).
+TAG_SIGNALS = (("SCRA", "Servicemember"), ("OLDER-AM", "Older American"))
+
+
+def split_of(complaint_id: str) -> str:
+    """train / dev / test for a complaint id: a stable hash, independent of file order."""
+    digest = hashlib.sha256(f"{SPLIT_SALT}:{str(complaint_id).strip()}".encode()).hexdigest()
+    bucket = int(digest[:8], 16) % 100
+    return next(name for name, bound in SPLIT_BOUNDS if bucket < bound)
+
+
+def clean(value: str | None) -> str:
+    """The newer CFPB export writes the literal text "None" where the older one leaves a blank."""
+    value = (value or "").strip()
+    return "" if value == "None" else value
+
+
+def read_rows(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def select_rows(rows: list[dict[str, str]], *, split: str = "test", limit: int | None = None) -> list[dict[str, str]]:
+    """Rows with a narrative and a product, on `split` ("all" for every row), ordered by id."""
+    chosen = [row for row in rows if clean(row.get("Consumer complaint narrative")) and clean(row.get("Product"))
+              and (split == "all" or split_of(row.get("Complaint ID", "")) == split)]
+    chosen.sort(key=lambda row: clean(row.get("Complaint ID")))
+    return chosen[:limit] if limit else chosen
+
+
+def row_tags(row: dict[str, str]) -> set[str]:
+    return {tag.strip() for tag in clean(row.get("Tags")).split(",") if tag.strip()}
+
+
+# --- one analysed complaint ----------------------------------------------------------------------
+@dataclass
+class Outcome:
+    complaint_id: str
+    product: str
+    issue: str
+    tags: set[str]
+    predicted_product: str = ""
+    predicted_issue: str = ""
+    confidence: float | None = None
+    needs_analyst: bool = False
+    signals: set[str] = field(default_factory=set)
+    risk_level: str = ""
+    disputes: int = 0
+    low_confidence_dispute: bool = False
+    replans: int = 0
+    dropped_citations: int = 0
+    drafts: int = 0
+    checker_flags: int | None = None
+    run_status: str = ""
+    seconds: float = 0.0
+    error: str = ""
+
+
+def _case_fields(row: dict[str, str]) -> dict:
+    complaint_id = clean(row.get("Complaint ID"))
+    company = clean(row.get("Company"))
+    received = clean(row.get("Date received"))[:10]
+    title = f"CFPB complaint {complaint_id}" + (f" — {company}" if company else "")
+    return {
+        "title": title[:300],
+        "received_at": date.fromisoformat(received) if received else None,
+        "narrative": row.get("Consumer complaint narrative") or "",
+        "company": company[:200],
+        "consumer_state": clean(row.get("State"))[:10],
+        "complainant_email": f"consumer-{complaint_id}@example.org",
+        # Blanked, because they are scored: product, sub_product, issue, sub_issue, tags.
+        "source": "CFPB-EVAL",
+        "source_reference": complaint_id,
+    }
+
+
+def _checker():
+    """cases.notice_checker's check function, if the module exists (issue 7), else None."""
+    try:
+        from cases import notice_checker
+    except ImportError:
+        return None
+    for name in ("check_notice", "check_draft", "check"):
+        function = getattr(notice_checker, name, None)
+        if callable(function):
+            return function
+    return None
+
+
+def _flags_of(checker, notice, case) -> int:
+    import inspect
+
+    parameters = inspect.signature(checker).parameters
+    offered = {"notice": notice, "case": case, "subject": notice.subject, "body": notice.body}
+    kwargs = {name: value for name, value in offered.items() if name in parameters}
+    result = checker(**kwargs) if kwargs else checker(notice)
+    flags = getattr(result, "flags", result)
+    return len(flags or [])
+
+
+def _analyse(row: dict, *, tenant, analyst, provider: str | None, checker) -> Outcome:
+    from cases.services import case_create, case_transition
+    from runs.executor import drive_inline
+    from runs.models import Artifact, Finding
+    from runs.services import run_start
+
+    outcome = Outcome(complaint_id=clean(row.get("Complaint ID")), product=clean(row.get("Product")),
+                      issue=clean(row.get("Issue")), tags=row_tags(row))
+    case = case_create(actor=analyst, tenant=tenant, **_case_fields(row))
+    case_transition(actor=analyst, case=case, transition="triage")
+    case.refresh_from_db()
+    started = time.perf_counter()
+    run = run_start(actor=analyst, case=case, provider=provider, enqueue=False)
+    run = drive_inline(run_id=run.pk, worker_id=f"evaluate:{uuid.uuid4().hex[:8]}", timeout_seconds=300)
+    outcome.seconds = time.perf_counter() - started
+    outcome.run_status = run.status
+    outcome.error = run.error or ""
+    triage = Finding.objects.filter(run=run, agent="triage", type="triage").order_by("pk").last()
+    if triage is not None:
+        data = triage.data or {}
+        outcome.predicted_product = str(data.get("product") or "")
+        outcome.predicted_issue = str(data.get("issue") or "")
+        outcome.confidence = triage.confidence
+        outcome.needs_analyst = bool(data.get("needs_analyst"))
+    risk = Finding.objects.filter(run=run, agent="risk_assessor", type="risk_level").order_by("pk").last()
+    if risk is not None:
+        outcome.risk_level = str((risk.data or {}).get("risk_level") or "")
+        outcome.signals = {str(s.get("code")) for s in (risk.data or {}).get("signals") or [] if isinstance(s, dict)}
+    disputes = list(Artifact.objects.filter(run=run, kind="dispute").values_list("content", flat=True))
+    outcome.disputes = len(disputes)
+    outcome.low_confidence_dispute = any("confidence" in str((d or {}).get("topic", "")).lower()
+                                         or "triage" in str((d or {}).get("topic", "")).lower()
+                                         for d in disputes)
+    outcome.replans = Artifact.objects.filter(run=run, kind="reflection", content__replan=True).count()
+    outcome.dropped_citations = sum(len((f.data or {}).get("dropped") or [])
+                                    for f in Finding.objects.filter(run=run, type="unverified_citation"))
+    notices = list(case.notices.all())
+    outcome.drafts = len(notices)
+    if checker is not None and notices:
+        outcome.checker_flags = sum(_flags_of(checker, notice, case) for notice in notices)
+    return outcome
+
+
+def evaluate_rows(rows: list[dict[str, str]], *, provider: str | None = None, on_outcome=None) -> list[Outcome]:
+    """Analyse each row as a throwaway case (see the module docstring); everything is rolled back."""
+    from django.db import transaction
+
+    from accounts.models import Tenant, User
+    from runs.offline import classifier
+
+    checker = _checker()
+    outcomes = []
+    with classifier.training_scope(("train",)), transaction.atomic():
+        marker = uuid.uuid4().hex[:10]
+        tenant = Tenant.objects.create(slug=f"evaluate-{marker}", name=f"Evaluation {marker} (rolled back)")
+        analyst = User.objects.create(username=f"evaluate-{marker}", tenant=tenant, role="analyst")
+        for row in rows:
+            outcome = _analyse(row, tenant=tenant, analyst=analyst, provider=provider, checker=checker)
+            outcomes.append(outcome)
+            if on_outcome is not None:
+                on_outcome(outcome)
+        transaction.set_rollback(True)
+    return outcomes
+
+
+# --- figures ------------------------------------------------------------------------------------
+def _ratio(hits: int, total: int) -> float | None:
+    return round(hits / total, 4) if total else None
+
+
+def _label_report(pairs: list[tuple[str, str]]) -> dict:
+    """accuracy, macro recall and per-label recall of (truth, prediction) pairs."""
+    per: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for truth, predicted in pairs:
+        per[truth][1] += 1
+        per[truth][0] += int(truth == predicted)
+    recalls = {label: round(hit / total, 4) for label, (hit, total) in sorted(per.items())}
+    majority = Counter(truth for truth, _ in pairs).most_common(1)
+    return {
+        "n": len(pairs),
+        "accuracy": _ratio(sum(t == p for t, p in pairs), len(pairs)),
+        "macro_recall": round(sum(recalls.values()) / len(recalls), 4) if recalls else None,
+        "majority_baseline": _ratio(majority[0][1], len(pairs)) if majority else None,
+        "per_label_recall": recalls,
+        "per_label_n": {label: total for label, (_, total) in sorted(per.items())},
+    }
+
+
+def report(outcomes: list[Outcome], *, split: str, provider: str, threshold: float | None) -> dict:
+    done = [o for o in outcomes if o.predicted_product]
+    product = _label_report([(o.product, o.predicted_product) for o in done])
+    issue = _label_report([(o.issue, o.predicted_issue) for o in done])
+    # Issue recall per product: how well the issue holds inside each product.
+    issue_by_product = {}
+    for name in sorted({o.product for o in done}):
+        inside = [o for o in done if o.product == name]
+        issue_by_product[name] = _ratio(sum(o.issue == o.predicted_issue for o in inside), len(inside))
+    signals = {}
+    for code, tag in TAG_SIGNALS:
+        labelled = [o for o in done if tag in o.tags]
+        flagged = [o for o in done if code in o.signals]
+        signals[f"{code} (Tags: {tag})"] = {
+            "labelled": len(labelled), "flagged": len(flagged),
+            "recall": _ratio(sum(code in o.signals for o in labelled), len(labelled)),
+            "precision": _ratio(sum(tag in o.tags for o in flagged), len(flagged)),
+        }
+    drafts = sum(o.drafts for o in outcomes)
+    checked = [o for o in outcomes if o.checker_flags is not None]
+    low = [o for o in done if o.needs_analyst]
+    seconds = [o.seconds for o in outcomes]
+    # Coverage and accuracy of the product above each threshold (to choose ARBITER_TRIAGE_MIN_CONFIDENCE on dev).
+    by_threshold = {}
+    for threshold_value in (0.4, 0.5, 0.6, 0.7, 0.8):
+        above = [o for o in done if (o.confidence or 0) >= threshold_value]
+        by_threshold[str(threshold_value)] = {
+            "coverage": _ratio(len(above), len(done)),
+            "product_accuracy": _ratio(sum(o.product == o.predicted_product for o in above), len(above))}
+    return {
+        "split": split, "provider": provider, "complaints": len(outcomes),
+        "runs": dict(Counter(o.run_status for o in outcomes)),
+        "triage_min_confidence": threshold,
+        "product": product, "issue": issue, "issue_accuracy_within_product": issue_by_product,
+        "product_accuracy_when_confident": _ratio(sum(o.product == o.predicted_product for o in done
+                                                      if not o.needs_analyst), len(done) - len(low)),
+        "confidence_thresholds": by_threshold,
+        "signals": signals,
+        "notices": {"drafts": drafts,
+                    "checker": "available" if _checker() is not None else "checker unavailable",
+                    "flags": sum(o.checker_flags for o in checked) if checked else None,
+                    "flags_per_draft": _ratio(sum(o.checker_flags for o in checked), drafts) if checked and drafts
+                    else None},
+        "disputes": {"raised": sum(o.disputes for o in outcomes),
+                     "runs_with_disputes": sum(o.disputes > 0 for o in outcomes),
+                     "needs_analyst": len(low),
+                     "needs_analyst_with_dispute": sum(o.low_confidence_dispute for o in low),
+                     "dispute_on_triage_when_confident": sum(o.low_confidence_dispute for o in done
+                                                             if not o.needs_analyst)},
+        "replans": sum(o.replans for o in outcomes),
+        "dropped_citations": sum(o.dropped_citations for o in outcomes),
+        "risk_levels": dict(Counter(o.risk_level for o in outcomes)),
+        "seconds_per_analysis": {"mean": round(sum(seconds) / len(seconds), 3) if seconds else None,
+                                 "median": round(sorted(seconds)[len(seconds) // 2], 3) if seconds else None,
+                                 "max": round(max(seconds), 3) if seconds else None},
+        "errors": [f"{o.complaint_id}: {o.error}" for o in outcomes if o.error][:20],
+    }
+
+
+def _pct(value) -> str:
+    return "—" if value is None else f"{value * 100:.1f}%"
+
+
+def format_report(data: dict) -> list[str]:
+    lines = [f"Evaluation on the {data['split']} split: {data['complaints']} complaint(s), provider "
+             f"{data['provider']}; runs {data['runs']}."]
+    for name in ("product", "issue"):
+        part = data[name]
+        lines.append(f"{name.capitalize()}: accuracy {_pct(part['accuracy'])} (majority baseline "
+                     f"{_pct(part['majority_baseline'])}), macro recall {_pct(part['macro_recall'])}, n={part['n']}")
+        for label, recall in part["per_label_recall"].items():
+            lines.append(f"    {_pct(recall):>7} of {part['per_label_n'][label]:>3}  {label}")
+    if data.get("product_accuracy_when_confident") is not None:
+        lines.append(f"Product accuracy where triage was confident: {_pct(data['product_accuracy_when_confident'])}")
+    lines.append("Product above a confidence threshold: " + "; ".join(
+        f"≥{t}: {_pct(v['product_accuracy'])} on {_pct(v['coverage'])}" for t, v in data["confidence_thresholds"].items()))
+    lines.append("Signals (labelled by the Tags column; tags were blanked, so only the narrative counts):")
+    for name, part in data["signals"].items():
+        lines.append(f"    {name}: recall {_pct(part['recall'])} of {part['labelled']}, precision "
+                     f"{_pct(part['precision'])} of {part['flagged']} flagged")
+    notices = data["notices"]
+    flags = "checker unavailable" if notices["checker"] != "available" else \
+        f"{notices['flags']} flag(s), {notices['flags_per_draft']} per draft"
+    lines.append(f"Notices: {notices['drafts']} draft(s); notice checker: {flags}")
+    disputes = data["disputes"]
+    lines.append(f"Disputes: {disputes['raised']} raised in {disputes['runs_with_disputes']} run(s); triage needed an "
+                 f"analyst in {disputes['needs_analyst']} (threshold {data['triage_min_confidence']}), "
+                 f"{disputes['needs_analyst_with_dispute']} of them disputed; triage disputed while confident: "
+                 f"{disputes['dispute_on_triage_when_confident']}")
+    lines.append(f"Re-plans: {data['replans']}; quotes dropped as unverifiable: {data['dropped_citations']}; "
+                 f"risk levels {data['risk_levels']}")
+    seconds = data["seconds_per_analysis"]
+    lines.append(f"Time per analysis: mean {seconds['mean']} s, median {seconds['median']} s, max {seconds['max']} s "
+                 "(the first analysis includes training the classifier)")
+    for error in data["errors"]:
+        lines.append(f"    error: {error}")
+    return lines
