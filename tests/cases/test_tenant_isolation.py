@@ -138,6 +138,8 @@ def _outsider_calls(world, outsider, tenant):
         "notice_withdraw": lambda: services.notice_withdraw(actor=outsider, notice=notice),
         "notice_dispatch": lambda: services.notice_dispatch(actor=outsider, notice=notice),
         "notice_dispatch_request": lambda: services.notice_dispatch_request(actor=outsider, notice=notice),
+        "notice_settle": lambda: services.notice_settle(actor=outsider, notice=notice, outcome="failed",
+                                                        reason="planted"),
     }
 
 
