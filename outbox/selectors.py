@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from outbox.models import OutboxMessage, WorkerHeartbeat
@@ -32,9 +33,9 @@ def worker_status(*, now=None) -> WorkerStatus:
     nothing about any tenant's data)."""
     now = now or timezone.now()
     horizon = now - timedelta(seconds=settings.ARBITER_WORKER_HEARTBEAT_TIMEOUT_SECONDS)
-    alive = WorkerHeartbeat.objects.filter(stopped_at__isnull=True, last_seen_at__gte=horizon).count()
-    last = WorkerHeartbeat.objects.order_by("-last_seen_at").values_list("last_seen_at", flat=True).first()
-    return WorkerStatus(alive=alive, last_seen_at=last)
+    found = WorkerHeartbeat.objects.aggregate(  # one query: pages include this on every render
+        last=Max("last_seen_at"), alive=Count("pk", filter=Q(stopped_at__isnull=True, last_seen_at__gte=horizon)))
+    return WorkerStatus(alive=found["alive"] or 0, last_seen_at=found["last"])
 
 
 def outbox_pending(*, older_than_seconds: int | None = None, now=None):
