@@ -89,3 +89,11 @@ def notice_dispatch_enqueue(*, notice_id: int, actor_user_id: int | None = None,
 def notice_dispatch_publish(*, notice_id: int, actor_user_id: int | None = None) -> None:
     """How the outbox relay hands a dispatch to the broker (outbox.services.PUBLISHERS)."""
     notice_dispatch_task.delay(notice_id, actor_user_id)
+
+
+@shared_task(bind=True, acks_late=True, ignore_result=True, soft_time_limit=50, time_limit=60)
+def notice_dispatch_redeliver_task(self) -> list[int]:
+    """Beat: publish again dispatches whose task the broker lost (cases.services.dispatch)."""
+    from cases.services.dispatch import notice_dispatch_redeliver_lost
+
+    return notice_dispatch_redeliver_lost(older_than_seconds=settings.ARBITER_NOTICE_DISPATCH_REDELIVER_AFTER_SECONDS)

@@ -305,10 +305,17 @@ ARBITER_NOTICE_SENDING_STUCK_SECONDS = env_int("ARBITER_NOTICE_SENDING_STUCK_SEC
 ARBITER_CHAT_RETRY_WINDOW_SECONDS = env_int("ARBITER_CHAT_RETRY_WINDOW_SECONDS", 30, minimum=0)
 # `manage.py analyze --wait` gives up (exit 1, with the reason) after this many seconds.
 ARBITER_ANALYZE_WAIT_SECONDS = env_int("ARBITER_ANALYZE_WAIT_SECONDS", 600, minimum=1)
+# A dispatch published this long ago whose notice is still approved with no dispatch: the broker lost
+# the task (a restart without persistence); beat publishes it again (once per lost publication).
+ARBITER_NOTICE_DISPATCH_REDELIVER_AFTER_SECONDS = env_int("ARBITER_NOTICE_DISPATCH_REDELIVER_AFTER_SECONDS", 120,
+                                                          minimum=1)
 CELERY_BEAT_SCHEDULE = {
     **CELERY_BEAT_SCHEDULE,
     "relay-outbox": {"task": "outbox.tasks.outbox_relay_task",
                      "schedule": float(ARBITER_OUTBOX_RELAY_INTERVAL_SECONDS)},
+    "redeliver-lost-notice-dispatches": {"task": "cases.tasks.notice_dispatch_redeliver_task",
+                                         "schedule": float(max(ARBITER_NOTICE_DISPATCH_REDELIVER_AFTER_SECONDS // 2,
+                                                               5))},
 }
 # Redis (and SQS) redeliver a message nobody acknowledged after the visibility timeout: an hour by
 # default, i.e. a killed worker's tasks would wait an hour. Tasks are acked late, so the timeout must

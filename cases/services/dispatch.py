@@ -280,3 +280,38 @@ def notice_settle(*, actor, notice: Notice, outcome: str, reason: str, message_i
                 decision=outcome)
     notice.refresh_from_db()
     return locked
+
+
+def notice_dispatch_redeliver_lost(*, older_than_seconds: int, now=None) -> list[int]:
+    """Publish again the dispatch of approved notices whose task the broker lost (issue 12).
+
+    A dispatch's outbox row was relayed more than `older_than_seconds` ago, and the notice is still
+    `approved` with no NoticeDispatch: the task never ran (a broker that lost its queue on restart, a
+    message purged by hand). A new outbox row is written with the same arguments, deduplicated by the
+    lost row's id, so each lost publication is replaced at most once. Safe to run any time: a task
+    that was merely slow finds the notice claimed and is a no-op. Returns the notice ids requeued."""
+    from datetime import timedelta
+
+    from cases.tasks import notice_dispatch_enqueue
+    from outbox.models import OutboxMessage
+
+    horizon = (now or timezone.now()) - timedelta(seconds=older_than_seconds)
+    waiting = set(Notice.objects.filter(status=NoticeStatus.APPROVED, dispatch__isnull=True)
+                  .values_list("pk", flat=True))
+    if not waiting:
+        return []
+    rows = (OutboxMessage.objects.filter(task="cases.tasks.notice_dispatch_task", kwargs__notice_id__in=list(waiting))
+            .order_by("-id"))
+    latest: dict[int, OutboxMessage] = {}
+    for row in rows:
+        latest.setdefault(int(row.kwargs["notice_id"]), row)
+    requeued = []
+    for notice_id, row in latest.items():
+        if row.relayed_at is None or row.relayed_at >= horizon:
+            continue  # still pending (the relay retries it) or published recently
+        with transaction.atomic():
+            notice_dispatch_enqueue(notice_id=notice_id, actor_user_id=row.kwargs.get("actor_user_id"),
+                                    dedupe_key=f"notice-dispatch-redeliver:{row.pk}")
+        logger.warning("notice %s: its dispatch task (outbox O%s) never ran; published again", notice_id, row.pk)
+        requeued.append(notice_id)
+    return requeued

@@ -323,3 +323,23 @@ def test_drift_report_names_old_outbox_rows_and_requested_dispatches_that_never_
     checks = sorted(f.check for f in found)
     assert checks == ["dispatch_requested_not_started", "outbox_backlog"], found
     assert any(f"notice:{notice.pk}" in f.objects for f in found)
+
+
+def test_a_dispatch_whose_task_the_broker_lost_is_published_again_once(analyst, supervisor, case):
+    from cases.services.dispatch import notice_dispatch_redeliver_lost
+    from tests.web.test_actions import _pending_notice
+
+    notice = _pending_notice(analyst, case)
+    case_services.notice_approve(actor=supervisor, notice=notice, content_hash=notice.content_hash)
+    case_services.notice_dispatch_request(actor=analyst, notice=notice)
+    row = OutboxMessage.objects.get(task="cases.tasks.notice_dispatch_task")
+    assert notice_dispatch_redeliver_lost(older_than_seconds=60) == []  # not published yet: the relay's job
+    OutboxMessage.objects.filter(pk=row.pk).update(relayed_at=timezone.now() - timedelta(minutes=5))
+    # Published 5 minutes ago and the notice is still approved with no dispatch: the broker lost it.
+    assert notice_dispatch_redeliver_lost(older_than_seconds=60) == [notice.pk]
+    again = OutboxMessage.objects.exclude(pk=row.pk).get()
+    assert again.kwargs == row.kwargs and not again.is_relayed
+    assert notice_dispatch_redeliver_lost(older_than_seconds=60) == []  # the new row is pending: no third
+    case_services.notice_dispatch(actor=analyst, notice=notice)  # the task ran after all
+    OutboxMessage.objects.filter(pk=again.pk).update(relayed_at=timezone.now() - timedelta(minutes=5))
+    assert notice_dispatch_redeliver_lost(older_than_seconds=60) == []
