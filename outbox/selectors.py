@@ -23,8 +23,8 @@ class WorkerStatus:
         if self.alive:
             return ""
         if self.last_seen_at is None:
-            return "No worker has been seen yet: queued work waits until a Celery worker starts."
-        return (f"No worker has been seen since {self.last_seen_at:%Y-%m-%d %H:%M:%S} UTC: queued work waits "
+            return "No worker has been seen yet: the work waits until a Celery worker starts."
+        return (f"No worker has been seen since {self.last_seen_at:%Y-%m-%d %H:%M:%S} UTC: the work waits "
                 f"until a Celery worker starts.")
 
 
