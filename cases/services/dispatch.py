@@ -167,7 +167,8 @@ def _record_outcome(*, notice: Notice, actor: Actor, outcome: str, error: str) -
                            delay, exc_info=True)
             from django.db import connection
 
-            connection.close()
+            if not connection.in_atomic_block:  # a broken connection is replaced on the next query
+                connection.close()
             time.sleep(delay)
     raise AssertionError("unreachable")
 

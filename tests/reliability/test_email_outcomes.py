@@ -7,6 +7,7 @@ settles it (command or admin action), audited with the reason; a refused recipie
 from __future__ import annotations
 
 import pytest
+from celery.exceptions import Retry
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.urls import reverse
@@ -197,3 +198,34 @@ def test_anymail_sends_the_notice_with_its_metadata(approved, supervisor, settin
     params = mailoutbox[0].anymail_test_params
     assert params["metadata"] == {"arbiter_notice_id": str(approved.pk),
                                   "arbiter_message_id": NoticeDispatch.objects.get(notice=approved).message_id}
+
+
+def test_the_dispatch_task_is_retried_when_the_database_is_unreachable(approved, monkeypatch):
+    from django.db import OperationalError
+
+    def database_down(**kwargs):
+        raise OperationalError("could not connect to server: Connection refused")
+
+    monkeypatch.setattr("cases.services.notice_dispatch", database_down)
+    # Not dropped: Celery publishes the message again with a backoff (eagerly, the Retry is raised).
+    with pytest.raises(Retry, match="Retry in 1s: OperationalError"):
+        notice_dispatch_task.apply(args=[approved.pk])
+
+
+def test_recording_the_outcome_survives_a_short_database_outage(smtp, approved, supervisor, monkeypatch):
+    from django.db import OperationalError
+
+    from cases.services import dispatch
+
+    real, failures = dispatch._record_outcome_once, []
+
+    def flaky(**kwargs):
+        if len(failures) < 2:
+            failures.append(1)
+            raise OperationalError("server closed the connection unexpectedly")
+        return real(**kwargs)
+
+    monkeypatch.setattr(dispatch, "_record_outcome_once", flaky)
+    monkeypatch.setattr(dispatch, "RECORD_RETRY_DELAYS", (0, 0, 0))
+    services.notice_dispatch(actor=supervisor, notice=approved)
+    assert approved.status == NoticeStatus.SENT and len(failures) == 2 and len(smtp.messages) == 1
