@@ -302,7 +302,7 @@ class NoticeAdmin(TenantScopedAdmin):
     # No "approve" action here: an approval is bound to the exact text the approver read (its content
     # hash, sent by the form that showed it). A bulk action on a changelist row approves whatever the
     # row holds at the click, unseen; approvals happen on the case page or through the API instead.
-    actions = ["submit_notices", "reject_notices", "withdraw_notices", "dispatch_notices"]
+    actions = ["submit_notices", "reject_notices", "withdraw_notices", "dispatch_notices"]  # + settle (below)
 
     def has_add_permission(self, request):
         return False
@@ -338,10 +338,19 @@ class NoticeAdmin(TenantScopedAdmin):
                            call=lambda notice, reason: _dispatch_or_raise(actor=request.user, notice=notice))
 
 
+# Issue 12: settling a notice whose delivery is unknown (cases/admin_settle.py).
+from cases.admin_settle import SETTLE_ACTIONS  # noqa: E402
+
+NoticeAdmin.actions = [*NoticeAdmin.actions, *SETTLE_ACTIONS]
+
+
 def _dispatch_or_raise(*, actor, notice: Notice) -> Notice:
     """A send that failed is recorded by the service (notice `failed`, retryable) rather than
     raised; the admin must still say it failed instead of reporting success."""
     result = services.notice_dispatch(actor=actor, notice=notice)
+    if result.status == NoticeStatus.UNKNOWN:
+        raise Conflict("The mail server may have the message (its final reply never came); it is not re-sent. "
+                       "Check the mail log for its Message-ID, then use a Settle action.")
     if result.status != NoticeStatus.SENT:
         error = NoticeDispatch.objects.filter(notice=result).values_list("last_error", flat=True).first()
         raise Conflict(f"Sending failed ({error or 'see its notice dispatch'}); the notice is left failed and "

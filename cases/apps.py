@@ -4,3 +4,12 @@ from django.apps import AppConfig
 class CasesConfig(AppConfig):
     name = "cases"
     verbose_name = "Cases"
+
+    def ready(self):
+        # Issue 12: a provider's delivery webhook (django-anymail's tracking signal) settles a
+        # notice whose delivery is unknown (cases/email_delivery.py).
+        from anymail.signals import tracking
+
+        from cases.email_delivery import settle_from_tracking_event
+
+        tracking.connect(settle_from_tracking_event, dispatch_uid="arbiter-notice-settle-from-tracking")

@@ -58,8 +58,29 @@ def _no_notice_in_flight(case: Case) -> bool:
     return not case.notices.filter(status__in=NoticeStatus.in_flight()).exists()
 
 
+def _no_notice_unsettled(case: Case) -> bool:
+    return not case.notices.filter(status__in=NoticeStatus.unsettled()).exists()
+
+
+def _notices_in(case: Case, statuses: list[str]) -> str:
+    """Which notices hold a condition up, and what settles an unsettled one (issue 12)."""
+    parts = []
+    for pk, status in case.notices.filter(status__in=statuses).order_by("id").values_list("pk", "status")[:5]:
+        if status in NoticeStatus.unsettled():
+            parts.append(f"N{pk} is {status}: whether its email went out is unknown — settle it from the mail "
+                         f"log (admin action, or manage.py notice_settle {pk} --sent/--failed --reason ...)")
+        else:
+            parts.append(f"N{pk} is {NoticeStatus(status).label.lower()}")
+    return "; ".join(parts)
+
+
 _risk_assessed.hint = "the case's risk level must be assessed first"
 _no_notice_in_flight.hint = "no notice may be awaiting approval or being sent"
+_no_notice_in_flight.explain = lambda case: (f"{_no_notice_in_flight.hint} "
+                                             f"({_notices_in(case, NoticeStatus.in_flight())})")
+_no_notice_unsettled.hint = "no notice may be unsettled (sending or unknown)"
+_no_notice_unsettled.explain = lambda case: (f"{_no_notice_unsettled.hint} "
+                                             f"({_notices_in(case, NoticeStatus.unsettled())})")
 
 
 class ThreadSafeRefreshMixin:
@@ -207,7 +228,7 @@ class Case(ThreadSafeRefreshMixin, ConcurrentTransitionMixin, models.Model):
         pass
 
     @transition(field=status, source=CaseStatus.READY_FOR_DECISION, target=CaseStatus.DECIDED,
-                permission=_role_permission("decide"), conditions=[_risk_assessed])
+                permission=_role_permission("decide"), conditions=[_risk_assessed, _no_notice_unsettled])
     def decide(self):
         pass
 
@@ -491,10 +512,18 @@ class NoticeStatus(models.TextChoices):
     SENDING = "sending", "Sending"
     SENT = "sent", "Sent"
     FAILED = "failed", "Failed (retryable)"
+    # The message data went out and no final reply came back: the mail server may have it. Never
+    # retried automatically; an operator (or a provider's delivery webhook) settles it (issue 12).
+    UNKNOWN = "unknown", "Unknown (settle it)"
 
     @classmethod
     def in_flight(cls) -> list[str]:
-        return [cls.PENDING_APPROVAL, cls.APPROVED, cls.SENDING, cls.FAILED]
+        return [cls.PENDING_APPROVAL, cls.APPROVED, cls.SENDING, cls.FAILED, cls.UNKNOWN]
+
+    @classmethod
+    def unsettled(cls) -> list[str]:
+        """Statuses in which nobody knows whether the email went out."""
+        return [cls.SENDING, cls.UNKNOWN]
 
 
 def notice_content_hash(*, recipient: str, subject: str, body: str) -> str:
@@ -580,6 +609,20 @@ class Notice(ThreadSafeRefreshMixin, ConcurrentTransitionMixin, models.Model):
     def mark_failed(self):
         pass
 
+    @transition(field=status, source=NoticeStatus.SENDING, target=NoticeStatus.UNKNOWN)
+    def mark_unknown(self):
+        pass
+
+    # An operator's (or a provider webhook's) verdict on a notice whose outcome nobody recorded:
+    # `unknown`, or `sending` stuck because its worker died (cases.services.dispatch.notice_settle).
+    @transition(field=status, source=[NoticeStatus.SENDING, NoticeStatus.UNKNOWN], target=NoticeStatus.SENT)
+    def settle_sent(self):
+        pass
+
+    @transition(field=status, source=[NoticeStatus.SENDING, NoticeStatus.UNKNOWN], target=NoticeStatus.FAILED)
+    def settle_failed(self):
+        pass
+
 
 class ApprovalDecision(models.TextChoices):
     APPROVED = "approved", "Approved"
@@ -633,6 +676,7 @@ class DispatchStatus(models.TextChoices):
     SENDING = "sending", "Sending"
     SENT = "sent", "Sent"
     FAILED = "failed", "Failed"
+    UNKNOWN = "unknown", "Unknown"
 
 
 class NoticeDispatch(models.Model):

@@ -9,14 +9,17 @@ import logging
 
 from celery import shared_task
 from django.conf import settings
-from django.db import transaction
+from django.db import InterfaceError, OperationalError
 
 logger = logging.getLogger(__name__)
 
 DISPATCHER_NAME = "notice-dispatcher"
 
 
-@shared_task(bind=True)
+# A database error (the database restarting, a dropped connection) retries the task with backoff
+# (1, 2, 4 ... 30 s, 10 times) instead of dropping the message: the service is safe to re-run.
+@shared_task(bind=True, acks_late=True, autoretry_for=(OperationalError, InterfaceError), retry_backoff=1,
+             retry_backoff_max=30, retry_jitter=False, max_retries=10)
 def notice_dispatch_task(self, notice_id: int, actor_user_id: int | None = None) -> str:
     """Send an approved notice through cases.services.notice_dispatch.
 
@@ -27,7 +30,10 @@ def notice_dispatch_task(self, notice_id: int, actor_user_id: int | None = None)
     - refused for good (no valid approval, withdrawn, deleted, a user who lost the right) → logged,
       "refused:<code>", not retried: retrying cannot make the refusal go away;
     - the send failed (notice now `failed`, retryable) → retried with exponential backoff, at most
-      ARBITER_NOTICE_DISPATCH_MAX_RETRIES times; after that it stays `failed` for an operator."""
+      ARBITER_NOTICE_DISPATCH_MAX_RETRIES times; after that it stays `failed` for an operator;
+    - the outcome is unknown (notice now `unknown`: the server may have it) → "unknown", never
+      retried: an operator settles it (notice_settle);
+    - the database is unreachable → the task is retried with backoff (autoretry_for)."""
     from accounts.models import User
     from cases.models import Notice, NoticeStatus
     from cases.services import notice_dispatch
@@ -68,13 +74,6 @@ def notice_dispatch_task(self, notice_id: int, actor_user_id: int | None = None)
     return result.status
 
 
-def notice_dispatch_enqueue(*, notice_id: int, actor_user_id: int | None = None) -> None:
-    """Queue the dispatch once the current transaction commits (pretix pattern): a worker must
-    never pick up a notice whose approval has not been committed yet, and a rolled-back approval
-    must queue nothing."""
-    transaction.on_commit(lambda: notice_dispatch_task.delay(notice_id, actor_user_id))
-
-
 # --- issue 7 (i7): deadlines and evidence extraction --------------------------------------------
 
 @shared_task
@@ -96,6 +95,36 @@ def evidence_extract_task(evidence_id: int) -> str:
 
 
 def evidence_extract_enqueue(*, evidence_id: int) -> None:
-    """Queue the extraction once the upload's transaction commits (the one place it is enqueued,
-    so an outbox can take over here)."""
-    transaction.on_commit(lambda: evidence_extract_task.delay(evidence_id))
+    """Queue the extraction through the transactional outbox, in the upload's transaction: a broker
+    outage delays the extraction instead of losing it (the relay publishes the row later)."""
+    from outbox.services import outbox_enqueue
+
+    outbox_enqueue(task="cases.tasks.evidence_extract_task", kwargs={"evidence_id": evidence_id},
+                   dedupe_key=f"evidence-extract:{evidence_id}")
+
+
+# --- issue 12 (i12): dispatch through the outbox ---------------------------------------------------
+
+def notice_dispatch_enqueue(*, notice_id: int, actor_user_id: int | None = None,
+                            dedupe_key: str | None = None) -> None:
+    """Queue the dispatch through the transactional outbox (call it inside the transaction that
+    approved or requested it): a worker never picks up a notice whose approval has not been
+    committed, a rolled-back approval queues nothing, and a broker outage delays the send instead of
+    losing it (the relay publishes the row when the broker is back)."""
+    from outbox.services import outbox_enqueue
+
+    outbox_enqueue(task="cases.tasks.notice_dispatch_task",
+                   kwargs={"notice_id": notice_id, "actor_user_id": actor_user_id}, dedupe_key=dedupe_key)
+
+
+def notice_dispatch_publish(*, notice_id: int, actor_user_id: int | None = None) -> None:
+    """How the outbox relay hands a dispatch to the broker (outbox.services.PUBLISHERS)."""
+    notice_dispatch_task.delay(notice_id, actor_user_id)
+
+
+@shared_task(bind=True, acks_late=True, ignore_result=True, soft_time_limit=50, time_limit=60)
+def notice_dispatch_redeliver_task(self) -> list[int]:
+    """Beat: publish again dispatches whose task the broker lost (cases.services.dispatch)."""
+    from cases.services.dispatch import notice_dispatch_redeliver_lost
+
+    return notice_dispatch_redeliver_lost(older_than_seconds=settings.ARBITER_NOTICE_DISPATCH_REDELIVER_AFTER_SECONDS)

@@ -449,3 +449,41 @@ OPENAI_REASONING_EFFORT = (env_str("OPENAI_REASONING_EFFORT", "") or "").strip()
 if OPENAI_REASONING_EFFORT not in ("", "minimal", "low", "medium", "high"):
     raise ImproperlyConfigured(f"OPENAI_REASONING_EFFORT={OPENAI_REASONING_EFFORT!r}: use minimal, low, medium, "
                                "high, or leave it empty to not send it.")
+# --- No work lost, no email sent twice (issue 12: outbox/, cases email states; ADR 0012) ---------
+INSTALLED_APPS = [*INSTALLED_APPS, "outbox"]
+# Tasks are written to the outbox in the transaction of the change that needs them and relayed to
+# the broker after the commit, then by beat every RELAY_INTERVAL seconds and by every worker's
+# heartbeat thread; a publish that fails is retried with backoff (2, 4 ... 60 s).
+ARBITER_OUTBOX_RELAY_INTERVAL_SECONDS = env_int("ARBITER_OUTBOX_RELAY_INTERVAL_SECONDS", 5, minimum=1)
+# Rows published per relay pass, and how long a relay's claim on a row lasts before another may take it.
+ARBITER_OUTBOX_RELAY_BATCH = env_int("ARBITER_OUTBOX_RELAY_BATCH", 200, minimum=1)
+ARBITER_OUTBOX_CLAIM_SECONDS = env_int("ARBITER_OUTBOX_CLAIM_SECONDS", 30, minimum=1)
+# drift_report flags outbox rows not relayed, and requested dispatches not started, after this long.
+ARBITER_OUTBOX_DRIFT_AFTER_SECONDS = env_int("ARBITER_OUTBOX_DRIFT_AFTER_SECONDS", 300, minimum=1)
+# Every worker refreshes its heartbeat row this often; a worker unseen for TIMEOUT seconds is dead.
+ARBITER_WORKER_HEARTBEAT_SECONDS = env_int("ARBITER_WORKER_HEARTBEAT_SECONDS", 10, minimum=1)
+ARBITER_WORKER_HEARTBEAT_TIMEOUT_SECONDS = env_int("ARBITER_WORKER_HEARTBEAT_TIMEOUT_SECONDS", 45, minimum=2)
+# A notice `sending` for longer than this is stuck (its worker died mid-send): an operator may settle it.
+ARBITER_NOTICE_SENDING_STUCK_SECONDS = env_int("ARBITER_NOTICE_SENDING_STUCK_SECONDS", 900, minimum=1)
+# The same chat message from the same person within this many seconds is a retry, not a new message.
+ARBITER_CHAT_RETRY_WINDOW_SECONDS = env_int("ARBITER_CHAT_RETRY_WINDOW_SECONDS", 30, minimum=0)
+# `manage.py analyze --wait` gives up (exit 1, with the reason) after this many seconds.
+ARBITER_ANALYZE_WAIT_SECONDS = env_int("ARBITER_ANALYZE_WAIT_SECONDS", 600, minimum=1)
+# A dispatch published this long ago whose notice is still approved with no dispatch: the broker lost
+# the task (a restart without persistence); beat publishes it again (once per lost publication).
+ARBITER_NOTICE_DISPATCH_REDELIVER_AFTER_SECONDS = env_int("ARBITER_NOTICE_DISPATCH_REDELIVER_AFTER_SECONDS", 120,
+                                                          minimum=1)
+CELERY_BEAT_SCHEDULE = {
+    **CELERY_BEAT_SCHEDULE,
+    "relay-outbox": {"task": "outbox.tasks.outbox_relay_task",
+                     "schedule": float(ARBITER_OUTBOX_RELAY_INTERVAL_SECONDS)},
+    "redeliver-lost-notice-dispatches": {"task": "cases.tasks.notice_dispatch_redeliver_task",
+                                         "schedule": float(max(ARBITER_NOTICE_DISPATCH_REDELIVER_AFTER_SECONDS // 2,
+                                                               5))},
+}
+# Redis (and SQS) redeliver a message nobody acknowledged after the visibility timeout: an hour by
+# default, i.e. a killed worker's tasks would wait an hour. Tasks are acked late, so the timeout must
+# exceed the longest a task may run: the largest hard time limit, plus a margin.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": max(CELERY_TASK_TIME_LIMIT, ARBITER_RUN_STEP_TIME_LIMIT) + 60,
+}

@@ -126,8 +126,30 @@ def thread_create(*, actor, tenant: Tenant, title: str, case: Case | None = None
 
 # --- messages --------------------------------------------------------------------------------
 
+def _retried_post(*, thread: Thread, actor: Actor, text: str, client_token: str) -> Message | None:
+    """The message this post repeats, if it is a retry (caller holds the thread lock): the same
+    client token (a form's idempotency token) in this thread, or — without a token — the thread's
+    last message when it is this person's with the same text, posted within
+    ARBITER_CHAT_RETRY_WINDOW_SECONDS (a double click, a browser or proxy re-sending the POST)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    if client_token:
+        return thread.messages.filter(role=MessageRole.USER, metadata__client_token=client_token).first()
+    window = settings.ARBITER_CHAT_RETRY_WINDOW_SECONDS
+    if not window:
+        return None
+    last = thread.messages.order_by("-sequence").first()
+    if (last is not None and last.role == MessageRole.USER and last.author_id == actor.identifier
+            and last.content_sha256 == _sha256(text)
+            and last.created_at >= timezone.now() - timedelta(seconds=window)):
+        return last
+    return None
+
+
 @transaction.atomic
-def message_post(*, actor, thread: Thread, content: str) -> Message:
+def message_post(*, actor, thread: Thread, content: str, client_token: str = "") -> Message:
     """A person posts a message; the chat run that answers it is started in the same transaction.
 
     Locks the thread row, takes the next sequence, appends the message, starts the chat run
@@ -138,12 +160,24 @@ def message_post(*, actor, thread: Thread, content: str) -> Message:
     sequence order.
 
     Refuses, changing nothing: agents and roles other than analyst/supervisor (Forbidden), another
-    tenant's thread (NotFound), an empty or over-long message (Invalid)."""
+    tenant's thread (NotFound), an empty or over-long message (Invalid).
+
+    A retried post is not a new message (issue 12): with the same `client_token` (a form's
+    idempotency token, up to 64 characters), or without one the same text from the same person as
+    the thread's last message within ARBITER_CHAT_RETRY_WINDOW_SECONDS, the earlier message is
+    returned and nothing is written (no message, no run, no audit event)."""
     actor = coerce_actor(actor)
     user = _require_person(actor, CAN_CHAT, "post in conversation threads")
     _require_tenant(actor, thread.tenant_id)
     text = _validate_content(content)
+    client_token = (client_token or "").strip()
+    if len(client_token) > 64:
+        raise Invalid("The form's token is too long.", fields={"client_token": ["At most 64 characters."]})
     locked = _lock_thread(thread)
+    earlier = _retried_post(thread=locked, actor=actor, text=text, client_token=client_token)
+    if earlier is not None:
+        thread.last_sequence = locked.last_sequence
+        return earlier
     sequence = _next_sequence(locked)
     run = _start_run(actor=actor, thread=locked, graph=CHAT_GRAPH,
                      input={"thread_id": locked.pk, "message_sequence": sequence})
@@ -151,6 +185,7 @@ def message_post(*, actor, thread: Thread, content: str) -> Message:
         tenant_id=locked.tenant_id, thread=locked, sequence=sequence, role=MessageRole.USER,
         author_type=actor.kind, author_id=actor.identifier, author_user=user, content=text,
         content_sha256=_sha256(text), reply_run_id=str(run.pk),
+        metadata={"client_token": client_token} if client_token else {},
     )
     _audit(thread=locked, actor=actor, action="conversations.message.posted", target_type="message",
            target_id=message.pk, run_id=str(run.pk),

@@ -79,10 +79,24 @@ def _audit(run: AgentRun, *, actor: Actor, action: str, decision: str = "", payl
                  policy_version=policy.POLICY_VERSION, decision=decision, payload=payload or {})
 
 
-def _enqueue_on_commit(run_id: int) -> None:
-    from runs.tasks import enqueue_step
+def _enqueue_on_commit(run_id: int, *, dedupe_key: str | None = None) -> None:
+    """The run's next step goes through the transactional outbox (issue 12): the row commits with
+    the run, is published right after the commit if the broker is up, and is relayed later if it is
+    not — so a request that committed a run never fails because of the broker, and the step is
+    never lost. The executor's own step-to-step enqueues are its business (runs/executor.py)."""
+    from outbox.services import outbox_enqueue
 
-    transaction.on_commit(lambda: enqueue_step(run_id))
+    outbox_enqueue(task="runs.tasks.run_step_task", kwargs={"run_id": run_id, "expected_sequence": None},
+                   dedupe_key=dedupe_key)
+
+
+def _active_case_run(*, case: Case, graph: str) -> AgentRun | None:
+    """The queued or running run of `graph` on `case` (not in a thread), under the case's row lock:
+    two concurrent starts serialise here, and the second finds the first's run. FOR NO KEY UPDATE
+    does not block the many rows that merely reference the case (events, audit, runs of other graphs)."""
+    Case.objects.select_for_update(no_key=True).filter(pk=case.pk).first()
+    return (AgentRun.objects.filter(case=case, graph=graph, thread__isnull=True,
+                                    status__in=[RunStatus.QUEUED, RunStatus.RUNNING]).order_by("id").first())
 
 
 @transaction.atomic
@@ -92,8 +106,10 @@ def run_start(*, actor, case: Case | None = None, thread=None, tenant: Tenant | 
     """Queue a run of `graph` on a case and/or a thread (any object with pk and tenant_id).
 
     Writes the run (status queued), its initial checkpoint (sequence 0, a full snapshot) and an
-    audit event; enqueues the first step on commit (admission then decides when it starts: tenant
-    cap, FIFO, per-thread order). Refuses (nothing written, nothing queued): an unknown graph or
+    audit event; enqueues the first step through the outbox (admission then decides when it starts:
+    tenant cap, FIFO, per-thread order). Idempotent for case runs: while a run of the same graph is
+    queued or running on the case (outside any thread), starting another returns that run and writes
+    nothing (a double click, a retried request, two people at once). Refuses (nothing written, nothing queued): an unknown graph or
     provider, a missing case for a graph that needs one, mismatched tenants, a bad budget
     (Invalid); agents and roles that cannot start runs (Forbidden); another tenant's case (NotFound)."""
     actor = coerce_actor(actor)
@@ -117,6 +133,11 @@ def run_start(*, actor, case: Case | None = None, thread=None, tenant: Tenant | 
         raise Invalid("The run's input must be JSON data.", fields={"input": ["Not JSON-serialisable."]}) from None
     limits = _budget(budget, _default_budget())
     provider_name, provider_obj = _provider(provider)
+    if case is not None and thread is None:
+        active = _active_case_run(case=case, graph=definition.name)
+        if active is not None:
+            active.already_active = True  # callers may say "an analysis is already running"
+            return active
     now = timezone.now()
     run = AgentRun.objects.create(
         tenant_id=tenant_id, case=case, thread_id=thread.pk if thread is not None else None, graph=definition.name,
@@ -131,7 +152,7 @@ def run_start(*, actor, case: Case | None = None, thread=None, tenant: Tenant | 
                     "thread_id": run.thread_id, "input": input})
     transaction.on_commit(lambda: metrics.run_started(graph=run.graph))  # issue 13: metrics
     if enqueue:
-        _enqueue_on_commit(run.pk)
+        _enqueue_on_commit(run.pk, dedupe_key=f"run-start:{run.pk}")
     return run
 
 

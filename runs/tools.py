@@ -265,7 +265,34 @@ def tool_reconcile_unfinished(*, run, sequence: int) -> list[int]:
         if found is not None:
             _finish(row, outcome=found, reconciled=True)
             settled.append(row.pk)
+    settled.extend(_complete_interrupted_drafts(run=run, sequence=sequence))
     return settled
+
+
+# Issue 12: an agent's notice draft is always followed by its submission in the same step (the
+# notice_drafter node). An attempt that died between the two left a draft outside the review
+# inbox; the retried attempt completes the submission first, under the idempotency key the node
+# itself uses for it (`<run>:<step>:submit-notice`), so the node's own submit finds it done and
+# nothing is submitted twice.
+DRAFT_SUBMIT_ACTION = "submit-notice"
+
+
+def _complete_interrupted_drafts(*, run, sequence: int) -> list[int]:
+    completed = []
+    for row in ToolCall.objects.filter(run=run, sequence=sequence, tool="notice_draft",
+                                       status=ToolCallStatus.SUCCEEDED):
+        notice_id = (row.result or {}).get("notice_id")
+        decided = ToolCall.objects.filter(run=run, sequence=sequence, tool="notice_submit").exclude(
+            status=ToolCallStatus.STARTED).exists()
+        if decided or not Notice.objects.filter(pk=notice_id, run_id=str(run.pk), status="draft").exists():
+            continue
+        result = tool_execute(run=run, sequence=sequence, actor=_actor_from_identifier(row.actor_id),
+                              tool="notice_submit", action=DRAFT_SUBMIT_ACTION, args={"notice_id": notice_id})
+        logger.info("run %s step %s: notice N%s drafted by a dead attempt was submitted on retry (%s)", run.pk,
+                    sequence, notice_id, result.status)
+        if result.tool_call_id:
+            completed.append(result.tool_call_id)
+    return completed
 
 
 def tool_abandon_unfinished(*, run, sequence: int) -> list[int]:

@@ -25,6 +25,7 @@ from django.db import transaction
 
 from audit.models import AuditEvent, AuditStreamHead
 from cases.models import Approval, Case, CaseEvent, Evidence, Notice, NoticeDispatch, Proposal
+from outbox.models import OutboxMessage
 
 
 def _media_files() -> list[str]:
@@ -51,6 +52,8 @@ def snapshot(cases: Iterable[Case] = (), extra: dict[str, Callable[[], object]] 
         # Every task is queued with transaction.on_commit (runs, notice dispatch): inside a test's
         # transaction a queued task is a pending callback, so none may have been added.
         "queued_on_commit": len(transaction.get_connection().run_on_commit),
+        # Tasks written to the transactional outbox (issue 12): a refusal writes none.
+        "outbox": sorted(OutboxMessage.objects.values_list("pk", "task", "relayed_at")),
         "cases": {
             case.pk: Case.objects.filter(pk=case.pk).values_list("status", "risk_level", "version").first()
             for case in cases
@@ -93,6 +96,7 @@ class CountDelta:
             "dispatches": NoticeDispatch.objects.count(),
             "evidence": Evidence.objects.count(),
             "emails": len(mail.outbox),
+            "outbox": OutboxMessage.objects.count(),
         # Every task is queued with transaction.on_commit (runs, notice dispatch): inside a test's
         # transaction a queued task is a pending callback, so none may have been added.
         "queued_on_commit": len(transaction.get_connection().run_on_commit),

@@ -215,7 +215,9 @@ def _why_not(case: Case, transition: str) -> str:
         available = ", ".join(t.name for t in case.get_available_status_transitions()) or "none"
         return (f"{case.reference} is {case.get_status_display().lower()}; it cannot {nice} from there. "
                 f"Possible now: {available}.")
-    unmet = [getattr(c, "hint", c.__name__) for c in meta.get_transition(case.status).conditions if not c(case)]
+    # A condition may `explain` itself for this case (which notice holds a close up, and how to settle it).
+    unmet = [c.explain(case) if hasattr(c, "explain") else getattr(c, "hint", c.__name__)
+             for c in meta.get_transition(case.status).conditions if not c(case)]
     return f"Cannot {nice} {case.reference} yet: {'; '.join(unmet)}."
 
 

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import logging
+import time
 
 from django.conf import settings
 from django.core.mail import EmailMessage, get_connection
 from django.core.mail.message import make_msgid
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from audit.services import audit_record
-from cases import policy
+from cases import email_delivery, policy
 from cases.models import (
     Approval,
     ApprovalDecision,
@@ -23,13 +24,16 @@ from cases.models import (
 from cases.services._common import _lock_case, _record, _require_role, _require_tenant
 from cases.services.notices import _lock_notice
 from core.actors import Actor, coerce_actor
-from core.errors import Conflict, Forbidden, NotAllowed
+from core.errors import Conflict, Forbidden, Invalid, NotAllowed
 
 logger = logging.getLogger(__name__)
 
-
-
-
+# Who may settle a notice whose delivery is unknown (they read the mail log and decide).
+CAN_SETTLE_NOTICES = frozenset({policy.SUPERVISOR, policy.ADMIN})
+SETTLE_OUTCOMES = ("sent", "failed")
+# Recording a send's outcome survives a database outage this long: the outcome is known only in
+# this process's memory, and losing it would leave the notice `sending` for an operator.
+RECORD_RETRY_DELAYS = (0.5, 1, 2, 4, 8, 8, 8)
 
 
 def _valid_approval(notice: Notice) -> Approval | None:
@@ -41,6 +45,9 @@ def _check_dispatchable(notice: Notice) -> Approval:
     """What must hold for a notice to be sent; returns the approval that authorises it."""
     if notice.status in (NoticeStatus.SENDING, NoticeStatus.SENT):
         raise Conflict(f"This notice is already {notice.get_status_display().lower()}; it is sent only once.")
+    if notice.status == NoticeStatus.UNKNOWN:
+        raise Conflict(f"Whether notice N{notice.pk}'s email went out is unknown; it is never re-sent blindly. "
+                       f"Settle it first from the mail log (admin action, or manage.py notice_settle {notice.pk}).")
     if notice.status not in (NoticeStatus.APPROVED, NoticeStatus.FAILED):
         raise NotAllowed(f"Only an approved notice can be sent; this one is "
                          f"{notice.get_status_display().lower()}.")
@@ -64,8 +71,10 @@ def _check_dispatcher(actor: Actor, notice: Notice) -> None:
 def notice_dispatch_request(*, actor, notice: Notice) -> Notice:
     """A person asks for an approved notice to be sent: the checks `notice_dispatch` will make are
     made now (so a refusal is immediate and queues nothing), the request is audited, and the
-    dispatch task is queued once this transaction commits. The worker's `notice_dispatch` stays
-    the only judge and the only sender; a double click queues two tasks of which one sends."""
+    dispatch task is written to the transactional outbox (published after the commit, or by the
+    relay when the broker is down: the request succeeds either way). The worker's `notice_dispatch`
+    stays the only judge and the only sender; a double click writes one outbox row (deduplicated
+    per notice and dispatch attempt), and a duplicate task is a no-op."""
     actor = coerce_actor(actor)
     _check_dispatcher(actor, notice)
     case = _lock_case(notice.case_id)
@@ -78,7 +87,9 @@ def notice_dispatch_request(*, actor, notice: Notice) -> Notice:
         payload={"notice_id": locked.pk, "approval_id": approval.pk, "content_hash": locked.content_hash})
     from cases.tasks import notice_dispatch_enqueue  # tasks import services; import late to avoid a cycle
 
-    notice_dispatch_enqueue(notice_id=locked.pk, actor_user_id=actor.user.pk if actor.is_user else None)
+    attempts = NoticeDispatch.objects.filter(notice=locked).values_list("attempts", flat=True).first() or 0
+    notice_dispatch_enqueue(notice_id=locked.pk, actor_user_id=actor.user.pk if actor.is_user else None,
+                            dedupe_key=f"notice-dispatch:{locked.pk}:{attempts}")
     return locked
 
 
@@ -90,10 +101,14 @@ def notice_dispatch(*, actor, notice: Notice) -> Notice:
        NoticeDispatch (unique per notice) with the Message-ID the email will carry. A concurrent
        dispatcher waits on the row lock, then finds it `sending`/`sent` and gets a Conflict.
     2. Send through Django's email backend, outside any transaction (no lock held over I/O).
-    3. Record (one transaction): `sent` with the message id, or `failed` (retryable) with the error.
+    3. Record (one transaction, retried through a short database outage): `sent` with the message
+       id; `failed` (retryable) when the message certainly did not go out; `unknown` when the
+       message data went out and no final reply came back (cases.email_delivery.send_outcome) —
+       an unknown notice is never retried automatically: `notice_settle` decides.
 
     A worker that dies between 1 and 3 leaves the notice `sending`: it is never re-sent blindly;
-    the drift report shows it for an operator to reconcile with the mail log by its Message-ID.
+    past ARBITER_NOTICE_SENDING_STUCK_SECONDS the drift report shows it and an operator settles it
+    (notice_settle) after reading the mail log for its Message-ID.
     Refuses agents (Forbidden), unapproved or edited-after-approval notices (NotAllowed)."""
     actor = coerce_actor(actor)
     _check_dispatcher(actor, notice)
@@ -118,26 +133,66 @@ def notice_dispatch(*, actor, notice: Notice) -> Notice:
                 payload={"notice_id": locked.pk, "message_id": dispatch.message_id, "attempt": dispatch.attempts},
                 audit_action="cases.notice.dispatch_started", target_type="notice", target_id=locked.pk)
 
-    error = ""
+    error, outcome = "", email_delivery.SENT
+    connection = None
     try:
         message = EmailMessage(subject=locked.subject, body=locked.body, from_email=settings.DEFAULT_FROM_EMAIL,
                                to=[locked.recipient],
                                headers={"Message-ID": dispatch.message_id, "X-Arbiter-Case": case.reference,
                                         "X-Arbiter-Notice": str(locked.pk)})
-        get_connection(fail_silently=False).send_messages([message])
-    except Exception as exc:  # any transport failure is recorded and retryable
-        logger.warning("notice %s dispatch failed: %s", locked.pk, exc)
+        # django-anymail sends this to the provider; its tracking webhooks bring it back (settling
+        # an unknown notice). Other backends ignore the attribute.
+        message.metadata = {"arbiter_notice_id": str(locked.pk), "arbiter_message_id": dispatch.message_id}
+        connection = get_connection(fail_silently=False)
+        connection.send_messages([message])
+    except Exception as exc:  # classified: certainly not sent (retryable) or maybe sent (unknown)
+        outcome = email_delivery.send_outcome(exc, connection)
+        logger.warning("notice %s dispatch %s: %s", locked.pk, outcome, exc)
         error = f"{type(exc).__name__}: {exc}"
 
+    locked = _record_outcome(notice=notice, actor=actor, outcome=outcome, error=error)
+    notice.refresh_from_db()
+    return locked
+
+
+def _record_outcome(*, notice: Notice, actor: Actor, outcome: str, error: str) -> Notice:
+    """Step 3 of notice_dispatch, retried through a database outage of up to ~30 s."""
+    for delay in (*RECORD_RETRY_DELAYS, None):
+        try:
+            return _record_outcome_once(notice=notice, actor=actor, outcome=outcome, error=error)
+        except DatabaseError:
+            if delay is None:
+                raise  # the notice stays `sending`: the drift report and notice_settle take over
+            logger.warning("notice %s: recording the outcome (%s) failed; retrying in %ss", notice.pk, outcome,
+                           delay, exc_info=True)
+            from django.db import connection
+
+            if not connection.in_atomic_block:  # a broken connection is replaced on the next query
+                connection.close()
+            time.sleep(delay)
+    raise AssertionError("unreachable")
+
+
+def _record_outcome_once(*, notice: Notice, actor: Actor, outcome: str, error: str) -> Notice:
     with transaction.atomic():
         case = _lock_case(notice.case_id)
         locked = _lock_notice(notice)
         dispatch = NoticeDispatch.objects.select_for_update().get(notice=locked)
-        if error:
+        if locked.status != NoticeStatus.SENDING:
+            # notice_settle decided while we were sending (an operator judged us dead): theirs stands.
+            logger.warning("notice %s was settled (%s) while its send ended %s; the settlement stands",
+                           locked.pk, locked.status, outcome)
+            return locked
+        if outcome == email_delivery.FAILED:
             locked.mark_failed()
             dispatch.status = DispatchStatus.FAILED
             dispatch.last_error = error
             event_type, action = "notice.failed", "cases.notice.dispatch_failed"
+        elif outcome == email_delivery.UNKNOWN:
+            locked.mark_unknown()
+            dispatch.status = DispatchStatus.UNKNOWN
+            dispatch.last_error = error
+            event_type, action = "notice.unknown", "cases.notice.dispatch_unknown"
         else:
             locked.mark_sent()
             locked.sent_at = timezone.now()
@@ -151,6 +206,113 @@ def notice_dispatch(*, actor, notice: Notice) -> Notice:
         _record(case=case, actor=actor, event_type=event_type,
                 payload={"notice_id": locked.pk, "message_id": dispatch.message_id, "error": error},
                 audit_action=action, target_type="notice", target_id=locked.pk,
-                decision="failed" if error else "sent")
+                decision={"sent": "sent", "failed": "failed"}.get(outcome, "unknown"))
+    return locked
+
+
+def notice_settle(*, actor, notice: Notice, outcome: str, reason: str, message_id: str = "",
+                  stuck_check: bool = True) -> Notice:
+    """Settle a notice whose delivery nobody recorded: `unknown` (the mail server may have it), or
+    `sending` for longer than ARBITER_NOTICE_SENDING_STUCK_SECONDS (its worker died mid-send).
+
+    outcome="sent": the operator found the message in the mail log; `message_id` (required) is the
+    Message-ID they found — normally the dispatch's own, which notices carry in their header. The
+    notice becomes `sent` (sent_at now, external_message_id recorded).
+    outcome="failed": it certainly did not go out; the notice becomes `failed` (retryable: it can
+    be sent again, or withdrawn).
+    Either way a CaseEvent and an AuditEvent record who settled it, why (`reason`, required) and
+    the previous status. Callers: the admin action, `manage.py notice_settle`, and the anymail
+    tracking receiver (a system actor, `stuck_check=False`: a provider's word needs no waiting).
+
+    Refuses, changing nothing: agents, and people who are not supervisors or admins of the
+    notice's tenant (Forbidden / NotFound); an outcome other than sent/failed, an empty reason, a
+    missing Message-ID for "sent" (Invalid); a notice that is not unknown or stuck sending — a send
+    still in progress, or one already recorded (NotAllowed)."""
+    actor = coerce_actor(actor)
+    if actor.is_user:
+        _require_role(actor, CAN_SETTLE_NOTICES, "settle a notice's delivery")
+        _require_tenant(actor, notice.tenant_id)
+    elif actor.is_agent:
+        raise Forbidden("Agents cannot settle a notice's delivery; a person reads the mail log and decides.")
+    fields = {}
+    if outcome not in SETTLE_OUTCOMES:
+        fields["outcome"] = ["Say whether it was sent or failed."]
+    reason = (reason or "").strip()
+    message_id = (message_id or "").strip()
+    if not reason:
+        fields["reason"] = ["Say why: what the mail log or provider showed."]
+    if outcome == "sent" and not message_id:
+        fields["message_id"] = ["Give the Message-ID found in the mail log."]
+    if fields:
+        raise Invalid("The settlement is incomplete.", fields=fields)
+
+    with transaction.atomic():
+        case = _lock_case(notice.case_id)
+        locked = _lock_notice(notice)
+        dispatch = NoticeDispatch.objects.select_for_update().filter(notice=locked).first()
+        previous = locked.status
+        if previous not in NoticeStatus.unsettled() or dispatch is None:
+            raise NotAllowed(f"Notice N{locked.pk} is {locked.get_status_display().lower()}; only a notice whose "
+                             f"delivery is unknown (or stuck sending) is settled.")
+        if previous == NoticeStatus.SENDING and stuck_check:
+            since = (timezone.now() - locked.updated_at).total_seconds()  # updated when it started sending
+            if since < settings.ARBITER_NOTICE_SENDING_STUCK_SECONDS:
+                raise NotAllowed(f"Notice N{locked.pk} started sending {int(since)}s ago and may still be in "
+                                 f"progress; settle it after {settings.ARBITER_NOTICE_SENDING_STUCK_SECONDS}s "
+                                 f"(ARBITER_NOTICE_SENDING_STUCK_SECONDS).")
+        now = timezone.now()
+        if outcome == "sent":
+            locked.settle_sent()
+            locked.sent_at = now
+            locked.external_message_id = message_id
+            dispatch.status = DispatchStatus.SENT
+            dispatch.sent_at = now
+        else:
+            locked.settle_failed()
+            dispatch.status = DispatchStatus.FAILED
+            dispatch.last_error = f"Settled as failed by {actor.identifier}: {reason}"[:2000]
+        locked.save()
+        dispatch.save()
+        _record(case=case, actor=actor, event_type="notice.settled",
+                payload={"notice_id": locked.pk, "outcome": outcome, "previous_status": previous, "reason": reason,
+                         "message_id": message_id or dispatch.message_id,
+                         "message_id_matches": (message_id or dispatch.message_id) == dispatch.message_id},
+                audit_action="cases.notice.settled", target_type="notice", target_id=locked.pk,
+                decision=outcome)
     notice.refresh_from_db()
     return locked
+
+
+def notice_dispatch_redeliver_lost(*, older_than_seconds: int, now=None) -> list[int]:
+    """Publish again the dispatch of approved notices whose task the broker lost (issue 12).
+
+    A dispatch's outbox row was relayed more than `older_than_seconds` ago, and the notice is still
+    `approved` with no NoticeDispatch: the task never ran (a broker that lost its queue on restart, a
+    message purged by hand). A new outbox row is written with the same arguments, deduplicated by the
+    lost row's id, so each lost publication is replaced at most once. Safe to run any time: a task
+    that was merely slow finds the notice claimed and is a no-op. Returns the notice ids requeued."""
+    from datetime import timedelta
+
+    from cases.tasks import notice_dispatch_enqueue
+    from outbox.models import OutboxMessage
+
+    horizon = (now or timezone.now()) - timedelta(seconds=older_than_seconds)
+    waiting = set(Notice.objects.filter(status=NoticeStatus.APPROVED, dispatch__isnull=True)
+                  .values_list("pk", flat=True))
+    if not waiting:
+        return []
+    rows = (OutboxMessage.objects.filter(task="cases.tasks.notice_dispatch_task", kwargs__notice_id__in=list(waiting))
+            .order_by("-id"))
+    latest: dict[int, OutboxMessage] = {}
+    for row in rows:
+        latest.setdefault(int(row.kwargs["notice_id"]), row)
+    requeued = []
+    for notice_id, row in latest.items():
+        if row.relayed_at is None or row.relayed_at >= horizon:
+            continue  # still pending (the relay retries it) or published recently
+        with transaction.atomic():
+            notice_dispatch_enqueue(notice_id=notice_id, actor_user_id=row.kwargs.get("actor_user_id"),
+                                    dedupe_key=f"notice-dispatch-redeliver:{row.pk}")
+        logger.warning("notice %s: its dispatch task (outbox O%s) never ran; published again", notice_id, row.pk)
+        requeued.append(notice_id)
+    return requeued

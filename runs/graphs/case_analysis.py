@@ -30,6 +30,7 @@ from runs.schemas import (
     RiskAssessment,
     TriageOutput,
 )
+from runs.tools import idempotency_key
 
 SPECIALISTS = ("triage", "evidence_analyst", "risk_assessor", "policy_checker", "adjudicator")
 PLAN = (*SPECIALISTS, "reflect", "proposer", "notice_drafter")
@@ -343,7 +344,11 @@ def _notice_due(ctx: NodeContext) -> tuple[bool, str]:
     case = ctx.case
     if case.status not in policy.NOTICE_DUE_FROM_STATUSES:
         return False, f"the case is {case.status}; notices are due only from {sorted(policy.NOTICE_DUE_FROM_STATUSES)}"
-    live = Notice.objects.filter(case=case, kind="response").exclude(status__in=DEAD_NOTICE_STATUSES).first()
+    # A notice this very step drafted in an attempt that died is its own, not another's (issue 12):
+    # the retried step re-reads it through the tool calls' idempotency keys and finishes it.
+    own = idempotency_key(run_id=ctx.run.pk, sequence=ctx.sequence, action="draft-notice")
+    live = (Notice.objects.filter(case=case, kind="response").exclude(status__in=DEAD_NOTICE_STATUSES)
+            .exclude(idempotency_key=own).first())
     if live is not None:
         return False, f"response notice N{live.pk} already exists ({live.status})"
     return True, checked.get("notice_reason", "")

@@ -12,6 +12,7 @@ from core.actors import Actor
 from runs import services
 from runs.models import AgentRun, Checkpoint, MemoryRecord, MemoryStatus, RunStatus, Step
 from tests.api.conftest import assert_error
+from tests.factories import make_case
 from tests.helpers import assert_nothing_changed
 from tests.runs.conftest import drive
 
@@ -127,7 +128,8 @@ def test_a_run_detail_shows_its_queue_position_when_the_cap_is_reached(api, anal
     settings.ARBITER_TENANT_MAX_CONCURRENT_RUNS = 1
     from runs.executor import run_step
 
-    busy = services.run_start(actor=analyst, case=case)
+    # The busy run is on another case: a second analysis of the same case would be the first one (issue 12).
+    busy = services.run_start(actor=analyst, case=make_case(actor=analyst, title="Another dispute"))
     run_step(run_id=busy.pk, worker_id="w1", enqueue=False)
     waiting = services.run_start(actor=analyst, case=case)
     body = api(analyst).get(f"/api/v1/runs/{waiting.pk}/").json()

@@ -159,6 +159,8 @@ def _outsider_calls(world, outsider, tenant):
         "case_deadlines_recompute": lambda: services.case_deadlines_recompute(actor=outsider, case=case),
         "deadline_policy_create": lambda: services.deadline_policy_create(actor=outsider, tenant=tenant,
                                                                           response_days=20),
+        "notice_settle": lambda: services.notice_settle(actor=outsider, notice=notice, outcome="failed",
+                                                        reason="planted"),
     }
 
 

@@ -12,6 +12,7 @@ from audit.models import AuditEvent
 from cases.models import Proposal
 from runs import services
 from runs.models import AgentRun, Checkpoint, MemoryRecord, MemoryStatus, RunStatus, Step
+from tests.factories import make_case
 from tests.helpers import assert_nothing_changed
 from tests.runs.conftest import drive
 
@@ -94,7 +95,8 @@ def test_analyse_without_javascript_redirects_back_to_the_agents_section(client,
 
 def test_analyse_says_the_queue_position_when_the_tenant_cap_is_reached(client, analyst, case, settings):
     settings.ARBITER_TENANT_MAX_CONCURRENT_RUNS = 1
-    busy = services.run_start(actor=analyst, case=case)
+    # The busy run is on another case: a second analysis of the same case would be the first one (issue 12).
+    busy = services.run_start(actor=analyst, case=make_case(actor=analyst, title="Another dispute"))
     from runs.executor import run_step
 
     assert run_step(run_id=busy.pk, worker_id="w1", enqueue=False).action == "executed"  # admitted: running
@@ -270,7 +272,7 @@ def test_a_queued_run_says_the_tenant_cap_holds_it(client, analyst, case, settin
     settings.ARBITER_TENANT_MAX_CONCURRENT_RUNS = 1
     from runs.executor import run_step
 
-    busy = services.run_start(actor=analyst, case=case)
+    busy = services.run_start(actor=analyst, case=make_case(actor=analyst, title="Another dispute"))
     run_step(run_id=busy.pk, worker_id="w1", enqueue=False)
     waiting = services.run_start(actor=analyst, case=case)
     html = get(client, analyst, reverse("web:run_detail", args=[waiting.pk])).content.decode()

@@ -1,0 +1,13 @@
+"""{% load outbox_status %}{% worker_status %}: a one-line warning when no Celery worker is alive
+(renders templates/web/_worker_status.html; nothing when a worker is alive)."""
+
+from django import template
+
+register = template.Library()
+
+
+@register.inclusion_tag("web/_worker_status.html")
+def worker_status():
+    from outbox.selectors import worker_status as read
+
+    return {"worker_status": read()}
