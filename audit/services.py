@@ -7,6 +7,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from audit.hooks import run_after_record
 from audit.models import AuditEvent, AuditStreamHead
 
 
@@ -69,6 +70,7 @@ def audit_record(
     head.last_sequence = event.sequence
     head.last_hash = event.hash
     head.save(update_fields=["last_sequence", "last_hash"])
+    run_after_record(event)  # in this same transaction (audit/hooks.py; integrations: ADR 0009)
     return event
 
 
