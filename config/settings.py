@@ -333,6 +333,7 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer",
                                  "rest_framework.renderers.BrowsableAPIRenderer"],
     "DEFAULT_PAGINATION_CLASS": "core.api.SyncCursorPagination",
+    "DEFAULT_SCHEMA_CLASS": "core.api_schema.ApiAutoSchema",
     "PAGE_SIZE": ARBITER_API_PAGE_SIZE,
     "DEFAULT_THROTTLE_RATES": {
         "run_start": ARBITER_API_THROTTLE_RUN_START,
@@ -368,3 +369,5 @@ SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"] = {
     "EventTypeEnum": "integrations.models.EventType",
     "DeliveryStatusEnum": "integrations.models.DeliveryStatus",
 }
+SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"] = ["drf_spectacular.hooks.postprocess_schema_enums",
+                                                "core.api_schema.describe_responses"]

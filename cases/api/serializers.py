@@ -27,6 +27,7 @@ class CaseOutputSerializer(serializers.ModelSerializer):
     status = serializers.ChoiceField(choices=CaseStatus.choices)
     risk_level = serializers.ChoiceField(choices=RiskLevel.choices)
     assignee = PersonSerializer(read_only=True, allow_null=True)
+    complainant_email = serializers.CharField(read_only=True, help_text="An email address, or empty.")
 
     class Meta:
         model = Case
@@ -86,6 +87,7 @@ class NoticeOutputSerializer(serializers.ModelSerializer):
     case = serializers.CharField(source="case.reference", read_only=True)
     status = serializers.ChoiceField(choices=NoticeStatus.choices)
     run_id = RunIdField()
+    recipient = serializers.CharField(read_only=True, help_text="An email address, or empty while a draft has none.")
 
     class Meta:
         model = Notice
