@@ -7,7 +7,7 @@ How the Schemathesis test runs (also what .ci/run does through `make test`): a t
 database under pytest's tmp dir is migrated and seeded (`seed_demo`), two API keys are created
 with `manage.py api_key create` (roles analyst and supervisor), `manage.py runserver --noreload`
 serves it on a free local port, and the Schemathesis CLI runs every operation once per key with
-`--mode positive --max-examples 3 --checks not_a_server_error,response_schema_conformance,
+`--mode positive --max-examples 2 --max-time 60 --checks not_a_server_error,response_schema_conformance,
 status_code_conformance` (coverage, fuzzing and stateful phases, two workers, a time budget)."""
 
 from __future__ import annotations
@@ -137,7 +137,7 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(live_api, ro
     command = [str(Path(sys.executable).with_name("schemathesis")), "run", f"{live_api['base']}/api/schema/",
                "-H", f"Authorization: Bearer {live_api['keys'][role]}",
                "--checks", "not_a_server_error,response_schema_conformance,status_code_conformance",
-               "--mode", "positive", "--max-examples", "3", "--workers", "2", "--max-time", "80",
+               "--mode", "positive", "--max-examples", "2", "--workers", "2", "--max-time", "60",
                "--seed", "9", "--no-color", "--warnings", "off"]
     result = subprocess.run(command, cwd=BASE_DIR, capture_output=True, text=True, timeout=240)
     output = result.stdout + result.stderr

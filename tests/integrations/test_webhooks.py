@@ -236,3 +236,24 @@ def test_proposal_and_notice_events_are_typed(analyst, supervisor, case, endpoin
     types = list(IntegrationEvent.objects.order_by("id").values_list("type", flat=True))
     assert types[-2:] == ["proposal.created", "proposal.decided"]
     assert IntegrationEvent.objects.order_by("id").last().data["object_url"] == f"/api/v1/proposals/{proposal.pk}/"
+
+
+def test_the_admin_registers_an_endpoint_shows_the_secret_once_and_redelivers(client, admin_user, analyst, receiver,
+                                                                              settings):
+    client.force_login(admin_user)
+    response = client.post("/admin/integrations/webhookendpoint/add/", {
+        "url": receiver.url, "description": "CRM", "event_types": ["case.changed"]}, follow=True)
+    assert response.status_code == 200
+    endpoint = WebhookEndpoint.objects.get()
+    assert any(endpoint.secret in str(m) for m in response.context["messages"])
+    assert endpoint.tenant_id == admin_user.tenant_id and endpoint.created_by == admin_user
+    settings.ARBITER_WEBHOOK_MAX_ATTEMPTS = 1
+    receiver.statuses = [500]
+    make_case(actor=analyst)
+    delivery = webhook_deliver(delivery_id=WebhookDelivery.objects.get().pk)
+    assert delivery.status == DeliveryStatus.FAILED
+    client.post("/admin/integrations/webhookdelivery/", {"action": "redeliver", "_selected_action": [delivery.pk]})
+    assert WebhookDelivery.objects.get().status == DeliveryStatus.PENDING
+    client.post("/admin/integrations/webhookendpoint/", {"action": "disable", "_selected_action": [endpoint.pk]})
+    assert WebhookEndpoint.objects.get().is_active is False
+    assert client.get(f"/admin/integrations/webhookdelivery/{delivery.pk}/change/").status_code == 200
