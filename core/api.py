@@ -27,7 +27,6 @@ from rest_framework.exceptions import APIException, NotFound, ParseError, Valida
 from rest_framework.pagination import CursorPagination
 from rest_framework.parsers import FormParser, JSONParser
 from rest_framework.response import Response
-from rest_framework.views import exception_handler as drf_exception_handler
 
 from core.errors import DomainError
 
@@ -74,6 +73,10 @@ def exception_handler(exc, context):
     if isinstance(exc, RequestDataTooBig):
         return Response({"code": "too_large", "detail": _too_large_detail()},
                         status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
+    # Imported here: rest_framework.views reads DEFAULT_PARSER_CLASSES (this module's parsers) when
+    # it is imported, so importing it at the top would be circular when this module loads first.
+    from rest_framework.views import exception_handler as drf_exception_handler
+
     response = drf_exception_handler(exc, context)
     if response is None:
         return None

@@ -49,7 +49,10 @@ class IntegrationEvent(models.Model):
 
     tenant = models.ForeignKey("accounts.Tenant", on_delete=models.PROTECT, related_name="+")
     type = models.CharField(max_length=40, choices=EventType.choices)
-    audit_event = models.OneToOneField("audit.AuditEvent", on_delete=models.PROTECT, related_name="+")
+    # No database constraint: audit events are append-only (never deleted), and audit_verify's tamper
+    # tests delete rows on purpose; the reference must not make that fail differently.
+    audit_event = models.OneToOneField("audit.AuditEvent", on_delete=models.DO_NOTHING, related_name="+",
+                                       db_constraint=False)
     data = models.JSONField(default=dict, encoder=DjangoJSONEncoder)
     occurred_at = models.DateTimeField()
     feed_sequence = models.PositiveBigIntegerField(null=True, blank=True, unique=True)

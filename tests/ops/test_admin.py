@@ -70,6 +70,9 @@ def world(case, analyst, supervisor, outsider):
     services.notice_submit(actor=analyst, notice=waiting)
     mail.outbox.clear()
     other_case = make_case(actor=outsider, title="Another tenant's secret case")
+    from accounts.services import api_key_create  # an API key (issue 9): accounts has that model too
+
+    api_key_create(tenant=case.tenant, name="CRM sync", role="analyst")
     return {"case": case, "waiting_notice": waiting, "sent_notice": sent, "other_case": other_case}
 
 
