@@ -195,11 +195,12 @@ class EvidenceListCreateApi(ListApi):
     def get(self, request, reference: str):
         return self.list_response(request, reference=reference)
 
-    @extend_schema(request=EvidenceTextInput,
-                   responses={201: EvidenceOutputSerializer, **refusals(400, 403, 404, 409, 413, 415, 422)},
+    @extend_schema(request=EvidenceTextInput, parameters=[IF_MATCH],
+                   responses={201: EvidenceOutputSerializer, **refusals(400, 403, 404, 409, 412, 413, 415, 422)},
                    summary="Add text evidence")
     def post(self, request, reference: str):
         case = _case(request, reference)
+        check_if_match(request, case)
         data = self.EvidenceTextInput(data=request.data)
         data.is_valid(raise_exception=True)
         evidence = services.evidence_add(actor=request.user, case=case, **data.validated_data)
@@ -215,11 +216,12 @@ class EvidenceUploadApi(ApiView):
                                                "(EVIDENCE_MAX_BYTES, EVIDENCE_ALLOWED_CONTENT_TYPES).")
         source = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
 
-    @extend_schema(request={"multipart/form-data": EvidenceUploadInput},
-                   responses={201: EvidenceOutputSerializer, **refusals(400, 403, 404, 409, 413, 415, 422)},
+    @extend_schema(request={"multipart/form-data": EvidenceUploadInput}, parameters=[IF_MATCH],
+                   responses={201: EvidenceOutputSerializer, **refusals(400, 403, 404, 409, 412, 413, 415, 422)},
                    summary="Upload a file as evidence")
     def post(self, request, reference: str):
         case = _case(request, reference)
+        check_if_match(request, case)
         data = self.EvidenceUploadInput(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
@@ -287,11 +289,12 @@ class ProposalCreateApi(ApiView):
                 payload["assignee_id"] = _tenant_user_id(payload["assignee_id"], self.context["tenant_id"])
             return attrs
 
-    @extend_schema(request=ProposalCreateInput,
-                   responses={201: ProposalOutputSerializer, **refusals(400, 403, 404, 409, 413, 415, 422)},
+    @extend_schema(request=ProposalCreateInput, parameters=[IF_MATCH],
+                   responses={201: ProposalOutputSerializer, **refusals(400, 403, 404, 409, 412, 413, 415, 422)},
                    summary="Propose a change to a case")
     def post(self, request, reference: str):
         case = _case(request, reference)
+        check_if_match(request, case)
         data = self.ProposalCreateInput(data=request.data, context={"tenant_id": request.user.tenant_id})
         data.is_valid(raise_exception=True)
         proposal = services.proposal_create(actor=request.user, case=case, **data.validated_data)
@@ -377,11 +380,12 @@ class NoticeDraftApi(ApiView):
         kind = serializers.CharField(max_length=50, required=False, default="response")
         idempotency_key = serializers.CharField(max_length=200, required=False, allow_null=True, default=None)
 
-    @extend_schema(request=NoticeDraftInput,
-                   responses={201: NoticeOutputSerializer, **refusals(400, 403, 404, 409, 413, 415, 422)},
+    @extend_schema(request=NoticeDraftInput, parameters=[IF_MATCH],
+                   responses={201: NoticeOutputSerializer, **refusals(400, 403, 404, 409, 412, 413, 415, 422)},
                    summary="Draft a notice (nothing is sent)")
     def post(self, request, reference: str):
         case = _case(request, reference)
+        check_if_match(request, case)
         data = self.NoticeDraftInput(data=request.data)
         data.is_valid(raise_exception=True)
         values = {"recipient": "", **data.validated_data}

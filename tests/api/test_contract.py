@@ -145,3 +145,81 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(live_api, ro
     assert "55/55" in output or "Tested:" in output
     server_log = live_api["log"].read_text()
     assert '" 500 ' not in server_log and "Traceback" not in server_log, server_log[-3000:]
+
+
+# --- responses with real data conform to the schema ----------------------------------------------------
+
+def _nullable_refs(node):
+    """drf-spectacular writes a nullable nested object as {allOf: [$ref], nullable: true} (OAS 3.0);
+    openapi-schema-validator checks the $ref alone against null. Say the same thing in a form it
+    reads: anyOf the object or null."""
+    if isinstance(node, dict):
+        node = {key: _nullable_refs(value) for key, value in node.items()}
+        if node.get("nullable") and len(node.get("allOf", [])) == 1:
+            return {"anyOf": [node["allOf"][0], {"type": "string", "nullable": True, "enum": [None]}]}
+        return node
+    if isinstance(node, list):
+        return [_nullable_refs(item) for item in node]
+    return node
+
+
+def _validator_for(schema: dict, path: str, method: str, status: str):
+    from openapi_schema_validator import OAS30ReadValidator, oas30_format_checker
+
+    content = schema["paths"][path][method]["responses"][status]["content"]
+    body_schema = next(iter(content.values()))["schema"]
+    return OAS30ReadValidator(_nullable_refs({**body_schema, "components": schema["components"]}),
+                              format_checker=oas30_format_checker)
+
+
+@pytest.mark.django_db
+def test_real_responses_conform_to_the_schema(schema, api, analyst, supervisor, case, monkeypatch):
+    """Schemathesis mostly meets empty or random data; here every read answers about real rows: a
+    finished analysis run (steps, model calls, tool calls, findings, artifacts), proposals, notices,
+    a thread with messages, events, a webhook with a delivery."""
+    from conversations import services as conversation_services
+    from integrations.models import WebhookDelivery
+    from integrations.webhooks import webhook_endpoint_create
+    from runs import services as run_services
+    from tests.runs.conftest import drive
+
+    monkeypatch.setattr("runs.tasks.enqueue_step", lambda run_id, **kw: None)
+    endpoint, _ = webhook_endpoint_create(actor=supervisor, url="https://hooks.example.org/x",
+                                          event_types=["run.finished", "proposal.created"])
+    run = drive(run_services.run_start(actor=analyst, case=case))
+    thread = conversation_services.thread_create(actor=analyst, tenant=analyst.tenant, case=case, title="Q")
+    message = conversation_services.message_post(actor=analyst, thread=thread, content="What is the risk?")
+    proposal_id = api(analyst).get("/api/v1/proposals/").json()["results"][0]["id"]
+    delivery = WebhookDelivery.objects.first()
+    reads = {
+        "/api/v1/runs/": "/api/v1/runs/",
+        "/api/v1/runs/{id}/": f"/api/v1/runs/{run.pk}/",
+        "/api/v1/runs/{id}/steps/": f"/api/v1/runs/{run.pk}/steps/",
+        "/api/v1/runs/{id}/steps/{sequence}/model-calls/": f"/api/v1/runs/{run.pk}/steps/2/model-calls/",
+        "/api/v1/runs/{id}/tool-calls/": f"/api/v1/runs/{run.pk}/tool-calls/",
+        "/api/v1/runs/{id}/findings/": f"/api/v1/runs/{run.pk}/findings/",
+        "/api/v1/runs/{id}/artifacts/": f"/api/v1/runs/{run.pk}/artifacts/",
+        "/api/v1/cases/": "/api/v1/cases/",
+        "/api/v1/cases/{reference}/": f"/api/v1/cases/{case.reference}/",
+        "/api/v1/cases/{reference}/events/": f"/api/v1/cases/{case.reference}/events/",
+        "/api/v1/cases/{reference}/evidence/": f"/api/v1/cases/{case.reference}/evidence/",
+        "/api/v1/proposals/": "/api/v1/proposals/",
+        "/api/v1/proposals/{id}/": f"/api/v1/proposals/{proposal_id}/",
+        "/api/v1/notices/": "/api/v1/notices/",
+        "/api/v1/threads/": "/api/v1/threads/",
+        "/api/v1/threads/{id}/": f"/api/v1/threads/{thread.pk}/",
+        "/api/v1/threads/{id}/messages/": f"/api/v1/threads/{thread.pk}/messages/",
+        "/api/v1/memory/": "/api/v1/memory/",
+        "/api/v1/events/": "/api/v1/events/",
+        "/api/v1/me/": "/api/v1/me/",
+        "/api/v1/audit-events/": "/api/v1/audit-events/",
+        "/api/v1/webhooks/": "/api/v1/webhooks/",
+        "/api/v1/webhooks/{id}/deliveries/": f"/api/v1/webhooks/{endpoint.pk}/deliveries/",
+    }
+    assert message.reply_run_id and delivery is not None
+    for template, url in reads.items():
+        user = supervisor if "audit" in url or "webhook" in url else analyst
+        response = api(user).get(url)
+        assert response.status_code == 200, (url, response.content)
+        errors = list(_validator_for(schema, template, "get", "200").iter_errors(response.json()))
+        assert errors == [], (url, [error.message for error in errors][:5])

@@ -171,3 +171,18 @@ def test_message_posts_are_throttled_per_credential(api, analyst, settings):
         == 202
     response = client.post(f"/api/v1/threads/{thread['id']}/messages/", {"content": "b"}, format="json")
     assert response.status_code == 429 and response["Retry-After"]
+
+
+def test_case_scoped_writes_check_if_match_on_the_case(api, analyst, supervisor, case):
+    client = api(analyst)
+    etag = client.get(f"/api/v1/cases/{case.reference}/")["ETag"]
+    services.case_transition(actor=supervisor, case=case, transition="triage")
+    for path, body in ((f"/api/v1/cases/{case.reference}/evidence/", {"title": "t", "text": "x"}),
+                       (f"/api/v1/cases/{case.reference}/proposals/",
+                        {"kind": "risk_level", "payload": {"risk_level": "high"}, "rationale": "r"}),
+                       (f"/api/v1/cases/{case.reference}/notices/", {"subject": "S", "body": "B"})):
+        with assert_nothing_changed(case):
+            assert_error(client.post(path, body, format="json", HTTP_IF_MATCH=etag), 412, "precondition_failed")
+    fresh = client.get(f"/api/v1/cases/{case.reference}/")["ETag"]
+    assert client.post(f"/api/v1/cases/{case.reference}/evidence/", {"title": "t", "text": "x"}, format="json",
+                       HTTP_IF_MATCH=fresh).status_code == 201
