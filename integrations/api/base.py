@@ -15,7 +15,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db.models import QuerySet
 from django_filters.rest_framework import DjangoFilterBackend
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.generics import GenericAPIView
 from rest_framework.permissions import SAFE_METHODS
 from rest_framework.throttling import SimpleRateThrottle
@@ -30,6 +30,10 @@ from integrations.idempotency import (
 )
 
 PAGINATION_PARAMS = ("cursor", "page_size")
+
+
+def _bad_text(text: str) -> bool:
+    return "\x00" in text or any("\ud800" <= char <= "\udfff" for char in text)
 
 
 class ApiView(APIView):
@@ -48,8 +52,19 @@ class ApiView(APIView):
             hint = f"Allowed: {', '.join(sorted(allowed))}." if allowed else "This operation takes none."
             raise ValidationError({name: [f"Unknown query parameter. {hint}"] for name in unknown})
 
+    def check_text_in_url(self, request, kwargs) -> None:
+        """A NUL or lone surrogate in the path matches no object (404) and in the query string is a
+        field error (400) — never a database error (PostgreSQL refuses NUL in text)."""
+        if any(isinstance(value, str) and _bad_text(value) for value in kwargs.values()):
+            raise NotFound("No such object: the address holds characters no identifier has.")
+        bad = sorted(name for name, values in request.query_params.lists()
+                     if _bad_text(name) or any(_bad_text(value) for value in values))
+        if bad:
+            raise ValidationError({name: ["Null characters are not allowed."] for name in bad})
+
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)  # authentication, permissions, throttles
+        self.check_text_in_url(request, kwargs)
         self.check_query_params(request)
         declared = request.META.get("CONTENT_LENGTH") or "0"
         if declared.isdigit() and int(declared) > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:

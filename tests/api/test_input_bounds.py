@@ -261,3 +261,12 @@ def test_unknown_query_parameters_are_refused(api, analyst):
                                           ("updated_since=2026-01-01T00:00:00", "updated_since")])
 def test_bad_list_parameters_are_field_errors(api, analyst, query, field):
     assert_error(api(analyst).get(f"/api/v1/cases/?{query}"), 400, "invalid", fields={field})
+
+
+@pytest.mark.parametrize("url, status", [("/api/v1/cases/a%00b/", 404), ("/api/v1/cases/a%00b/events/", 404),
+                                         ("/api/v1/cases/?search=a%00b", 400), ("/api/v1/proposals/?case=a%00", 400),
+                                         ("/api/v1/events/?type=%00", 400)])
+def test_nul_in_the_address_is_a_json_refusal_not_a_database_error(api, analyst, case, url, status):
+    """PostgreSQL refuses NUL in text: it must never reach a query."""
+    response = api(analyst).get(url)
+    assert response.status_code == status and response["Content-Type"] == "application/json"
