@@ -124,7 +124,7 @@ def live_api(tmp_path_factory):
             except OSError:
                 assert server.poll() is None, (var / "server.log").read_text()[-3000:]
                 time.sleep(0.2)
-        yield {"base": base, "keys": keys, "log": var / "server.log"}
+        yield {"base": base, "keys": keys, "log": var / "server.log", "var": var}
     finally:
         server.terminate()
         server.wait(timeout=10)
@@ -141,7 +141,8 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(live_api, ro
                "--checks", "not_a_server_error,response_schema_conformance,status_code_conformance",
                "--mode", "positive", "--max-examples", "2", "--workers", "2", "--max-time", "60",
                "--seed", "9", "--no-color", "--warnings", "off"]
-    result = subprocess.run(command, cwd=BASE_DIR, capture_output=True, text=True, timeout=240)
+    # cwd: Schemathesis keeps a cache in ./.schemathesis/ — in the throwaway folder, not the repository.
+    result = subprocess.run(command, cwd=live_api["var"], capture_output=True, text=True, timeout=240)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-6000:]
     assert "55/55" in output or "Tested:" in output
