@@ -97,25 +97,23 @@ def test_basic_auth_is_off_by_default(analyst):
     assert client.get("/api/v1/cases/").status_code == 401
 
 
-def test_basic_auth_can_be_turned_on(analyst):
-    from rest_framework.authentication import BasicAuthentication
+def test_the_setting_turns_basic_auth_on(monkeypatch):
+    """ARBITER_API_BASIC_AUTH=1 adds HTTP Basic to the API's authentication classes (after Bearer,
+    so a request without credentials still gets `WWW-Authenticate: Bearer`)."""
+    import importlib
 
-    from accounts.authentication import ApiKeyAuthentication
-    from cases.api.views import CaseListCreateApi
+    import config.settings as project_settings
 
-    analyst.set_password("pw-123456")
-    analyst.save()
-    header = "Basic " + __import__("base64").b64encode(b"analyst:pw-123456").decode()
-    # ARBITER_API_BASIC_AUTH=1 adds BasicAuthentication to DEFAULT_AUTHENTICATION_CLASSES (settings are
-    # read once at import, so the effect is shown on the view's class attribute).
-    original = CaseListCreateApi.authentication_classes
-    CaseListCreateApi.authentication_classes = [ApiKeyAuthentication, BasicAuthentication]
+    basic = "rest_framework.authentication.BasicAuthentication"
+    assert basic not in project_settings.REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"]
+    monkeypatch.setenv("ARBITER_API_BASIC_AUTH", "1")
+    monkeypatch.setenv("DEBUG", "1")
     try:
-        client = APIClient()
-        client.credentials(HTTP_AUTHORIZATION=header)
-        assert client.get("/api/v1/cases/").status_code == 200
+        classes = importlib.reload(project_settings).REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"]
+        assert classes[0] == "accounts.authentication.ApiKeyAuthentication" and basic in classes
     finally:
-        CaseListCreateApi.authentication_classes = original
+        monkeypatch.delenv("ARBITER_API_BASIC_AUTH")
+        importlib.reload(project_settings)
 
 
 def test_failed_authentications_are_throttled_per_ip(tenant, settings):
