@@ -11,12 +11,13 @@ own LogEntry is not tamper-evident; the audit chain is). Passwords never enter t
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
 from django.contrib.auth.forms import UserChangeForm, UserCreationForm
 from django.db import transaction
 
-from accounts.models import Role, Tenant, User
+from accounts.models import ApiKey, Role, Tenant, User
 from audit.services import audit_record
 
 
@@ -176,3 +177,99 @@ class UserAdmin(AuditedAdminMixin, DjangoUserAdmin):
         if not change and not request.user.is_superuser:
             obj.tenant_id = request.user.tenant_id  # tenant is not on a tenant admin's add form
         super().save_model(request, obj, form, change)
+
+
+# --- API keys (issue 9) ---------------------------------------------------------------------------
+
+class ApiKeyCreationForm(forms.ModelForm):
+    role = forms.ChoiceField(choices=Role.choices, help_text="What the key may do (as a person with this role).")
+
+    class Meta:
+        model = ApiKey
+        fields = ("tenant", "name", "expires_at")
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(admin.ModelAdmin):
+    """API keys are created here (the key is shown once, in the confirmation message) and revoked
+    with the action; nothing else about a key is edited. Tenant admins see their own tenant's keys."""
+
+    list_display = ("name", "prefix", "tenant", "role", "created_at", "expires_at", "revoked_at", "last_used_at")
+    list_filter = (("tenant", admin.RelatedOnlyFieldListFilter),)
+    search_fields = ("name", "prefix")
+    actions = ["revoke_keys"]
+    readonly_fields = ("tenant", "user", "name", "prefix", "created_by", "created_at", "expires_at", "revoked_at",
+                       "last_used_at")
+    exclude = ("secret_hash",)
+
+    def get_queryset(self, request):
+        qs = super().get_queryset(request).select_related("tenant", "user")
+        return qs if request.user.is_superuser else qs.filter(tenant_id=request.user.tenant_id)
+
+    @admin.display(description="role")
+    def role(self, api_key: ApiKey) -> str:
+        return api_key.user.role
+
+    def has_module_permission(self, request):
+        return _is_tenant_staff(request.user)
+
+    def has_view_permission(self, request, obj=None):
+        if not _is_tenant_staff(request.user):
+            return False
+        return obj is None or request.user.is_superuser or obj.tenant_id == request.user.tenant_id
+
+    def has_add_permission(self, request):
+        return request.user.is_superuser or _is_tenant_admin(request.user)
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def get_form(self, request, obj=None, **kwargs):
+        if obj is None:
+            kwargs["form"] = ApiKeyCreationForm
+            kwargs["fields"] = ("tenant", "name", "role", "expires_at") if request.user.is_superuser \
+                else ("name", "role", "expires_at")
+        return super().get_form(request, obj, **kwargs)
+
+    def get_readonly_fields(self, request, obj=None):
+        return () if obj is None else self.readonly_fields
+
+    def get_fields(self, request, obj=None):
+        if obj is None:
+            return ("tenant", "name", "role", "expires_at") if request.user.is_superuser \
+                else ("name", "role", "expires_at")
+        return self.readonly_fields
+
+    def save_model(self, request, obj, form, change):
+        from django.contrib import messages
+
+        from accounts.services import api_key_create
+
+        tenant = form.cleaned_data.get("tenant") or request.user.tenant
+        api_key, key = api_key_create(tenant=tenant, name=form.cleaned_data["name"], role=form.cleaned_data["role"],
+                                      actor=request.user, expires_at=form.cleaned_data.get("expires_at"))
+        obj.pk = api_key.pk
+        messages.warning(request, f"The API key, shown only this once — store it now: {key}")
+
+    def log_addition(self, request, obj, message):
+        return None  # api_key_create wrote the audit event
+
+    @admin.action(description="Revoke the selected API keys")
+    def revoke_keys(self, request, queryset):
+        from django.contrib import messages
+
+        from accounts.services import api_key_revoke
+
+        revoked = 0
+        for api_key in queryset.filter(revoked_at__isnull=True):
+            api_key_revoke(api_key=api_key, actor=request.user)
+            revoked += 1
+        messages.info(request, f"Revoked {revoked} key(s).")
+
+    def has_revoke_keys_permission(self, request):
+        return request.user.is_superuser or _is_tenant_admin(request.user)
+
+    revoke_keys.allowed_permissions = ("revoke_keys",)

@@ -8,6 +8,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from audit.hooks import run_after_record
 from audit.models import AuditEvent, AuditStreamHead
 
 
@@ -87,6 +88,7 @@ def audit_record(
                            [event.sequence, event.hash, head_id])
     event._state.adding = False
     event._state.db = connection.alias
+    run_after_record(event)  # in this same transaction (audit/hooks.py; integrations: ADR 0009)
     return event
 
 

@@ -487,3 +487,89 @@ CELERY_BEAT_SCHEDULE = {
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": max(CELERY_TASK_TIME_LIMIT, ARBITER_RUN_STEP_TIME_LIMIT) + 60,
 }
+# --- REST API for integrations (issue 9; core/api.py, accounts API keys, integrations/) ---------
+# One block, so parallel branches merge: it replaces the REST_FRAMEWORK defaults above.
+INSTALLED_APPS = [*INSTALLED_APPS, "integrations"]
+# HTTP Basic auth for the API is off unless this is set (API keys are the machine credential;
+# django-axes locks out repeated failed passwords when it is on).
+ARBITER_API_BASIC_AUTH = env_bool("ARBITER_API_BASIC_AUTH", False)
+# Largest JSON/form body the API reads (bytes): a bigger one is a JSON 413. Uploads are bounded by
+# EVIDENCE_MAX_BYTES (DATA_UPLOAD_MAX_MEMORY_SIZE above); JSON bodies by this.
+ARBITER_API_MAX_BODY_BYTES = env_int("ARBITER_API_MAX_BODY_BYTES", 1024 * 1024, minimum=1024)
+# Deepest nesting of arrays/objects accepted in a JSON body.
+ARBITER_API_MAX_JSON_DEPTH = env_int("ARBITER_API_MAX_JSON_DEPTH", 20, minimum=2)
+# Server-side ceilings of what a client may ask for: run budgets (start, resume, fork) and a
+# thread's token budget. Larger values are refused with a field error naming the maximum.
+ARBITER_API_MAX_RUN_STEPS = env_int("ARBITER_API_MAX_RUN_STEPS", 200, minimum=1)
+ARBITER_API_MAX_RUN_TOKENS = env_int("ARBITER_API_MAX_RUN_TOKENS", 2_000_000, minimum=1)
+ARBITER_API_MAX_RUN_WALL_SECONDS = env_int("ARBITER_API_MAX_RUN_WALL_SECONDS", 6 * 3600, minimum=1)
+ARBITER_API_MAX_THREAD_TOKEN_BUDGET = env_int("ARBITER_API_MAX_THREAD_TOKEN_BUDGET", 100_000, minimum=200)
+# Lists: default and largest page_size.
+ARBITER_API_PAGE_SIZE = env_int("ARBITER_API_PAGE_SIZE", 50, minimum=1)
+ARBITER_API_MAX_PAGE_SIZE = env_int("ARBITER_API_MAX_PAGE_SIZE", 200, minimum=1)
+# Idempotency-Key records are kept this long (hours); a key reused after that is a new request.
+ARBITER_API_IDEMPOTENCY_TTL_HOURS = env_int("ARBITER_API_IDEMPOTENCY_TTL_HOURS", 24, minimum=1)
+# Rate limits (DRF syntax "<n>/<second|minute|hour|day>"): per credential for run starts and
+# message posts, per client IP for failed authentications.
+ARBITER_API_THROTTLE_RUN_START = env_str("ARBITER_API_THROTTLE_RUN_START", "30/minute")
+ARBITER_API_THROTTLE_MESSAGE_POST = env_str("ARBITER_API_THROTTLE_MESSAGE_POST", "60/minute")
+ARBITER_API_THROTTLE_AUTH_FAILURE = env_str("ARBITER_API_THROTTLE_AUTH_FAILURE", "20/minute")
+# Seconds a client is told to wait (Retry-After) before polling a run it just started.
+ARBITER_API_RUN_POLL_SECONDS = env_int("ARBITER_API_RUN_POLL_SECONDS", 2, minimum=1)
+for _name in ("ARBITER_API_THROTTLE_RUN_START", "ARBITER_API_THROTTLE_MESSAGE_POST",
+              "ARBITER_API_THROTTLE_AUTH_FAILURE"):
+    _rate = globals()[_name]
+    _count, _, _period = _rate.partition("/")
+    if not _count.isdigit() or _period not in {"second", "minute", "hour", "day", "s", "m", "h", "d"}:
+        raise ImproperlyConfigured(f"{_name}={_rate!r} is not a rate like 30/minute.")
+REST_FRAMEWORK = {
+    **REST_FRAMEWORK,
+    # Bearer API keys first: an unauthenticated request gets 401 with `WWW-Authenticate: Bearer`.
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "accounts.authentication.ApiKeyAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+        *(["rest_framework.authentication.BasicAuthentication"] if ARBITER_API_BASIC_AUTH else []),
+    ],
+    "DEFAULT_PARSER_CLASSES": ["core.api.BoundedJSONParser", "core.api.BoundedFormParser",
+                               "rest_framework.parsers.MultiPartParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer",
+                                 "rest_framework.renderers.BrowsableAPIRenderer"],
+    "DEFAULT_PAGINATION_CLASS": "core.api.SyncCursorPagination",
+    "DEFAULT_SCHEMA_CLASS": "core.api_schema.ApiAutoSchema",
+    "PAGE_SIZE": ARBITER_API_PAGE_SIZE,
+    "DEFAULT_THROTTLE_RATES": {
+        "run_start": ARBITER_API_THROTTLE_RUN_START,
+        "message_post": ARBITER_API_THROTTLE_MESSAGE_POST,
+        "auth_failure": ARBITER_API_THROTTLE_AUTH_FAILURE,
+    },
+}
+# CSRF failures and Django's error pages answer JSON under /api/ (HTML elsewhere, as before).
+CSRF_FAILURE_VIEW = "core.api.csrf_failure"
+# Webhooks (integrations/): a delivery is retried with exponential backoff
+# (BACKOFF, 2*BACKOFF, 4*BACKOFF ... seconds) at most MAX_ATTEMPTS times; an endpoint whose
+# deliveries failed DISABLE_AFTER times in a row is disabled. Receivers should refuse a signature
+# older than TOLERANCE seconds. Beat polls for due deliveries every POLL seconds (so a delivery
+# written while the broker was down still goes out).
+ARBITER_WEBHOOK_MAX_ATTEMPTS = env_int("ARBITER_WEBHOOK_MAX_ATTEMPTS", 8, minimum=1)
+ARBITER_WEBHOOK_BACKOFF_SECONDS = env_int("ARBITER_WEBHOOK_BACKOFF_SECONDS", 30, minimum=1)
+ARBITER_WEBHOOK_DISABLE_AFTER = env_int("ARBITER_WEBHOOK_DISABLE_AFTER", 20, minimum=1)
+ARBITER_WEBHOOK_TIMEOUT_SECONDS = env_int("ARBITER_WEBHOOK_TIMEOUT_SECONDS", 10, minimum=1)
+ARBITER_WEBHOOK_SIGNATURE_TOLERANCE_SECONDS = env_int("ARBITER_WEBHOOK_SIGNATURE_TOLERANCE_SECONDS", 300,
+                                                      minimum=1)
+ARBITER_WEBHOOK_POLL_SECONDS = env_int("ARBITER_WEBHOOK_POLL_SECONDS", 15, minimum=1)
+# Only https:// webhook URLs are accepted unless this is on (local receivers, tests, `make run`).
+ARBITER_WEBHOOK_ALLOW_HTTP = env_bool("ARBITER_WEBHOOK_ALLOW_HTTP", DEBUG)
+CELERY_BEAT_SCHEDULE = {
+    **CELERY_BEAT_SCHEDULE,
+    "deliver-due-webhooks": {"task": "integrations.tasks.webhook_deliver_due_task",
+                             "schedule": float(ARBITER_WEBHOOK_POLL_SECONDS)},
+    "purge-expired-idempotency-keys": {"task": "integrations.tasks.idempotency_purge_task",
+                                       "schedule": float(60 * 60)},
+}
+SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"] = {
+    **SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"],
+    "EventTypeEnum": "integrations.models.EventType",
+    "DeliveryStatusEnum": "integrations.models.DeliveryStatus",
+}
+SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"] = ["drf_spectacular.hooks.postprocess_schema_enums",
+                                                "core.api_schema.describe_responses"]

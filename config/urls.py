@@ -14,6 +14,7 @@ urlpatterns = [
     path("api/v1/", include("cases.api.urls")),
     path("api/v1/", include("runs.api.urls")),
     path("api/v1/", include("conversations.api.urls")),
+    path("api/v1/", include("integrations.api.urls")),  # me, events, webhooks (issue 9)
     path("api/schema/", SpectacularAPIView.as_view(), name="api_schema"),
     # Swagger UI's assets come from drf-spectacular-sidecar's static files: no CDN, works offline.
     # (No Redoc page: drf-spectacular's Redoc template loads web fonts from an external host.)
@@ -26,3 +27,9 @@ urlpatterns = [
     re_path(r"^api/", api_not_found),
     path("", include("web.urls")),
 ]
+
+# Error pages answer JSON under /api/ and Django's HTML elsewhere (issue 9; core/api.py).
+handler400 = "core.api.handler400"
+handler403 = "core.api.handler403"
+handler404 = "core.api.handler404"
+handler500 = "core.api.handler500"

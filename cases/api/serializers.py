@@ -20,12 +20,14 @@ from cases.models import (
     ProposalStatus,
     RiskLevel,
 )
+from core.api import ErrorOutputSerializer, PersonSerializer, RunIdField  # noqa: F401  (the error body lives in core.api)
 
 
 class CaseOutputSerializer(serializers.ModelSerializer):
     status = serializers.ChoiceField(choices=CaseStatus.choices)
     risk_level = serializers.ChoiceField(choices=RiskLevel.choices)
-    assignee = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    assignee = PersonSerializer(read_only=True, allow_null=True)
+    complainant_email = serializers.CharField(read_only=True, help_text="An email address, or empty.")
 
     class Meta:
         model = Case
@@ -67,7 +69,8 @@ class ProposalOutputSerializer(serializers.ModelSerializer):
     summary = serializers.CharField(read_only=True)
     is_stale = serializers.SerializerMethodField(
         help_text="True when one of the proposal's preconditions changed: it can no longer be approved.")
-    decided_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    decided_by = PersonSerializer(read_only=True, allow_null=True)
+    run_id = RunIdField()
 
     class Meta:
         model = Proposal
@@ -84,6 +87,8 @@ class ProposalOutputSerializer(serializers.ModelSerializer):
 class NoticeOutputSerializer(serializers.ModelSerializer):
     case = serializers.CharField(source="case.reference", read_only=True)
     status = serializers.ChoiceField(choices=NoticeStatus.choices)
+    run_id = RunIdField()
+    recipient = serializers.CharField(read_only=True, help_text="An email address, or empty while a draft has none.")
 
     class Meta:
         model = Notice
@@ -94,6 +99,8 @@ class NoticeOutputSerializer(serializers.ModelSerializer):
 
 
 class CaseEventOutputSerializer(serializers.ModelSerializer):
+    run_id = RunIdField()
+
     class Meta:
         model = CaseEvent
         fields = ["sequence", "event_type", "payload", "case_version", "actor_type", "actor_id", "run_id",
@@ -110,7 +117,7 @@ class AuditEventOutputSerializer(serializers.Serializer):
     action = serializers.CharField()
     target_type = serializers.CharField()
     target_id = serializers.CharField()
-    run_id = serializers.CharField()
+    run_id = RunIdField()
     policy_version = serializers.CharField()
     decision = serializers.CharField()
     evidence_refs = serializers.ListField(child=serializers.JSONField())
@@ -122,12 +129,3 @@ class AuditEventOutputSerializer(serializers.Serializer):
     @extend_schema_field({"type": "object", "additionalProperties": True})
     def get_payload(self, event) -> dict:
         return event.payload
-
-
-class ErrorOutputSerializer(serializers.Serializer):
-    """The body of every refusal: a stable code, a sentence for a person, and field messages."""
-
-    code = serializers.CharField(help_text="invalid, forbidden, not_found, not_allowed, stale, conflict, ...")
-    detail = serializers.CharField()
-    fields = serializers.DictField(child=serializers.ListField(child=serializers.CharField()), required=False,
-                                   help_text="Only for invalid input: field name -> messages.")

@@ -7,14 +7,13 @@ found (including another tenant's object), 409 not_allowed / stale / conflict.""
 
 from __future__ import annotations
 
-from django.http import JsonResponse
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from django.http import FileResponse, HttpResponse, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
-from rest_framework.exceptions import ValidationError
-from rest_framework.generics import GenericAPIView
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from audit.models import AuditEvent
 from audit.selectors import audit_events_for_tenant
@@ -25,55 +24,64 @@ from cases.api.serializers import (
     CaseEventOutputSerializer,
     CaseListOutputSerializer,
     CaseOutputSerializer,
-    ErrorOutputSerializer,
     EvidenceOutputSerializer,
     NoticeOutputSerializer,
     ProposalOutputSerializer,
 )
 from cases.models import CASE_TRANSITIONS, Case, CaseEvent, Evidence, Notice, Proposal, ProposalKind
+from core.api import BIGINT_MAX, BoundedFormParser, BoundedJSONParser, refusals
 from core.errors import Forbidden
+from integrations.api.base import ApiView, ListApi, check_if_match, with_etag
+
+# The API's base list view, under the name the other apps' API modules import.
+SelectorListApi = ListApi
+__all__ = ["SelectorListApi", "refusals"]
 
 AUDIT_FORBIDDEN = "The audit log is open to auditors, supervisors and administrators only."
 
 
-def refusals(*codes: int) -> dict:
-    """The error responses an operation can give, for the schema."""
-    text = {400: "Invalid input; `fields` says which field and why.", 403: "Your role may not do this.",
-            404: "No such object for your tenant.", 409: "Not possible in the current state, stale, or conflicting."}
-    return {code: OpenApiResponse(ErrorOutputSerializer, description=text[code]) for code in codes}
-
-
-class SelectorListApi(GenericAPIView):
-    """A paginated list read through a selector. `filterset_class` validates (400 with fields)
-    and documents the query parameters; `select()` returns the tenant-scoped queryset. The class
-    `queryset` is an empty one, there only so the schema generator knows the model."""
-
-    filterset_class = None
-    output_serializer_class = None
-
-    def select(self, request, **params):
-        raise NotImplementedError
-
-    def list_response(self, request, **kwargs):
-        params = self.filterset_class(data=request.query_params, queryset=self.queryset)
-        if not params.is_valid():
-            raise ValidationError(params.errors)
-        cleaned = {key: value for key, value in params.form.cleaned_data.items() if value not in ("", None)}
-        queryset = self.select(request, **cleaned, **kwargs)
-        page = self.paginate_queryset(queryset)
-        return self.get_paginated_response(self.output_serializer_class(page, many=True).data)
+IF_MATCH = OpenApiParameter("If-Match", OpenApiTypes.STR, OpenApiParameter.HEADER, required=False,
+                            description="The ETag you read; if the object changed since, the answer is 412.")
 
 
 def _case(request, reference: str) -> Case:
     return selectors.case_get_for_user(user=request.user, reference=reference)
 
 
+def created(data, location: str, *, obj=None) -> Response:
+    """201 with the new object's address in `Location` (and its ETag when it has one)."""
+    response = Response(data, status=status.HTTP_201_CREATED, headers={"Location": location})
+    return with_etag(response, obj) if obj is not None else response
+
+
+def _evidence_url(evidence: Evidence) -> str:
+    return f"/api/v1/evidence/{evidence.pk}/download/"
+
+
+def _tenant_user_id(value, tenant_id: int) -> int | None:
+    """An assignee is the integer id of an active person of the tenant (or null: nobody), never
+    "3", 1.5, true, a list or an object (the service would store them as sent)."""
+    from accounts.models import User
+
+    if value is None:
+        return None
+    if type(value) is not int or not 1 <= value <= BIGINT_MAX:
+        raise serializers.ValidationError({"payload": {"assignee_id": ["The integer id of a person of your "
+                                                                       "organisation (GET /api/v1/me/ shows yours)."]}})
+    if not User.objects.filter(pk=value, tenant_id=tenant_id, is_active=True, is_service_account=False).exists():
+        raise serializers.ValidationError({"payload": {"assignee_id": [f"No active person with id {value} in your "
+                                                                       f"organisation."]}})
+    return value
+
+
 # --- cases ------------------------------------------------------------------------------------
 
-class CaseListCreateApi(SelectorListApi):
+class CaseListCreateApi(ListApi):
     queryset = Case.objects.none()
     filterset_class = CaseFilter
     output_serializer_class = CaseListOutputSerializer
+    ordering_fields = ("-created_at", "updated_at")
+    updated_field = "updated_at"
 
     class CaseCreateInput(serializers.Serializer):
         title = serializers.CharField(max_length=300)
@@ -89,36 +97,40 @@ class CaseListCreateApi(SelectorListApi):
         source = serializers.CharField(max_length=100, required=False, allow_blank=True)
         source_reference = serializers.CharField(max_length=100, required=False, allow_blank=True)
         received_at = serializers.DateField(required=False, allow_null=True)
-        narrative = serializers.CharField(required=False, allow_blank=True,
-                                          help_text="Becomes the case's first text evidence.")
+        narrative = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False,
+                                          help_text="Becomes the case's first text evidence (the body limit, "
+                                                    "ARBITER_API_MAX_BODY_BYTES, bounds it).")
 
     serializer_class = CaseCreateInput  # for the browsable API's form
 
     def select(self, request, **params):
         return selectors.case_list_for_user(user=request.user, status=params.get("status"),
-                                            risk_level=params.get("risk_level"), search=params.get("search")) \
-            .order_by("-created_at", "-id")  # the pending-proposals annotation drops the default ordering
+                                            risk_level=params.get("risk_level"), search=params.get("search"))
 
-    @extend_schema(responses=CaseListOutputSerializer(many=True), summary="List the tenant's cases")
+    @extend_schema(responses={200: CaseListOutputSerializer(many=True), **refusals(400)},
+                   summary="List the tenant's cases",
+                   description="Newest first by default; `ordering=updated_at` with `updated_since` to sync changes.")
     def get(self, request):
         return self.list_response(request)
 
-    @extend_schema(request=CaseCreateInput, responses={201: CaseOutputSerializer, **refusals(400, 403)},
-                   summary="Open a case")
+    @extend_schema(request=CaseCreateInput, responses={201: CaseOutputSerializer, **refusals(400, 403, 409, 413, 415, 422)},
+                   summary="Open a case", description="Answers 201 with the case and its address in `Location`.")
     def post(self, request):
         data = self.CaseCreateInput(data=request.data)
         data.is_valid(raise_exception=True)
         case = services.case_create(actor=request.user, tenant=request.user.tenant, **data.validated_data)
-        return Response(CaseOutputSerializer(case).data, status=status.HTTP_201_CREATED)
+        return created(CaseOutputSerializer(case).data, f"/api/v1/cases/{case.reference}/", obj=case)
 
 
-class CaseDetailApi(APIView):
-    @extend_schema(responses={200: CaseOutputSerializer, **refusals(404)}, summary="A case by its reference")
+class CaseDetailApi(ApiView):
+    @extend_schema(responses={200: CaseOutputSerializer, **refusals(400, 404)}, summary="A case by its reference",
+                   description="The `ETag` header is the case's version: send it as `If-Match` on a transition.")
     def get(self, request, reference: str):
-        return Response(CaseOutputSerializer(_case(request, reference)).data)
+        case = _case(request, reference)
+        return with_etag(Response(CaseOutputSerializer(case).data), case)
 
 
-class CaseTransitionApi(APIView):
+class CaseTransitionApi(ApiView):
     class CaseTransitionInput(serializers.Serializer):
         transition = serializers.ChoiceField(choices=CASE_TRANSITIONS)
         reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000,
@@ -130,28 +142,31 @@ class CaseTransitionApi(APIView):
         confirm_reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000,
                                                help_text="Why decide/close although no notice was sent.")
 
-    @extend_schema(request=CaseTransitionInput, responses={200: CaseOutputSerializer, **refusals(400, 403, 404, 409)},
+    @extend_schema(request=CaseTransitionInput, parameters=[IF_MATCH],
+                   responses={200: CaseOutputSerializer, **refusals(400, 403, 404, 409, 412, 413, 415, 422)},
                    summary="Move a case through its lifecycle")
     def post(self, request, reference: str):
         data = self.CaseTransitionInput(data=request.data)
         data.is_valid(raise_exception=True)
-        case = services.case_transition(actor=request.user, case=_case(request, reference), **data.validated_data)
-        return Response(CaseOutputSerializer(case).data)
+        case = _case(request, reference)
+        values = dict(data.validated_data)
+        if request.headers.get("If-Match"):
+            check_if_match(request, case)
+            # The service compares the version under its row lock: If-Match is as safe as expected_version.
+            values["expected_version"] = values["expected_version"] or case.version
+        case = services.case_transition(actor=request.user, case=case, **values)
+        return with_etag(Response(CaseOutputSerializer(case).data), case)
 
 
-class CaseEventListApi(SelectorListApi):
+class CaseEventListApi(ListApi):
     queryset = CaseEvent.objects.none()
     output_serializer_class = CaseEventOutputSerializer
-    filter_backends = []  # no query parameters
+    ordering_fields = ("sequence",)
 
     def select(self, request, *, reference: str):
         return selectors.case_events_for_user(user=request.user, case=_case(request, reference))
 
-    def list_response(self, request, **kwargs):
-        page = self.paginate_queryset(self.select(request, **kwargs))
-        return self.get_paginated_response(self.output_serializer_class(page, many=True).data)
-
-    @extend_schema(responses={200: CaseEventOutputSerializer(many=True), **refusals(404)},
+    @extend_schema(responses={200: CaseEventOutputSerializer(many=True), **refusals(400, 404)},
                    summary="A case's domain events, in order")
     def get(self, request, reference: str):
         return self.list_response(request, reference=reference)
@@ -159,13 +174,13 @@ class CaseEventListApi(SelectorListApi):
 
 # --- evidence ---------------------------------------------------------------------------------
 
-class EvidenceListCreateApi(SelectorListApi):
+class EvidenceListCreateApi(ListApi):
     """List a case's evidence, or add text evidence (JSON). Files go to evidence/upload/."""
 
     queryset = Evidence.objects.none()
     output_serializer_class = EvidenceOutputSerializer
-    filter_backends = []
-    parser_classes = [JSONParser, FormParser]
+    parser_classes = [BoundedJSONParser, BoundedFormParser]
+    ordering_fields = ("created_at", "-created_at")
 
     class EvidenceTextInput(serializers.Serializer):
         title = serializers.CharField(max_length=300)
@@ -174,30 +189,28 @@ class EvidenceListCreateApi(SelectorListApi):
 
     serializer_class = EvidenceTextInput
 
-    def list_response(self, request, **kwargs):
-        page = self.paginate_queryset(self.select(request, **kwargs))
-        return self.get_paginated_response(self.output_serializer_class(page, many=True).data)
-
     def select(self, request, *, reference: str):
         return selectors.evidence_list_for_case(user=request.user, case=_case(request, reference)) \
             .select_related("case")
 
-    @extend_schema(responses={200: EvidenceOutputSerializer(many=True), **refusals(404)},
+    @extend_schema(responses={200: EvidenceOutputSerializer(many=True), **refusals(400, 404)},
                    summary="A case's evidence")
     def get(self, request, reference: str):
         return self.list_response(request, reference=reference)
 
-    @extend_schema(request=EvidenceTextInput, responses={201: EvidenceOutputSerializer, **refusals(400, 403, 404, 409)},
+    @extend_schema(request=EvidenceTextInput, parameters=[IF_MATCH],
+                   responses={201: EvidenceOutputSerializer, **refusals(400, 403, 404, 409, 412, 413, 415, 422)},
                    summary="Add text evidence")
     def post(self, request, reference: str):
         case = _case(request, reference)
+        check_if_match(request, case)
         data = self.EvidenceTextInput(data=request.data)
         data.is_valid(raise_exception=True)
         evidence = services.evidence_add(actor=request.user, case=case, **data.validated_data)
-        return Response(EvidenceOutputSerializer(evidence).data, status=status.HTTP_201_CREATED)
+        return created(EvidenceOutputSerializer(evidence).data, _evidence_url(evidence))
 
 
-class EvidenceUploadApi(APIView):
+class EvidenceUploadApi(ApiView):
     parser_classes = [MultiPartParser]
 
     class EvidenceUploadInput(serializers.Serializer):
@@ -206,25 +219,46 @@ class EvidenceUploadApi(APIView):
                                                "(EVIDENCE_MAX_BYTES, EVIDENCE_ALLOWED_CONTENT_TYPES).")
         source = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
 
-    @extend_schema(request={"multipart/form-data": EvidenceUploadInput},
-                   responses={201: EvidenceOutputSerializer, **refusals(400, 403, 404, 409)},
+    @extend_schema(request={"multipart/form-data": EvidenceUploadInput}, parameters=[IF_MATCH],
+                   responses={201: EvidenceOutputSerializer, **refusals(400, 403, 404, 409, 412, 413, 415, 422)},
                    summary="Upload a file as evidence")
     def post(self, request, reference: str):
         case = _case(request, reference)
+        check_if_match(request, case)
         data = self.EvidenceUploadInput(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
         evidence = services.evidence_add(actor=request.user, case=case, title=values["title"],
                                          upload=values["file"], source=values["source"])
-        return Response(EvidenceOutputSerializer(evidence).data, status=status.HTTP_201_CREATED)
+        return created(EvidenceOutputSerializer(evidence).data, _evidence_url(evidence))
+
+
+class EvidenceDownloadApi(ApiView):
+    @extend_schema(responses={(200, "application/octet-stream"): OpenApiResponse(
+                       OpenApiTypes.BINARY, description="The file as uploaded (its content type), or the text of "
+                                                        "text evidence as text/plain."),
+                       **refusals(400, 404)},
+                   summary="Download a piece of evidence")
+    def get(self, request, pk: int):
+        evidence = selectors.evidence_get_for_user(user=request.user, pk=pk)
+        if evidence.file:
+            response = FileResponse(evidence.file.open("rb"), as_attachment=True,
+                                    filename=evidence.filename or f"evidence-{evidence.pk}",
+                                    content_type=evidence.content_type or "application/octet-stream")
+        else:
+            response = HttpResponse(evidence.text, content_type="text/plain; charset=utf-8")
+            response["Content-Disposition"] = f'attachment; filename="evidence-{evidence.pk}.txt"'
+        response["X-Content-Type-Options"] = "nosniff"
+        return response
 
 
 # --- proposals --------------------------------------------------------------------------------
 
-class ProposalListApi(SelectorListApi):
+class ProposalListApi(ListApi):
     queryset = Proposal.objects.none()
     filterset_class = ProposalFilter
     output_serializer_class = ProposalOutputSerializer
+    ordering_fields = ("-created_at", "created_at")
 
     def select(self, request, **params):
         queryset = selectors.proposal_list_for_user(user=request.user, status=params.get("status"))
@@ -234,41 +268,50 @@ class ProposalListApi(SelectorListApi):
             queryset = queryset.filter(case__reference=params["case"])  # still within the user's tenant
         return queryset
 
-    @extend_schema(responses=ProposalOutputSerializer(many=True), summary="List proposals")
+    @extend_schema(responses={200: ProposalOutputSerializer(many=True), **refusals(400)}, summary="List proposals")
     def get(self, request):
         return self.list_response(request)
 
 
-class ProposalCreateApi(APIView):
+class ProposalCreateApi(ApiView):
     class ProposalCreateInput(serializers.Serializer):
         kind = serializers.ChoiceField(choices=ProposalKind.choices)
         payload = serializers.DictField(
             help_text='status_transition: {"transition": "mark_ready", "reason"?: "..."}; '
                       'risk_level: {"risk_level": "high"}; assignment: {"team": "...", "assignee_id": 3}.')
         rationale = serializers.CharField(max_length=10000)
-        evidence_refs = serializers.ListField(child=serializers.IntegerField(min_value=1), required=False,
-                                              default=list)
+        evidence_refs = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=BIGINT_MAX),
+                                              required=False, default=list, max_length=200)
         idempotency_key = serializers.CharField(max_length=200, required=False, allow_null=True, default=None,
                                                 help_text="A repeated request with the same key returns the "
                                                           "first proposal instead of making another.")
 
-    @extend_schema(request=ProposalCreateInput, responses={201: ProposalOutputSerializer, **refusals(400, 403, 404)},
+        def validate(self, attrs):
+            payload = attrs["payload"]
+            if attrs["kind"] == ProposalKind.ASSIGNMENT and "assignee_id" in payload:
+                payload["assignee_id"] = _tenant_user_id(payload["assignee_id"], self.context["tenant_id"])
+            return attrs
+
+    @extend_schema(request=ProposalCreateInput, parameters=[IF_MATCH],
+                   responses={201: ProposalOutputSerializer, **refusals(400, 403, 404, 409, 412, 413, 415, 422)},
                    summary="Propose a change to a case")
     def post(self, request, reference: str):
         case = _case(request, reference)
-        data = self.ProposalCreateInput(data=request.data)
+        check_if_match(request, case)
+        data = self.ProposalCreateInput(data=request.data, context={"tenant_id": request.user.tenant_id})
         data.is_valid(raise_exception=True)
         proposal = services.proposal_create(actor=request.user, case=case, **data.validated_data)
-        return Response(ProposalOutputSerializer(proposal).data, status=status.HTTP_201_CREATED)
+        return created(ProposalOutputSerializer(proposal).data, f"/api/v1/proposals/{proposal.pk}/", obj=proposal)
 
 
-class ProposalDetailApi(APIView):
-    @extend_schema(responses={200: ProposalOutputSerializer, **refusals(404)}, summary="A proposal")
+class ProposalDetailApi(ApiView):
+    @extend_schema(responses={200: ProposalOutputSerializer, **refusals(400, 404)}, summary="A proposal")
     def get(self, request, pk: int):
-        return Response(ProposalOutputSerializer(selectors.proposal_get_for_user(user=request.user, pk=pk)).data)
+        proposal = selectors.proposal_get_for_user(user=request.user, pk=pk)
+        return with_etag(Response(ProposalOutputSerializer(proposal).data), proposal)
 
 
-class ProposalApproveApi(APIView):
+class ProposalApproveApi(ApiView):
     class ProposalApproveInput(serializers.Serializer):
         note = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000)
         # Issue 7 (i7): the case version the approver saw (a later change is a 409 conflict), the
@@ -279,45 +322,53 @@ class ProposalApproveApi(APIView):
                                              default=None, allow_null=True, max_length=10000)
         confirm_reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000)
 
-    @extend_schema(request=ProposalApproveInput, responses={200: ProposalOutputSerializer, **refusals(403, 404, 409)},
+    @extend_schema(request=ProposalApproveInput, parameters=[IF_MATCH],
+                   responses={200: ProposalOutputSerializer, **refusals(400, 403, 404, 409, 412, 413, 415, 422)},
                    summary="Approve a proposal and apply it to the case (supervisors; not the proposer)")
     def post(self, request, pk: int):
         proposal = selectors.proposal_get_for_user(user=request.user, pk=pk)
+        check_if_match(request, proposal)
         data = self.ProposalApproveInput(data=request.data)
         data.is_valid(raise_exception=True)
         proposal = services.proposal_approve(actor=request.user, proposal=proposal, **data.validated_data)
-        return Response(ProposalOutputSerializer(proposal).data)
+        return with_etag(Response(ProposalOutputSerializer(proposal).data), proposal)
 
 
-class ProposalRejectApi(APIView):
+class ProposalRejectApi(ApiView):
     class ProposalRejectInput(serializers.Serializer):
         note = serializers.CharField(max_length=5000, help_text="Why it is rejected (required).")
 
-    @extend_schema(request=ProposalRejectInput, responses={200: ProposalOutputSerializer, **refusals(400, 403, 404, 409)},
+    @extend_schema(request=ProposalRejectInput, parameters=[IF_MATCH],
+                   responses={200: ProposalOutputSerializer, **refusals(400, 403, 404, 409, 412, 413, 415, 422)},
                    summary="Reject a proposal (supervisors; not the proposer)")
     def post(self, request, pk: int):
         proposal = selectors.proposal_get_for_user(user=request.user, pk=pk)
+        check_if_match(request, proposal)
         data = self.ProposalRejectInput(data=request.data)
         data.is_valid(raise_exception=True)
         proposal = services.proposal_reject(actor=request.user, proposal=proposal, **data.validated_data)
-        return Response(ProposalOutputSerializer(proposal).data)
+        return with_etag(Response(ProposalOutputSerializer(proposal).data), proposal)
 
 
-class ProposalWithdrawApi(APIView):
-    @extend_schema(request=None, responses={200: ProposalOutputSerializer, **refusals(403, 404, 409)},
+class ProposalWithdrawApi(ApiView):
+    @extend_schema(request=None, parameters=[IF_MATCH],
+                   responses={200: ProposalOutputSerializer, **refusals(400, 403, 404, 409, 412, 422)},
                    summary="Withdraw a pending proposal (its proposer or a supervisor)")
     def post(self, request, pk: int):
         proposal = selectors.proposal_get_for_user(user=request.user, pk=pk)
+        check_if_match(request, proposal)
         proposal = services.proposal_withdraw(actor=request.user, proposal=proposal)
-        return Response(ProposalOutputSerializer(proposal).data)
+        return with_etag(Response(ProposalOutputSerializer(proposal).data), proposal)
 
 
 # --- notices ----------------------------------------------------------------------------------
 
-class NoticeListApi(SelectorListApi):
+class NoticeListApi(ListApi):
     queryset = Notice.objects.none()
     filterset_class = NoticeFilter
     output_serializer_class = NoticeOutputSerializer
+    ordering_fields = ("-created_at", "updated_at")
+    updated_field = "updated_at"
 
     def select(self, request, **params):
         queryset = selectors.notice_list_for_user(user=request.user, status=params.get("status"))
@@ -325,31 +376,34 @@ class NoticeListApi(SelectorListApi):
             queryset = queryset.filter(case__reference=params["case"])  # still within the user's tenant
         return queryset
 
-    @extend_schema(responses=NoticeOutputSerializer(many=True), summary="List notices")
+    @extend_schema(responses={200: NoticeOutputSerializer(many=True), **refusals(400)}, summary="List notices")
     def get(self, request):
         return self.list_response(request)
 
 
-class NoticeDraftApi(APIView):
+class NoticeDraftApi(ApiView):
     class NoticeDraftInput(serializers.Serializer):
-        recipient = serializers.EmailField(required=False, allow_blank=True, default="",
+        recipient = serializers.EmailField(required=False, allow_blank=True,
                                            help_text="Defaults to the complainant's email.")
         subject = serializers.CharField(max_length=300)
         body = serializers.CharField(trim_whitespace=False)
         kind = serializers.CharField(max_length=50, required=False, default="response")
         idempotency_key = serializers.CharField(max_length=200, required=False, allow_null=True, default=None)
 
-    @extend_schema(request=NoticeDraftInput, responses={201: NoticeOutputSerializer, **refusals(400, 403, 404, 409)},
+    @extend_schema(request=NoticeDraftInput, parameters=[IF_MATCH],
+                   responses={201: NoticeOutputSerializer, **refusals(400, 403, 404, 409, 412, 413, 415, 422)},
                    summary="Draft a notice (nothing is sent)")
     def post(self, request, reference: str):
         case = _case(request, reference)
+        check_if_match(request, case)
         data = self.NoticeDraftInput(data=request.data)
         data.is_valid(raise_exception=True)
-        notice = services.notice_draft(actor=request.user, case=case, **data.validated_data)
-        return Response(NoticeOutputSerializer(notice).data, status=status.HTTP_201_CREATED)
+        values = {"recipient": "", **data.validated_data}
+        notice = services.notice_draft(actor=request.user, case=case, **values)
+        return created(NoticeOutputSerializer(notice).data, f"/api/v1/notices/{notice.pk}/", obj=notice)
 
 
-class NoticeDetailApi(APIView):
+class NoticeDetailApi(ApiView):
     class NoticeEditInput(serializers.Serializer):
         recipient = serializers.EmailField(required=False)
         subject = serializers.CharField(max_length=300, required=False)
@@ -360,29 +414,35 @@ class NoticeDetailApi(APIView):
                 raise serializers.ValidationError("Send at least one of recipient, subject, body.")
             return attrs
 
-    @extend_schema(responses={200: NoticeOutputSerializer, **refusals(404)}, summary="A notice")
+    @extend_schema(responses={200: NoticeOutputSerializer, **refusals(400, 404)}, summary="A notice")
     def get(self, request, pk: int):
-        return Response(NoticeOutputSerializer(selectors.notice_get_for_user(user=request.user, pk=pk)).data)
+        notice = selectors.notice_get_for_user(user=request.user, pk=pk)
+        return with_etag(Response(NoticeOutputSerializer(notice).data), notice)
 
-    @extend_schema(request=NoticeEditInput, responses={200: NoticeOutputSerializer, **refusals(400, 403, 404, 409)},
+    @extend_schema(request=NoticeEditInput, parameters=[IF_MATCH],
+                   responses={200: NoticeOutputSerializer, **refusals(400, 403, 404, 409, 412, 413, 415, 422)},
                    summary="Edit a notice: it returns to draft and its approvals are voided")
     def patch(self, request, pk: int):
         notice = selectors.notice_get_for_user(user=request.user, pk=pk)
+        check_if_match(request, notice)
         data = self.NoticeEditInput(data=request.data)
         data.is_valid(raise_exception=True)
         notice = services.notice_edit(actor=request.user, notice=notice, **data.validated_data)
-        return Response(NoticeOutputSerializer(notice).data)
+        return with_etag(Response(NoticeOutputSerializer(notice).data), notice)
 
 
-class NoticeSubmitApi(APIView):
-    @extend_schema(request=None, responses={200: NoticeOutputSerializer, **refusals(403, 404, 409)},
+class NoticeSubmitApi(ApiView):
+    @extend_schema(request=None, parameters=[IF_MATCH],
+                   responses={200: NoticeOutputSerializer, **refusals(400, 403, 404, 409, 412, 422)},
                    summary="Submit a draft notice for approval")
     def post(self, request, pk: int):
         notice = selectors.notice_get_for_user(user=request.user, pk=pk)
-        return Response(NoticeOutputSerializer(services.notice_submit(actor=request.user, notice=notice)).data)
+        check_if_match(request, notice)
+        notice = services.notice_submit(actor=request.user, notice=notice)
+        return with_etag(Response(NoticeOutputSerializer(notice).data), notice)
 
 
-class NoticeApproveApi(APIView):
+class NoticeApproveApi(ApiView):
     class NoticeApproveInput(serializers.Serializer):
         content_hash = serializers.CharField(max_length=64, help_text="The content_hash of the text you reviewed; "
                                                                       "if the notice changed since, 409 stale.")
@@ -391,60 +451,72 @@ class NoticeApproveApi(APIView):
         override_reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000,
                                                 help_text="Required when the notice checker flagged the text.")
 
-    @extend_schema(request=NoticeApproveInput, responses={200: NoticeOutputSerializer, **refusals(400, 403, 404, 409)},
+    @extend_schema(request=NoticeApproveInput, parameters=[IF_MATCH],
+                   responses={200: NoticeOutputSerializer, **refusals(400, 403, 404, 409, 412, 413, 415, 422)},
                    summary="Approve the exact text of a notice (supervisors; not its drafter or editor)")
     def post(self, request, pk: int):
         notice = selectors.notice_get_for_user(user=request.user, pk=pk)
+        check_if_match(request, notice)
         data = self.NoticeApproveInput(data=request.data)
         data.is_valid(raise_exception=True)
         notice = services.notice_approve(actor=request.user, notice=notice, **data.validated_data)
-        return Response(NoticeOutputSerializer(notice).data)
+        return with_etag(Response(NoticeOutputSerializer(notice).data), notice)
 
 
-class NoticeRejectApi(APIView):
+class NoticeRejectApi(ApiView):
     class NoticeRejectInput(serializers.Serializer):
         note = serializers.CharField(max_length=5000, help_text="Why it is rejected (required).")
 
-    @extend_schema(request=NoticeRejectInput, responses={200: NoticeOutputSerializer, **refusals(400, 403, 404, 409)},
+    @extend_schema(request=NoticeRejectInput, parameters=[IF_MATCH],
+                   responses={200: NoticeOutputSerializer, **refusals(400, 403, 404, 409, 412, 413, 415, 422)},
                    summary="Reject a notice pending approval")
     def post(self, request, pk: int):
         notice = selectors.notice_get_for_user(user=request.user, pk=pk)
+        check_if_match(request, notice)
         data = self.NoticeRejectInput(data=request.data)
         data.is_valid(raise_exception=True)
         notice = services.notice_reject(actor=request.user, notice=notice, **data.validated_data)
-        return Response(NoticeOutputSerializer(notice).data)
+        return with_etag(Response(NoticeOutputSerializer(notice).data), notice)
 
 
-class NoticeWithdrawApi(APIView):
-    @extend_schema(request=None, responses={200: NoticeOutputSerializer, **refusals(403, 404, 409)},
+class NoticeWithdrawApi(ApiView):
+    @extend_schema(request=None, parameters=[IF_MATCH],
+                   responses={200: NoticeOutputSerializer, **refusals(400, 403, 404, 409, 412, 422)},
                    summary="Withdraw a notice that has not been sent")
     def post(self, request, pk: int):
         notice = selectors.notice_get_for_user(user=request.user, pk=pk)
-        return Response(NoticeOutputSerializer(services.notice_withdraw(actor=request.user, notice=notice)).data)
+        check_if_match(request, notice)
+        notice = services.notice_withdraw(actor=request.user, notice=notice)
+        return with_etag(Response(NoticeOutputSerializer(notice).data), notice)
 
 
-class NoticeDispatchApi(APIView):
-    @extend_schema(request=None, responses={202: NoticeOutputSerializer, **refusals(403, 404, 409)},
+class NoticeDispatchApi(ApiView):
+    @extend_schema(request=None, parameters=[IF_MATCH],
+                   responses={202: NoticeOutputSerializer, **refusals(400, 403, 404, 409, 412, 422)},
                    summary="Send an approved notice (queued; sent exactly once by the worker)")
     def post(self, request, pk: int):
         notice = selectors.notice_get_for_user(user=request.user, pk=pk)
+        check_if_match(request, notice)
         notice = services.notice_dispatch_request(actor=request.user, notice=notice)
-        return Response(NoticeOutputSerializer(notice).data, status=status.HTTP_202_ACCEPTED)
+        response = Response(NoticeOutputSerializer(notice).data, status=status.HTTP_202_ACCEPTED,
+                            headers={"Location": f"/api/v1/notices/{notice.pk}/"})
+        return with_etag(response, notice)
 
 
 # --- audit ------------------------------------------------------------------------------------
 
-class AuditEventListApi(SelectorListApi):
+class AuditEventListApi(ListApi):
     queryset = AuditEvent.objects.none()
     filterset_class = AuditEventFilter
     output_serializer_class = AuditEventOutputSerializer
+    ordering_fields = ("-id", "id")
 
     def select(self, request, **params):
         case_id = _case(request, params["case"]).pk if params.get("case") else None
         return audit_events_for_tenant(tenant_id=request.user.tenant_id, case_id=case_id,
                                        run_id=params.get("run_id"), action=params.get("action"))
 
-    @extend_schema(responses={200: AuditEventOutputSerializer(many=True), **refusals(403)},
+    @extend_schema(responses={200: AuditEventOutputSerializer(many=True), **refusals(400, 403, 404)},
                    summary="Audit events of the tenant (auditors, supervisors, admins)")
     def get(self, request):
         if not request.user.can_see_audit:
@@ -453,6 +525,7 @@ class AuditEventListApi(SelectorListApi):
 
 
 
+@csrf_exempt  # a POST with no CSRF token must still get this JSON 404, not Django's CSRF page
 def api_not_found(request, *args, **kwargs):
     """Unknown addresses under /api/ answer in the API's error format, not with an HTML page."""
     return JsonResponse({"code": "not_found", "detail": f"No API endpoint at {request.path}; "

@@ -40,6 +40,7 @@ from cases.services._common import (
 )
 from core.actors import Actor, coerce_actor
 from core.errors import Conflict, Invalid, NotAllowed
+from ops import metrics
 
 logger = logging.getLogger(__name__)
 
@@ -277,5 +278,6 @@ def _record_case_crossings(*, case_id: int, today: date, actor: Actor, policies:
         except IntegrityError:
             # Unreachable while we hold the case lock; kept so a missing lock could never record twice.
             raise Conflict("This deadline crossing was already recorded.") from None
+        transaction.on_commit(lambda rule=f"{key}.{state}": metrics.deadline_crossed(rule=rule))
         count += 1
     return count

@@ -8,12 +8,13 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from conversations.models import Message, MessageRole, Thread
+from core.api import PersonSerializer, RunIdField
 from runs.api.serializers import JsonObjectField
 
 
 class ThreadOutputSerializer(serializers.ModelSerializer):
     case = serializers.CharField(source="case.reference", read_only=True, allow_null=True, default=None)
-    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    created_by = PersonSerializer(read_only=True)
     message_count = serializers.IntegerField(source="last_sequence", read_only=True,
                                              help_text="The sequence of the newest message.")
 
@@ -26,7 +27,7 @@ class ThreadOutputSerializer(serializers.ModelSerializer):
 class PendingReplySerializer(serializers.Serializer):
     message_id = serializers.IntegerField(source="message.pk")
     sequence = serializers.IntegerField(source="message.sequence")
-    run_id = serializers.CharField()
+    run_id = RunIdField()
     run_status = serializers.CharField(allow_null=True,
                                        help_text="queued/running/waiting: the reply is coming; failed or "
                                                  "cancelled: it will not come unless the run is resumed.")
@@ -38,7 +39,7 @@ class SummaryOutputSerializer(serializers.Serializer):
     to_sequence = serializers.IntegerField()
     content = serializers.CharField()
     token_count = serializers.IntegerField()
-    run_id = serializers.CharField()
+    run_id = RunIdField()
     created_at = serializers.DateTimeField()
 
 
@@ -86,6 +87,8 @@ class MessageOutputSerializer(serializers.ModelSerializer):
     notice_ids = serializers.SerializerMethodField(help_text="Notices the answer drafted and submitted for approval.")
     memory_ids = serializers.SerializerMethodField(help_text="Memories the answer proposed (confirmation required).")
     in_reply_to = serializers.IntegerField(source="in_reply_to_id", read_only=True, allow_null=True)
+    run_id = RunIdField()
+    reply_run_id = RunIdField()
 
     class Meta:
         model = Message

@@ -8,13 +8,12 @@ appears in GET /threads/<id>/messages/ when that run has finished."""
 from __future__ import annotations
 
 import django_filters
-from drf_spectacular.utils import extend_schema
+from django.conf import settings
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from cases import selectors as case_selectors
-from cases.api.views import SelectorListApi, refusals
 from conversations import selectors, services
 from conversations.api.serializers import (
     MessageOutputSerializer,
@@ -23,10 +22,12 @@ from conversations.api.serializers import (
     ThreadOutputSerializer,
 )
 from conversations.models import Message, Thread
+from core.api import INT_MAX, IntegerFilter, refusals
 from core.errors import Invalid, NotFound
+from integrations.api.base import ApiView, ListApi, MessagePostThrottle
 from runs import selectors as run_selectors
 from runs.api.serializers import RunDetailOutputSerializer
-from runs.api.views import run_detail_response
+from runs.api.views import RUN_ACCEPTED, run_detail_response
 
 
 def _thread(request, pk: int) -> Thread:
@@ -49,24 +50,34 @@ class ThreadFilter(django_filters.FilterSet):
 
 
 class MessageFilter(django_filters.FilterSet):
-    after = django_filters.NumberFilter(min_value=0, help_text="Only messages after this sequence (for polling).")
+    after = IntegerFilter(min_value=0, help_text="Only messages after this sequence (for polling).")
 
     class Meta:
         model = Message
         fields = ["after"]
 
 
-class ThreadListCreateApi(SelectorListApi):
+class ThreadListCreateApi(ListApi):
     queryset = Thread.objects.none()
     filterset_class = ThreadFilter
     output_serializer_class = ThreadOutputSerializer
+    ordering_fields = ("-created_at", "created_at")
 
     class ThreadCreateInput(serializers.Serializer):
         title = serializers.CharField(max_length=300)
         case = serializers.CharField(max_length=40, required=False, allow_null=True, default=None,
                                      help_text="The case the thread is about (its reference); optional.")
-        token_budget = serializers.IntegerField(required=False, allow_null=True, default=None,
-                                                help_text="Context budget for the thread part (default: setting).")
+        token_budget = serializers.IntegerField(
+            required=False, allow_null=True, default=None, min_value=200, max_value=INT_MAX,
+            help_text=f"Context budget for the thread part (default: a setting); at most "
+                      f"ARBITER_API_MAX_THREAD_TOKEN_BUDGET (here {settings.ARBITER_API_MAX_THREAD_TOKEN_BUDGET}).")
+
+        def validate_token_budget(self, value):
+            ceiling = settings.ARBITER_API_MAX_THREAD_TOKEN_BUDGET
+            if value is not None and value > ceiling:
+                raise serializers.ValidationError(f"Ensure this value is less than or equal to {ceiling} "
+                                                  f"(the server's ceiling).")
+            return value
 
     serializer_class = ThreadCreateInput
 
@@ -74,13 +85,15 @@ class ThreadListCreateApi(SelectorListApi):
         queryset = selectors.thread_list_for_user(user=request.user)
         if params.get("case"):
             queryset = queryset.filter(case__reference=params["case"])  # still within the user's tenant
-        return queryset.order_by("-created_at", "-id")
+        return queryset
 
-    @extend_schema(responses=ThreadOutputSerializer(many=True), summary="List the tenant's threads")
+    @extend_schema(responses={200: ThreadOutputSerializer(many=True), **refusals(400)},
+                   summary="List the tenant's threads")
     def get(self, request):
         return self.list_response(request)
 
-    @extend_schema(request=ThreadCreateInput, responses={201: ThreadDetailOutputSerializer, **refusals(400, 403)},
+    @extend_schema(request=ThreadCreateInput,
+                   responses={201: ThreadDetailOutputSerializer, **refusals(400, 403, 409, 413, 415, 422)},
                    summary="Open a thread with the case assistant")
     def post(self, request):
         data = self.ThreadCreateInput(data=request.data)
@@ -95,20 +108,24 @@ class ThreadListCreateApi(SelectorListApi):
                                                                 f"organisation."]}) from None
         thread = services.thread_create(actor=request.user, tenant=request.user.tenant, case=case,
                                         title=values["title"], token_budget=values["token_budget"])
-        return thread_detail_response(request, thread, status_code=status.HTTP_201_CREATED)
+        response = thread_detail_response(request, thread, status_code=status.HTTP_201_CREATED)
+        response["Location"] = f"/api/v1/threads/{thread.pk}/"
+        return response
 
 
-class ThreadDetailApi(APIView):
-    @extend_schema(responses={200: ThreadDetailOutputSerializer, **refusals(404)},
+class ThreadDetailApi(ApiView):
+    @extend_schema(responses={200: ThreadDetailOutputSerializer, **refusals(400, 404)},
                    summary="A thread, with its pending replies and latest summary")
     def get(self, request, pk: int):
         return thread_detail_response(request, _thread(request, pk))
 
 
-class ThreadMessageListPostApi(SelectorListApi):
+class ThreadMessageListPostApi(ListApi):
     queryset = Message.objects.none()
     filterset_class = MessageFilter
     output_serializer_class = MessageOutputSerializer
+    ordering_fields = ("sequence",)
+    throttle_classes = [MessagePostThrottle]
 
     class MessagePostInput(serializers.Serializer):
         content = serializers.CharField(trim_whitespace=False,
@@ -120,12 +137,14 @@ class ThreadMessageListPostApi(SelectorListApi):
         return selectors.message_list_for_user(user=request.user, thread=_thread(request, pk),
                                                after_sequence=int(params.get("after") or 0))
 
-    @extend_schema(responses={200: MessageOutputSerializer(many=True), **refusals(404)},
+    @extend_schema(responses={200: MessageOutputSerializer(many=True), **refusals(400, 404)},
                    summary="A thread's messages in order (redacted ones read \"[redacted]\")")
     def get(self, request, pk: int):
         return self.list_response(request, pk=pk)
 
-    @extend_schema(request=MessagePostInput, responses={202: MessagePostOutputSerializer, **refusals(400, 403, 404)},
+    @extend_schema(request=MessagePostInput,
+                   responses={202: OpenApiResponse(MessagePostOutputSerializer, description=RUN_ACCEPTED),
+                              **refusals(400, 403, 404, 409, 413, 415, 422)},
                    summary="Post a message; the assistant's reply is written by the returned run")
     def post(self, request, pk: int):
         thread = _thread(request, pk)
@@ -136,22 +155,26 @@ class ThreadMessageListPostApi(SelectorListApi):
         body = {"message": message,
                 "reply_run": {"id": run.pk, "status": run.status,
                               "queue_position": run_selectors.run_queue_position(run=run)}}
-        return Response(MessagePostOutputSerializer(body).data, status=status.HTTP_202_ACCEPTED)
+        return Response(MessagePostOutputSerializer(body).data, status=status.HTTP_202_ACCEPTED,
+                        headers={"Location": f"/api/v1/runs/{run.pk}/",
+                                 "Retry-After": str(settings.ARBITER_API_RUN_POLL_SECONDS)})
 
 
-class ThreadCompactApi(APIView):
-    @extend_schema(request=None, responses={202: RunDetailOutputSerializer, **refusals(403, 404, 409)},
+class ThreadCompactApi(ApiView):
+    @extend_schema(request=None, responses={202: OpenApiResponse(RunDetailOutputSerializer, description=RUN_ACCEPTED),
+                                            **refusals(400, 403, 404, 409, 422)},
                    summary="Summarise the thread's older turns (a compaction run; originals stay stored)")
     def post(self, request, pk: int):
         run = services.thread_compact(actor=request.user, thread=_thread(request, pk))
         return run_detail_response(request, run, status_code=status.HTTP_202_ACCEPTED)
 
 
-class MessageRedactApi(APIView):
+class MessageRedactApi(ApiView):
     class MessageRedactInput(serializers.Serializer):
         reason = serializers.CharField(max_length=500, help_text="Why it is hidden (kept in the audit log).")
 
-    @extend_schema(request=MessageRedactInput, responses={200: MessageOutputSerializer, **refusals(400, 403, 404, 409)},
+    @extend_schema(request=MessageRedactInput,
+                   responses={200: MessageOutputSerializer, **refusals(400, 403, 404, 409, 413, 415, 422)},
                    summary="Redact a message (its author, a supervisor or an admin): it reads \"[redacted]\" everywhere")
     def post(self, request, pk: int):
         message = selectors.message_get_for_user(user=request.user, pk=pk)

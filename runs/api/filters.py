@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import django_filters
 
+from core.api import IntegerFilter
 from runs.graphs import GRAPHS
 from runs.models import AgentRun, MemoryRecord, MemoryStatus, RunStatus
 
@@ -13,7 +14,7 @@ class RunFilter(django_filters.FilterSet):
     status = django_filters.ChoiceFilter(choices=RunStatus.choices)
     case = django_filters.CharFilter(max_length=40, help_text="A case reference, e.g. CASE-2026-000042.")
     graph = django_filters.ChoiceFilter(choices=[(name, name) for name in GRAPHS])
-    thread = django_filters.NumberFilter(min_value=1, help_text="Runs attached to this thread (chat, compaction).")
+    thread = IntegerFilter(min_value=1, help_text="Runs attached to this thread (chat, compaction).")
 
     class Meta:
         model = AgentRun

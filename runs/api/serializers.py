@@ -7,6 +7,7 @@ from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from core.api import PersonSerializer
 from runs.models import (
     AgentRun,
     Artifact,
@@ -182,7 +183,7 @@ class MemoryOutputSerializer(serializers.ModelSerializer):
     status = serializers.ChoiceField(choices=MemoryStatus.choices)
     source_refs = JsonObjectField()
     is_expired = serializers.SerializerMethodField(help_text="Past its expiry: it enters no context.")
-    decided_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    decided_by = PersonSerializer(read_only=True, allow_null=True)
 
     class Meta:
         model = MemoryRecord

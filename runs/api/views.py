@@ -8,14 +8,16 @@ GET /runs/<id>/ says where it stands (queue position while queued)."""
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
+from django.conf import settings
+from django.db.models import F
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from cases import selectors as case_selectors
-from cases.api.views import SelectorListApi, refusals
+from core.api import INT_MAX, refusals
 from core.errors import Invalid, NotFound
+from integrations.api.base import ApiView, ListApi, RunStartThrottle
 from runs import selectors, services
 from runs.api.filters import MemoryFilter, RunFilter
 from runs.api.serializers import (
@@ -40,22 +42,54 @@ def _run(request, pk: int) -> AgentRun:
 
 
 def run_detail_response(request, run: AgentRun, *, status_code: int = status.HTTP_200_OK) -> Response:
-    """A run with where it stands: its queue position while queued, and the tenant's cap."""
+    """A run with where it stands: its queue position while queued, and the tenant's cap. A 202
+    (queued) carries the run's address in Location and a polling hint in Retry-After."""
     fresh = selectors.run_get_for_user(user=request.user, pk=run.pk)
     queue = selectors.run_queue_facts(run=fresh)
-    return Response(RunDetailOutputSerializer(fresh, context={"queue": queue}).data, status=status_code)
+    response = Response(RunDetailOutputSerializer(fresh, context={"queue": queue}).data, status=status_code)
+    if status_code == status.HTTP_202_ACCEPTED:
+        response["Location"] = f"/api/v1/runs/{fresh.pk}/"
+        response["Retry-After"] = str(settings.ARBITER_API_RUN_POLL_SECONDS)
+    return response
+
+
+RUN_ACCEPTED = ("Queued: the run's address is in `Location`; poll it after the seconds in `Retry-After`.")
+
+_CEILINGS = {"max_steps": "ARBITER_API_MAX_RUN_STEPS", "max_tokens": "ARBITER_API_MAX_RUN_TOKENS",
+             "max_wall_seconds": "ARBITER_API_MAX_RUN_WALL_SECONDS"}
 
 
 class BudgetInput(serializers.Serializer):
-    max_steps = serializers.IntegerField(min_value=1, required=False)
-    max_tokens = serializers.IntegerField(min_value=1, required=False)
-    max_wall_seconds = serializers.IntegerField(min_value=1, required=False)
+    """Budget limits a client may ask for, each at most the server's ceiling (a setting)."""
+
+    max_steps = serializers.IntegerField(
+        min_value=1, max_value=INT_MAX, required=False,
+        help_text=f"At most ARBITER_API_MAX_RUN_STEPS (here {settings.ARBITER_API_MAX_RUN_STEPS}).")
+    max_tokens = serializers.IntegerField(
+        min_value=1, max_value=INT_MAX, required=False,
+        help_text=f"At most ARBITER_API_MAX_RUN_TOKENS (here {settings.ARBITER_API_MAX_RUN_TOKENS}).")
+    max_wall_seconds = serializers.IntegerField(
+        min_value=1, max_value=INT_MAX, required=False,
+        help_text=f"At most ARBITER_API_MAX_RUN_WALL_SECONDS (here {settings.ARBITER_API_MAX_RUN_WALL_SECONDS}).")
+
+    def validate(self, attrs):
+        errors = {}
+        for name, setting in _CEILINGS.items():
+            ceiling = getattr(settings, setting)
+            if name in attrs and attrs[name] > ceiling:
+                errors[name] = [f"Ensure this value is less than or equal to {ceiling} (the server's ceiling)."]
+        if errors:
+            raise serializers.ValidationError(errors)
+        return attrs
 
 
-class RunListStartApi(SelectorListApi):
+class RunListStartApi(ListApi):
     queryset = AgentRun.objects.none()
     filterset_class = RunFilter
     output_serializer_class = RunOutputSerializer
+    ordering_fields = ("-id", "id", "updated_at")
+    updated_field = "updated_at"
+    throttle_classes = [RunStartThrottle]
 
     class RunStartInput(serializers.Serializer):
         case = serializers.CharField(max_length=40, help_text="The case reference, e.g. CASE-2026-000042.")
@@ -73,13 +107,15 @@ class RunListStartApi(SelectorListApi):
             queryset = queryset.filter(case__reference=params["case"])  # still within the user's tenant
         if params.get("graph"):
             queryset = queryset.filter(graph=params["graph"])
-        return queryset.select_related("forked_from_checkpoint").order_by("-id")
+        return queryset.select_related("forked_from_checkpoint")
 
-    @extend_schema(responses=RunOutputSerializer(many=True), summary="List the tenant's runs")
+    @extend_schema(responses={200: RunOutputSerializer(many=True), **refusals(400)}, summary="List the tenant's runs")
     def get(self, request):
         return self.list_response(request)
 
-    @extend_schema(request=RunStartInput, responses={202: RunDetailOutputSerializer, **refusals(400, 403)},
+    @extend_schema(request=RunStartInput,
+                   responses={202: OpenApiResponse(RunDetailOutputSerializer, description=RUN_ACCEPTED),
+                              **refusals(400, 403, 409, 413, 415, 422)},
                    summary="Start a run on a case (queued; agents propose, nothing changes on the case)")
     def post(self, request):
         data = self.RunStartInput(data=request.data)
@@ -95,26 +131,22 @@ class RunListStartApi(SelectorListApi):
         return run_detail_response(request, run, status_code=status.HTTP_202_ACCEPTED)
 
 
-class RunDetailApi(APIView):
-    @extend_schema(responses={200: RunDetailOutputSerializer, **refusals(404)},
+class RunDetailApi(ApiView):
+    @extend_schema(responses={200: RunDetailOutputSerializer, **refusals(400, 404)},
                    summary="A run: status, phase, budget and usage, lease, error, fork origin, queue position")
     def get(self, request, pk: int):
         return run_detail_response(request, _run(request, pk))
 
 
-class RunStepListApi(SelectorListApi):
+class RunStepListApi(ListApi):
     queryset = Step.objects.none()
     output_serializer_class = StepOutputSerializer
-    filter_backends = []
-
-    def list_response(self, request, **kwargs):
-        page = self.paginate_queryset(self.select(request, **kwargs))
-        return self.get_paginated_response(self.output_serializer_class(page, many=True).data)
+    ordering_fields = ("sequence",)
 
     def select(self, request, *, pk: int):
         return selectors.run_steps(run=_run(request, pk))
 
-    @extend_schema(responses={200: StepOutputSerializer(many=True), **refusals(404)},
+    @extend_schema(responses={200: StepOutputSerializer(many=True), **refusals(400, 404)},
                    summary="A run's steps, in order")
     def get(self, request, pk: int):
         return self.list_response(request, pk=pk)
@@ -123,6 +155,7 @@ class RunStepListApi(SelectorListApi):
 class RunStepModelCallListApi(RunStepListApi):
     queryset = ModelCall.objects.none()
     output_serializer_class = ModelCallOutputSerializer
+    ordering_fields = ("id",)
 
     def select(self, request, *, pk: int, sequence: int):
         run = _run(request, pk)
@@ -131,7 +164,7 @@ class RunStepModelCallListApi(RunStepListApi):
             raise NotFound(f"Run R{run.pk} has no step {sequence}.")
         return calls
 
-    @extend_schema(responses={200: ModelCallOutputSerializer(many=True), **refusals(404)},
+    @extend_schema(responses={200: ModelCallOutputSerializer(many=True), **refusals(400, 404)},
                    summary="What the model saw at a step: messages, context, source refs, raw and validated output")
     def get(self, request, pk: int, sequence: int):
         return self.list_response(request, pk=pk, sequence=sequence)
@@ -141,14 +174,11 @@ class RunOutputListApi(RunStepListApi):
     """A list from what the run produced (runs.selectors.run_outcome), with each item's step."""
 
     part = ""
+    ordering_fields = ("id",)
 
     def select(self, request, *, pk: int):
-        produced = selectors.run_outcome(run=_run(request, pk))
-        sequences = {step.pk: step.sequence for step in produced["steps"]}
-        items = produced[self.part]
-        for item in items:
-            item.step_sequence = sequences.get(item.step_id)
-        return items
+        # The same rows as runs.selectors.run_outcome, as a queryset so the list pages by cursor.
+        return getattr(_run(request, pk), self.part).annotate(step_sequence=F("step__sequence"))
 
 
 class RunToolCallListApi(RunOutputListApi):
@@ -156,7 +186,7 @@ class RunToolCallListApi(RunOutputListApi):
     output_serializer_class = ToolCallOutputSerializer
     part = "tool_calls"
 
-    @extend_schema(responses={200: ToolCallOutputSerializer(many=True), **refusals(404)},
+    @extend_schema(responses={200: ToolCallOutputSerializer(many=True), **refusals(400, 404)},
                    summary="A run's tool calls: effect type, idempotency key, policy decision, status, result")
     def get(self, request, pk: int):
         return self.list_response(request, pk=pk)
@@ -167,7 +197,7 @@ class RunFindingListApi(RunOutputListApi):
     output_serializer_class = FindingOutputSerializer
     part = "findings"
 
-    @extend_schema(responses={200: FindingOutputSerializer(many=True), **refusals(404)},
+    @extend_schema(responses={200: FindingOutputSerializer(many=True), **refusals(400, 404)},
                    summary="A run's findings")
     def get(self, request, pk: int):
         return self.list_response(request, pk=pk)
@@ -178,17 +208,18 @@ class RunArtifactListApi(RunOutputListApi):
     output_serializer_class = ArtifactOutputSerializer
     part = "artifacts"
 
-    @extend_schema(responses={200: ArtifactOutputSerializer(many=True), **refusals(404)},
+    @extend_schema(responses={200: ArtifactOutputSerializer(many=True), **refusals(400, 404)},
                    summary="A run's artifacts, with provenance (source refs, content hash, producer)")
     def get(self, request, pk: int):
         return self.list_response(request, pk=pk)
 
 
-class RunCancelApi(APIView):
+class RunCancelApi(ApiView):
     class RunCancelInput(serializers.Serializer):
         reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=500)
 
-    @extend_schema(request=RunCancelInput, responses={200: RunDetailOutputSerializer, **refusals(400, 403, 404, 409)},
+    @extend_schema(request=RunCancelInput,
+                   responses={200: RunDetailOutputSerializer, **refusals(400, 403, 404, 409, 413, 415, 422)},
                    summary="Cancel a run (now, or at the end of the step in progress)")
     def post(self, request, pk: int):
         run = _run(request, pk)
@@ -198,12 +229,14 @@ class RunCancelApi(APIView):
         return run_detail_response(request, run)
 
 
-class RunResumeApi(APIView):
+class RunResumeApi(ApiView):
     class RunResumeInput(serializers.Serializer):
         budget = BudgetInput(required=False, allow_null=True, default=None,
                              help_text="Raise the limits that ended a run (e.g. after budget_exhausted).")
 
-    @extend_schema(request=RunResumeInput, responses={202: RunDetailOutputSerializer, **refusals(400, 403, 404, 409)},
+    @extend_schema(request=RunResumeInput,
+                   responses={202: OpenApiResponse(RunDetailOutputSerializer, description=RUN_ACCEPTED),
+                              **refusals(400, 403, 404, 409, 413, 415, 422)},
                    summary="Resume a waiting, failed or stuck run from its last checkpoint")
     def post(self, request, pk: int):
         run = _run(request, pk)
@@ -213,14 +246,16 @@ class RunResumeApi(APIView):
         return run_detail_response(request, run, status_code=status.HTTP_202_ACCEPTED)
 
 
-class RunForkApi(APIView):
+class RunForkApi(ApiView):
     class RunForkInput(serializers.Serializer):
-        from_step = serializers.IntegerField(min_value=0, help_text="Fork from the checkpoint after this step "
+        from_step = serializers.IntegerField(min_value=0, max_value=INT_MAX, help_text="Fork from the checkpoint after this step "
                                                                     "(0 = the start).")
         provider = serializers.CharField(max_length=60, required=False, allow_null=True, default=None)
         budget = BudgetInput(required=False, allow_null=True, default=None)
 
-    @extend_schema(request=RunForkInput, responses={202: RunDetailOutputSerializer, **refusals(400, 403, 404, 409)},
+    @extend_schema(request=RunForkInput,
+                   responses={202: OpenApiResponse(RunDetailOutputSerializer, description=RUN_ACCEPTED),
+                              **refusals(400, 403, 404, 409, 413, 415, 422)},
                    summary="Fork a run from a checkpoint: a new run reproduces steps 1..N and continues afresh")
     def post(self, request, pk: int):
         run = _run(request, pk)
@@ -241,33 +276,35 @@ def _memory(request, pk: int) -> MemoryRecord:
     return memory
 
 
-class MemoryListApi(SelectorListApi):
+class MemoryListApi(ListApi):
     queryset = MemoryRecord.objects.none()
     filterset_class = MemoryFilter
     output_serializer_class = MemoryOutputSerializer
+    ordering_fields = ("-created_at", "created_at")
 
     def select(self, request, **params):
         return selectors.memory_list_for_user(user=request.user, status=params.get("status"),
                                               subject=params.get("subject")) \
-            .select_related("decided_by").order_by("-created_at", "-id")
+            .select_related("decided_by")
 
-    @extend_schema(responses=MemoryOutputSerializer(many=True),
+    @extend_schema(responses={200: MemoryOutputSerializer(many=True), **refusals(400)},
                    summary="The tenant's governed memory (proposed, active, expired, rejected, forgotten)")
     def get(self, request):
         return self.list_response(request)
 
 
-class MemoryDetailApi(APIView):
-    @extend_schema(responses={200: MemoryOutputSerializer, **refusals(404)}, summary="A memory record")
+class MemoryDetailApi(ApiView):
+    @extend_schema(responses={200: MemoryOutputSerializer, **refusals(400, 404)}, summary="A memory record")
     def get(self, request, pk: int):
         return Response(MemoryOutputSerializer(_memory(request, pk)).data)
 
 
-class MemoryConfirmApi(APIView):
+class MemoryConfirmApi(ApiView):
     class MemoryConfirmInput(serializers.Serializer):
         note = serializers.CharField(required=False, allow_blank=True, default="", max_length=1000)
 
-    @extend_schema(request=MemoryConfirmInput, responses={200: MemoryOutputSerializer, **refusals(400, 403, 404, 409)},
+    @extend_schema(request=MemoryConfirmInput,
+                   responses={200: MemoryOutputSerializer, **refusals(400, 403, 404, 409, 413, 415, 422)},
                    summary="Confirm a proposed memory (the person it is about, or a supervisor)")
     def post(self, request, pk: int):
         memory = _memory(request, pk)
@@ -277,11 +314,12 @@ class MemoryConfirmApi(APIView):
         return Response(MemoryOutputSerializer(memory).data)
 
 
-class MemoryForgetApi(APIView):
+class MemoryForgetApi(ApiView):
     class MemoryForgetInput(serializers.Serializer):
         reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=1000)
 
-    @extend_schema(request=MemoryForgetInput, responses={200: MemoryOutputSerializer, **refusals(400, 403, 404, 409)},
+    @extend_schema(request=MemoryForgetInput,
+                   responses={200: MemoryOutputSerializer, **refusals(400, 403, 404, 409, 413, 415, 422)},
                    summary="Reject a proposed memory or forget an active one (it never enters a context again)")
     def post(self, request, pk: int):
         memory = _memory(request, pk)

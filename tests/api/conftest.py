@@ -33,3 +33,36 @@ def assert_error(response, status: int, code: str, *, fields: set[str] | None = 
     if fields is not None:
         assert set(body.get("fields", {})) == fields, body
     return body
+
+
+@pytest.fixture(autouse=True)
+def _fresh_throttles():
+    """Rate-limit counters live in the cache: each test starts with none."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+    cache.clear()
+
+
+@pytest.fixture
+def make_key(tenant):
+    """`make_key(role, tenant=None)` -> (ApiKey, plaintext) created through the service."""
+    from accounts.services import api_key_create
+
+    def make(role: str, *, tenant_=None, name: str | None = None):
+        return api_key_create(tenant=tenant_ or tenant, name=name or f"{role} integration", role=role)
+
+    return make
+
+
+@pytest.fixture
+def bearer():
+    """`bearer(key)` -> an APIClient sending `Authorization: Bearer <key>` (no session, no CSRF exemption)."""
+
+    def make(key: str):
+        client = APIClient(enforce_csrf_checks=True)
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+        return client
+
+    return make

@@ -22,7 +22,7 @@ def test_list_is_paginated_and_tenant_scoped(api, analyst, outsider, agent, case
     services.proposal_create(actor=agent, case=case, kind="risk_level", payload={"risk_level": "high"},
                              rationale="Loss.")
     body = api(analyst).get("/api/v1/cases/").json()
-    assert body["count"] == 1 and {"next", "previous"} <= set(body)
+    assert len(body["results"]) == 1 and {"next", "previous"} <= set(body)
     row = body["results"][0]
     assert row["reference"] == case.reference and row["pending_proposals"] == 1 and row["status"] == "new"
 
@@ -35,7 +35,7 @@ def test_list_filters_and_searches(api, analyst):
     assert [r["reference"] for r in client.get("/api/v1/cases/?status=triaged").json()["results"]] == [card.reference]
     assert [r["reference"] for r in client.get("/api/v1/cases/?search=escrow").json()["results"]] == [
         mortgage.reference]
-    assert client.get("/api/v1/cases/?risk_level=high").json()["count"] == 0
+    assert len(client.get("/api/v1/cases/?risk_level=high").json()["results"]) == 0
 
 
 def test_an_unknown_filter_value_is_a_400_naming_the_parameter(api, analyst):
@@ -52,8 +52,9 @@ def test_another_tenants_case_is_a_404(api, outsider, case):
 
 
 def test_anonymous_requests_are_refused_with_the_error_body(api, case):
-    body = assert_error(api().get("/api/v1/cases/"), 403, "not_authenticated")
-    assert "credentials" in body["detail"]
+    response = api().get("/api/v1/cases/")
+    body = assert_error(response, 401, "not_authenticated")
+    assert "credentials" in body["detail"] and response["WWW-Authenticate"] == 'Bearer realm="api"'
 
 
 # --- create -----------------------------------------------------------------------------------
@@ -151,7 +152,7 @@ def test_case_events_of_another_tenant_are_a_404(api, outsider, case):
 
 def test_evidence_is_listed_and_text_is_added(api, analyst, case):
     client = api(analyst)
-    assert client.get(case_url(case, "evidence/")).json()["count"] == 1
+    assert len(client.get(case_url(case, "evidence/")).json()["results"]) == 1
     with CountDelta() as delta:
         response = client.post(case_url(case, "evidence/"), {"title": "Call notes", "text": "Refund promised."},
                                format="json")

@@ -46,16 +46,16 @@ def test_runs_are_listed_and_filtered(api, analyst, case, analysed):
     queued = services.run_start(actor=analyst, case=case)
     client = api(analyst)
     body = client.get("/api/v1/runs/").json()
-    assert body["count"] == 2 and [r["id"] for r in body["results"]] == [queued.pk, analysed.pk]
+    assert len(body["results"]) == 2 and [r["id"] for r in body["results"]] == [queued.pk, analysed.pk]
     first = body["results"][1]
     assert (first["case"], first["graph"], first["status"], first["phase"]) == (case.reference, "case_analysis",
                                                                                 "completed", "done")
     assert first["usage"] == {"steps_used": 8, "tokens_used": analysed.tokens_used}
     assert first["budget"]["max_steps"] == analysed.max_steps and first["parent_run"] is None
     assert [r["id"] for r in client.get("/api/v1/runs/?status=queued").json()["results"]] == [queued.pk]
-    assert client.get(f"/api/v1/runs/?case={case.reference}&graph=case_analysis").json()["count"] == 2
-    assert client.get("/api/v1/runs/?case=CASE-1999-000001").json()["count"] == 0
-    assert client.get("/api/v1/runs/?graph=chat").json()["count"] == 0
+    assert len(client.get(f"/api/v1/runs/?case={case.reference}&graph=case_analysis").json()["results"]) == 2
+    assert len(client.get("/api/v1/runs/?case=CASE-1999-000001").json()["results"]) == 0
+    assert len(client.get("/api/v1/runs/?graph=chat").json()["results"]) == 0
 
 
 def test_an_unknown_status_filter_is_invalid(api, analyst):
@@ -63,7 +63,7 @@ def test_an_unknown_status_filter_is_invalid(api, analyst):
 
 
 def test_runs_are_tenant_scoped(api, outsider, analysed):
-    assert api(outsider).get("/api/v1/runs/").json()["count"] == 0
+    assert len(api(outsider).get("/api/v1/runs/").json()["results"]) == 0
     for url in (f"/api/v1/runs/{analysed.pk}/", f"/api/v1/runs/{analysed.pk}/steps/",
                 f"/api/v1/runs/{analysed.pk}/steps/3/model-calls/", f"/api/v1/runs/{analysed.pk}/tool-calls/",
                 f"/api/v1/runs/{analysed.pk}/findings/", f"/api/v1/runs/{analysed.pk}/artifacts/"):
@@ -162,7 +162,7 @@ def test_what_the_model_saw_at_step_3(api, analyst, analysed, case):
 
 
 def test_a_step_without_a_model_call_lists_none_and_a_missing_step_is_404(api, analyst, analysed):
-    assert api(analyst).get(f"/api/v1/runs/{analysed.pk}/steps/7/model-calls/").json()["count"] == 0
+    assert len(api(analyst).get(f"/api/v1/runs/{analysed.pk}/steps/7/model-calls/").json()["results"]) == 0
     assert "has no step 9" in assert_error(api(analyst).get(f"/api/v1/runs/{analysed.pk}/steps/9/model-calls/"),
                                            404, "not_found")["detail"]
 
@@ -272,12 +272,12 @@ def test_memory_is_listed_and_filtered(api, analyst, analyst_b, tenant):
     services.memory_confirm(actor=analyst_b, memory=theirs)
     client = api(analyst)
     body = client.get("/api/v1/memory/").json()
-    assert body["count"] == 2
+    assert len(body["results"]) == 2
     assert [m["id"] for m in client.get("/api/v1/memory/?status=proposed").json()["results"]] == [mine.pk]
     assert [m["id"] for m in client.get(f"/api/v1/memory/?subject=user:{analyst_b.pk}").json()["results"]] == [
         theirs.pk]
     detail = client.get(f"/api/v1/memory/{theirs.pk}/").json()
-    assert (detail["status"], detail["decided_by"], detail["is_expired"]) == ("active", "analyst_b", False)
+    assert (detail["status"], detail["decided_by"]["username"], detail["is_expired"]) == ("active", "analyst_b", False)
     assert_error(client.get("/api/v1/memory/?status=remembered"), 400, "invalid", fields={"status"})
 
 
@@ -285,7 +285,9 @@ def test_confirming_and_forgetting_memory(api, analyst, tenant):
     memory = _memory(tenant, f"user:{analyst.pk}")
     client = api(analyst)
     body = client.post(f"/api/v1/memory/{memory.pk}/confirm/", {"note": "Yes"}, format="json").json()
-    assert (body["status"], body["decided_by"], body["decision_note"]) == ("active", "analyst", "Yes")
+    assert (body["status"], body["decided_by"], body["decision_note"]) == (
+        "active", {"id": analyst.pk, "username": "analyst", "display_name": analyst.get_full_name() or "analyst"},
+        "Yes")
     body = client.post(f"/api/v1/memory/{memory.pk}/forget/", {"reason": "Changed my mind"}, format="json").json()
     assert body["status"] == "forgotten" and memory_row(memory)[2] == "Changed my mind"
 
@@ -318,7 +320,7 @@ def test_forgetting_twice_is_refused_and_nothing_changes(api, analyst, tenant):
 def test_memory_is_tenant_scoped(api, outsider, analyst, tenant):
     memory = _memory(tenant, f"user:{analyst.pk}")
     client = api(outsider)
-    assert client.get("/api/v1/memory/").json()["count"] == 0
+    assert len(client.get("/api/v1/memory/").json()["results"]) == 0
     with assert_nothing_changed(extra={"memory": lambda: memory_row(memory)}):
         assert_error(client.get(f"/api/v1/memory/{memory.pk}/"), 404, "not_found")
         assert_error(client.post(f"/api/v1/memory/{memory.pk}/confirm/", {}, format="json"), 404, "not_found")

@@ -42,9 +42,9 @@ def test_threads_are_listed_and_filtered_by_case(api, analyst, case, thread):
     services.thread_create(actor=analyst, tenant=analyst.tenant, title="General question")
     client = api(analyst)
     body = client.get("/api/v1/threads/").json()
-    assert body["count"] == 3 and body["results"][0]["title"] == "General question"
+    assert len(body["results"]) == 3 and body["results"][0]["title"] == "General question"
     filtered = client.get(f"/api/v1/threads/?case={case.reference}").json()["results"]
-    assert [(t["id"], t["case"], t["created_by"]) for t in filtered] == [(thread.pk, case.reference, "analyst")]
+    assert [(t["id"], t["case"], t["created_by"]["username"]) for t in filtered] == [(thread.pk, case.reference, "analyst")]
 
 
 def test_opening_a_thread_about_a_case(api, analyst, case):
@@ -80,7 +80,7 @@ def test_an_auditor_cannot_open_a_thread_and_nothing_changes(api, auditor):
 def test_threads_are_tenant_scoped(api, outsider, analyst, thread):
     question = services.message_post(actor=analyst, thread=thread, content="Hello")
     client = api(outsider)
-    assert client.get("/api/v1/threads/").json()["count"] == 0
+    assert len(client.get("/api/v1/threads/").json()["results"]) == 0
     with assert_nothing_changed(thread.case, extra=rows()):
         assert_error(client.get(f"/api/v1/threads/{thread.pk}/"), 404, "not_found")
         assert_error(client.get(f"/api/v1/threads/{thread.pk}/messages/"), 404, "not_found")
@@ -105,11 +105,11 @@ def test_posting_answers_202_with_the_run_that_writes_the_reply(api, analyst, th
     body = response.json()
     question = Message.objects.get()
     run = AgentRun.objects.get()
-    assert body["message"]["id"] == question.pk and body["message"]["reply_run_id"] == str(run.pk)
+    assert body["message"]["id"] == question.pk and body["message"]["reply_run_id"] == run.pk
     assert body["reply_run"] == {"id": run.pk, "status": "queued", "queue_position": 1}
     assert enqueued == [run.pk]
     detail = api(analyst).get(f"/api/v1/threads/{thread.pk}/").json()
-    assert detail["pending_replies"] == [{"message_id": question.pk, "sequence": 1, "run_id": str(run.pk),
+    assert detail["pending_replies"] == [{"message_id": question.pk, "sequence": 1, "run_id": run.pk,
                                           "run_status": "queued"}]
     assert [r["id"] for r in api(analyst).get(f"/api/v1/runs/?thread={thread.pk}").json()["results"]] == [run.pk]
     drive(run.pk)
@@ -136,12 +136,12 @@ def test_messages_are_listed_in_order_with_what_answers_cited_and_created(api, a
     proposal = Proposal.objects.get(run_id=str(run.pk))
     case.refresh_from_db()
     body = api(analyst).get(f"/api/v1/threads/{thread.pk}/messages/").json()
-    assert body["count"] == 2
+    assert len(body["results"]) == 2
     asked, answer = body["results"]
     assert (asked["sequence"], asked["role"], asked["content"], asked["reply_run_id"]) == (
-        1, "user", "please close the case", str(run.pk))
+        1, "user", "please close the case", run.pk)
     assert (answer["sequence"], answer["role"], answer["in_reply_to"], answer["run_id"]) == (
-        2, "assistant", question.pk, str(run.pk))
+        2, "assistant", question.pk, run.pk)
     assert answer["cited"]["case_status"] == "decided" and answer["cited"]["case_version"] == case.version
     assert answer["proposal_ids"] == [proposal.pk] and "approval by a supervisor" in answer["content"]
     after = api(analyst).get(f"/api/v1/threads/{thread.pk}/messages/?after=1").json()
@@ -150,10 +150,12 @@ def test_messages_are_listed_in_order_with_what_answers_cited_and_created(api, a
 
 def test_message_lists_are_paginated(api, analyst, thread):
     fill_thread(thread, 120, author=analyst)
-    body = api(analyst).get(f"/api/v1/threads/{thread.pk}/messages/").json()
-    assert body["count"] == 120 and len(body["results"]) == 50 and body["next"]
-    page3 = api(analyst).get(f"/api/v1/threads/{thread.pk}/messages/?page=3").json()
-    assert [m["sequence"] for m in page3["results"]] == list(range(101, 121))
+    client = api(analyst)
+    body = client.get(f"/api/v1/threads/{thread.pk}/messages/").json()
+    assert len(body["results"]) == 50 and body["next"] and body["previous"] is None
+    page2 = client.get(body["next"]).json()
+    page3 = client.get(page2["next"]).json()
+    assert [m["sequence"] for m in page3["results"]] == list(range(101, 121)) and page3["next"] is None
 
 
 # --- redaction ---------------------------------------------------------------------------------
@@ -200,9 +202,9 @@ def test_compacting_starts_a_summary_run_and_the_thread_shows_its_summary(api, a
     assert body["input"]["from_sequence"] == 1 and body["input"]["to_sequence"] == 14
     drive(body["id"])
     summary = api(analyst).get(f"/api/v1/threads/{thread.pk}/").json()["latest_summary"]
-    assert (summary["from_sequence"], summary["to_sequence"], summary["run_id"]) == (1, 14, str(body["id"]))
+    assert (summary["from_sequence"], summary["to_sequence"], summary["run_id"]) == (1, 14, body["id"])
     # The originals stay: all 20 messages are still listed.
-    assert api(analyst).get(f"/api/v1/threads/{thread.pk}/messages/").json()["count"] == 20
+    assert len(api(analyst).get(f"/api/v1/threads/{thread.pk}/messages/").json()["results"]) == 20
 
 
 def test_compacting_a_short_thread_is_refused_and_nothing_changes(api, analyst, thread):

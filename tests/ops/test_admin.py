@@ -82,6 +82,9 @@ def world(case, analyst, supervisor, outsider):
     from audit.verify import verify_ledger
 
     verify_ledger()  # records the verified heads (AuditVerifiedHead)
+    from accounts.services import api_key_create  # an API key (issue 9): accounts has that model too
+
+    api_key_create(tenant=case.tenant, name="CRM sync", role="analyst")
     return {"case": case, "waiting_notice": waiting, "sent_notice": sent, "other_case": other_case}
 
 

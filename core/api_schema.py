@@ -1,0 +1,46 @@
+"""The API's schema class (a module of its own: drf-spectacular's AutoSchema reads DRF's settings
+on import, which name core.api's parsers, so it cannot be imported from core.api)."""
+
+from __future__ import annotations
+
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter
+
+
+class ApiAutoSchema(AutoSchema):
+    """drf-spectacular's schema, with descriptions written for integrators: a view's docstring is
+    for developers and never becomes an operation's description (only `extend_schema(description=)`
+    does), and every unsafe operation documents the Idempotency-Key and If-Match headers' rules."""
+
+    def get_description(self):
+        if self.method.upper() in ("POST", "PUT", "PATCH", "DELETE"):
+            return ("Safe to retry: send an `Idempotency-Key` header (any unique string); a repeat with the same "
+                    "key and body replays the first answer with `Idempotent-Replayed: true`.")
+        return ""
+
+    def get_override_parameters(self):
+        parameters = list(super().get_override_parameters())
+        if self.method.upper() in ("POST", "PUT", "PATCH", "DELETE"):
+            parameters.append(OpenApiParameter(
+                "Idempotency-Key", OpenApiTypes.STR, OpenApiParameter.HEADER, required=False,
+                description="1-200 printable ASCII characters, unique per request you mean (a UUID). Kept for "
+                            "ARBITER_API_IDEMPOTENCY_TTL_HOURS per credential."))
+        return parameters
+
+
+SUCCESS_TEXT = {
+    "200": "Done; the body is the object (or the page of objects) as it is now.",
+    "201": "Created; the body is the new object and `Location` its address.",
+    "202": "Accepted: queued for a worker; `Location` says where to follow it.",
+}
+
+
+def describe_responses(result, generator, request, public):
+    """Postprocessing hook: every success response gets a sentence for a person."""
+    for operations in result.get("paths", {}).values():
+        for operation in operations.values():
+            for status, response in operation.get("responses", {}).items():
+                if not response.get("description") and status in SUCCESS_TEXT:
+                    response["description"] = SUCCESS_TEXT[status]
+    return result

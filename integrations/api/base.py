@@ -1,0 +1,209 @@
+"""The base classes every REST API view derives from (cases, runs, conversations, integrations).
+
+They add, in one place, what an integration relies on:
+- unknown query parameters are refused (400 naming them);
+- every unsafe request honours `Idempotency-Key` (integrations.idempotency);
+- lists page with a cursor, `page_size` up to a maximum, a validated `ordering` and `updated_since`;
+- `ETag` / `If-Match` helpers for objects with a version (cases, proposals, notices);
+- per-credential throttles for run starts and message posts.
+
+They live in integrations (not core) because idempotency needs a table and core has none; the API
+layer sits above every domain app, so cases.api importing them points down, not up."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db.models import QuerySet
+from django_filters.rest_framework import DjangoFilterBackend
+from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.generics import GenericAPIView
+from rest_framework.permissions import SAFE_METHODS
+from rest_framework.throttling import SimpleRateThrottle
+from rest_framework.views import APIView
+
+from core.api import PayloadTooLarge, PreconditionFailed, SyncParamsBackend, parse_updated_since
+from integrations.idempotency import (
+    IdempotentReplay,
+    idempotency_abandon,
+    idempotency_begin,
+    idempotency_complete,
+)
+
+PAGINATION_PARAMS = ("cursor", "page_size")
+
+
+def _bad_text(text: str) -> bool:
+    return "\x00" in text or any("\ud800" <= char <= "\udfff" for char in text)
+
+
+class ApiView(APIView):
+    """An API view: unknown query parameters are a 400, unsafe requests honour Idempotency-Key."""
+
+    query_params_allowed: tuple[str, ...] = ()
+    _idempotency_record = None
+
+    def allowed_query_params(self) -> set[str]:
+        return set(self.query_params_allowed)
+
+    def check_query_params(self, request) -> None:
+        allowed = self.allowed_query_params()
+        unknown = sorted(set(request.query_params) - allowed)
+        if unknown:
+            hint = f"Allowed: {', '.join(sorted(allowed))}." if allowed else "This operation takes none."
+            raise ValidationError({name: [f"Unknown query parameter. {hint}"] for name in unknown})
+
+    def check_text_in_url(self, request, kwargs) -> None:
+        """A NUL or lone surrogate in the path matches no object (404) and in the query string is a
+        field error (400) — never a database error (PostgreSQL refuses NUL in text)."""
+        if any(isinstance(value, str) and _bad_text(value) for value in kwargs.values()):
+            raise NotFound("No such object: the address holds characters no identifier has.")
+        bad = sorted(name for name, values in request.query_params.lists()
+                     if _bad_text(name) or any(_bad_text(value) for value in values))
+        if bad:
+            raise ValidationError({name: ["Null characters are not allowed."] for name in bad})
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)  # authentication, permissions, throttles
+        self.check_text_in_url(request, kwargs)
+        self.check_query_params(request)
+        declared = request.META.get("CONTENT_LENGTH") or "0"
+        if declared.isdigit() and int(declared) > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
+            raise PayloadTooLarge(f"The request body is larger than the {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} "
+                                  f"bytes the API accepts.")
+        if request.method not in SAFE_METHODS:
+            self._idempotency_record = idempotency_begin(request)
+
+    def handle_exception(self, exc):
+        if isinstance(exc, IdempotentReplay):
+            return exc.response
+        return super().handle_exception(exc)
+
+    def raise_uncaught_exception(self, exc):
+        if self._idempotency_record is not None:
+            idempotency_abandon(self._idempotency_record)
+            self._idempotency_record = None
+        super().raise_uncaught_exception(exc)
+
+    def finalize_response(self, request, response, *args, **kwargs):
+        response = super().finalize_response(request, response, *args, **kwargs)
+        if self._idempotency_record is not None:
+            idempotency_complete(self._idempotency_record, response)
+            self._idempotency_record = None
+        return response
+
+
+class ListApi(ApiView, GenericAPIView):
+    """A cursor-paginated list read through a selector. `filterset_class` validates (400 with
+    fields) and documents the query parameters; `select()` returns the tenant-scoped queryset;
+    `ordering_fields` are what `?ordering=` may name (first = default; `-` for descending); with
+    `updated_field`, `?updated_since=<ISO date-time>` keeps rows changed at or after it. The class
+    `queryset` is an empty one, there only so the schema generator knows the model."""
+
+    filter_backends = [DjangoFilterBackend, SyncParamsBackend]  # documentation only: list_response filters
+    filterset_class = None
+    output_serializer_class = None
+    ordering_fields: tuple[str, ...] = ("-created_at",)
+    updated_field: str | None = None
+    list_ordering: tuple[str, ...] = ()
+
+    def allowed_query_params(self) -> set[str]:
+        allowed = {*self.query_params_allowed, *PAGINATION_PARAMS}
+        if self.request.method in SAFE_METHODS:
+            if self.filterset_class is not None:
+                allowed |= set(self.filterset_class.base_filters)
+            if len(self.ordering_fields) > 1:
+                allowed.add("ordering")
+            if self.updated_field:
+                allowed.add("updated_since")
+        else:
+            allowed = set(self.query_params_allowed)
+        return allowed
+
+    def select(self, request, **params):
+        raise NotImplementedError
+
+    def choose_ordering(self, request) -> tuple[str, ...]:
+        choices = {*self.ordering_fields, *(field.lstrip("-") for field in self.ordering_fields),
+                   *(f"-{field.lstrip('-')}" for field in self.ordering_fields)}
+        wanted = request.query_params.get("ordering", self.ordering_fields[0])
+        if wanted not in choices:
+            raise ValidationError({"ordering": [f"One of: {', '.join(sorted(choices))}."]})
+        tiebreak = "-id" if wanted.startswith("-") else "id"
+        return (wanted, tiebreak) if wanted.lstrip("-") != "id" else (wanted,)
+
+    def list_response(self, request, **kwargs):
+        params = {}
+        if self.filterset_class is not None:
+            filterset = self.filterset_class(data=request.query_params, queryset=self.queryset)
+            if not filterset.is_valid():
+                raise ValidationError(filterset.errors)
+            params = {key: value for key, value in filterset.form.cleaned_data.items() if value not in ("", None)}
+        self.list_ordering = self.choose_ordering(request)
+        queryset = self.select(request, **params, **kwargs)
+        if self.updated_field and "updated_since" in request.query_params:
+            since = parse_updated_since(request.query_params["updated_since"])
+            queryset = queryset.filter(**{f"{self.updated_field}__gte": since})
+        if isinstance(queryset, QuerySet):
+            queryset = queryset.order_by()  # the paginator applies list_ordering
+        page = self.paginate_queryset(queryset)
+        return self.get_paginated_response(self.output_serializer_class(page, many=True,
+                                                                        context=self.list_context(page)).data)
+
+    def list_context(self, page) -> dict:
+        return {}
+
+
+# --- ETag / If-Match -------------------------------------------------------------------------------
+
+def etag_for(obj) -> str:
+    """A strong ETag from what makes an object change: a case's version; a notice's version,
+    status and content hash; a proposal's status and the case version it was made against."""
+    name = type(obj).__name__
+    if name == "Case":
+        return f'"case-{obj.pk}-v{obj.version}"'
+    if name == "Notice":
+        return f'"notice-{obj.pk}-v{obj.version}-{obj.status}-{obj.content_hash[:16]}"'
+    if name == "Proposal":
+        return f'"proposal-{obj.pk}-{obj.status}-c{obj.case_version}"'
+    raise TypeError(f"no ETag for {name}")
+
+
+def check_if_match(request, obj) -> None:
+    """412 when the request carries If-Match and none of its tags is the object's current ETag."""
+    header = request.headers.get("If-Match")
+    if header is None or header.strip() == "*":
+        return
+    tags = {tag.strip().removeprefix("W/") for tag in header.split(",")}
+    if etag_for(obj) not in tags:
+        raise PreconditionFailed()
+
+
+def with_etag(response, obj):
+    response["ETag"] = etag_for(obj)
+    return response
+
+
+# --- per-credential throttles ---------------------------------------------------------------------
+
+class CredentialThrottle(SimpleRateThrottle):
+    """A rate per credential (an API key has its own service account, so per user = per key) on
+    the unsafe requests of the view; reads are not counted."""
+
+    def get_rate(self):
+        # Read at request time (not import time), so the setting is the one in force.
+        return getattr(settings, self.rate_setting)
+
+    def get_cache_key(self, request, view):
+        if request.method in SAFE_METHODS or not request.user or not request.user.is_authenticated:
+            return None
+        return self.cache_format % {"scope": self.scope, "ident": request.user.pk}
+
+
+class RunStartThrottle(CredentialThrottle):
+    scope = "run_start"
+    rate_setting = "ARBITER_API_THROTTLE_RUN_START"
+
+
+class MessagePostThrottle(CredentialThrottle):
+    scope = "message_post"
+    rate_setting = "ARBITER_API_THROTTLE_MESSAGE_POST"

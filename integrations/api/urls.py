@@ -1,0 +1,17 @@
+"""/api/v1/ routes of integrations: me, the event feed, webhooks."""
+
+from django.urls import path
+
+import core.api  # noqa: F401  (registers the `id` path converter)
+from integrations.api import views
+
+app_name = "integrations_api"
+
+urlpatterns = [
+    path("me/", views.MeApi.as_view(), name="me"),
+    path("events/", views.EventFeedApi.as_view(), name="event_feed"),
+    path("webhooks/", views.WebhookEndpointListCreateApi.as_view(), name="webhook_list"),
+    path("webhooks/<id:pk>/", views.WebhookEndpointDetailApi.as_view(), name="webhook_detail"),
+    path("webhooks/<id:pk>/deliveries/", views.WebhookDeliveryListApi.as_view(), name="webhook_deliveries"),
+    path("webhook-deliveries/<id:pk>/redeliver/", views.WebhookRedeliverApi.as_view(), name="webhook_redeliver"),
+]

@@ -1,0 +1,255 @@
+"""REST API of integrations: who am I, the event feed, webhook endpoints and their deliveries."""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+
+from core.api import BIGINT_MAX, PersonSerializer, refusals
+from core.errors import Forbidden, NotFound
+from integrations.api.base import ApiView, ListApi
+from integrations.events import event_representation, feed_assign
+from integrations.models import EventType, IntegrationEvent, WebhookDelivery, WebhookEndpoint
+from integrations.webhooks import (
+    FORBIDDEN,
+    MANAGERS,
+    webhook_endpoint_create,
+    webhook_endpoint_update,
+    webhook_redeliver,
+)
+
+# --- me ------------------------------------------------------------------------------------------
+
+
+class MeOutputSerializer(serializers.Serializer):
+    person = PersonSerializer(help_text="You (for an API key: its service account).")
+    tenant = serializers.CharField(help_text="Your organisation's slug.")
+    role = serializers.CharField()
+    credential = serializers.ChoiceField(choices=["api_key", "session", "basic"])
+    api_key_name = serializers.CharField(allow_null=True, help_text="The key's name when you use one.")
+    api_key_expires_at = serializers.DateTimeField(allow_null=True)
+
+
+class MeApi(ApiView):
+    @extend_schema(responses={200: MeOutputSerializer, **refusals(400)}, summary="Who you are to the API",
+                   description="Your person, organisation and role, and the API key you authenticated with.")
+    def get(self, request):
+        api_key = request.auth if type(request.auth).__name__ == "ApiKey" else None
+        credential = "api_key" if api_key else ("basic" if request.headers.get("Authorization", "")
+                                                .lower().startswith("basic ") else "session")
+        body = {"person": request.user, "tenant": request.user.tenant.slug if request.user.tenant else "",
+                "role": request.user.role, "credential": credential,
+                "api_key_name": api_key.name if api_key else None,
+                "api_key_expires_at": api_key.expires_at if api_key else None}
+        return Response(MeOutputSerializer(body).data)
+
+
+# --- the event feed -----------------------------------------------------------------------------
+
+class EventOutputSerializer(serializers.Serializer):
+    id = serializers.CharField(help_text="Stable event id (also the webhook's Arbiter-Event-Id): deduplicate on it.")
+    sequence = serializers.IntegerField(help_text="The feed cursor: pass the last one you read as `after`.")
+    type = serializers.ChoiceField(choices=EventType.choices)
+    occurred_at = serializers.DateTimeField()
+    tenant = serializers.CharField()
+    data = serializers.DictField(help_text="action, actor, decision, target_type, target_id, case (reference), "
+                                           "run_id, object_url (GET it for the current state), audit_event_id.")
+
+
+class EventFeedOutputSerializer(serializers.Serializer):
+    results = EventOutputSerializer(many=True)
+    next_after = serializers.IntegerField(help_text="Pass as `after` to read what comes next (the same value "
+                                                    "when there is nothing new yet).")
+
+
+class EventFeedApi(ApiView):
+    query_params_allowed = ("after", "limit", "type")
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("after", int, description="The `sequence` of the last event you read (0: from the "
+                                                       "start).", required=False),
+            OpenApiParameter("limit", int, description="At most this many events (1..500, default 100).",
+                             required=False),
+            OpenApiParameter("type", str, enum=EventType.values, description="Only events of this type.",
+                             required=False),
+        ],
+        responses={200: EventFeedOutputSerializer, **refusals(400)},
+        summary="The tenant's events, in commit order, for integrations that poll",
+        description="The same events as the webhooks. An event committed later always gets a later sequence, "
+                    "so reading from `after=<last sequence>` never skips one.")
+    def get(self, request):
+        after = _whole(request.query_params.get("after", "0"), "after", 0, BIGINT_MAX)
+        limit = _whole(request.query_params.get("limit", "100"), "limit", 1, 500)
+        kind = request.query_params.get("type")
+        if kind is not None and kind not in EventType.values:
+            raise ValidationError({"type": [f"One of: {', '.join(EventType.values)}."]})
+        feed_assign()
+        events = IntegrationEvent.objects.filter(tenant_id=request.user.tenant_id, feed_sequence__gt=after)
+        if kind:
+            events = events.filter(type=kind)
+        page = list(events.order_by("feed_sequence")[:limit])
+        slug = request.user.tenant.slug if request.user.tenant else ""
+        body = {"results": [event_representation(event, tenant_slug=slug) for event in page],
+                "next_after": page[-1].feed_sequence if page else after}
+        return Response(EventFeedOutputSerializer(body).data)
+
+
+def _whole(raw: str, name: str, low: int, high: int) -> int:
+    if not raw.isdigit() or not low <= int(raw) <= high:
+        raise ValidationError({name: [f"A whole number from {low} to {high}."]})
+    return int(raw)
+
+
+# --- webhooks -------------------------------------------------------------------------------------
+
+class WebhookEndpointOutputSerializer(serializers.ModelSerializer):
+    event_types = serializers.ListField(child=serializers.ChoiceField(choices=EventType.choices))
+    created_by = PersonSerializer(read_only=True, allow_null=True)
+
+    class Meta:
+        model = WebhookEndpoint
+        fields = ["id", "url", "description", "event_types", "is_active", "disabled_at", "disabled_reason",
+                  "consecutive_failures", "created_by", "created_at", "updated_at"]
+        read_only_fields = fields
+
+
+class WebhookEndpointCreatedSerializer(WebhookEndpointOutputSerializer):
+    secret = serializers.CharField(help_text="The signing secret, shown only in this response: store it.")
+
+    class Meta(WebhookEndpointOutputSerializer.Meta):
+        fields = [*WebhookEndpointOutputSerializer.Meta.fields, "secret"]
+        read_only_fields = fields
+
+
+class WebhookAttemptSerializer(serializers.Serializer):
+    number = serializers.IntegerField()
+    started_at = serializers.DateTimeField()
+    duration_ms = serializers.IntegerField()
+    status_code = serializers.IntegerField(allow_null=True)
+    response_excerpt = serializers.CharField()
+    error = serializers.CharField()
+    succeeded = serializers.BooleanField()
+
+
+class WebhookDeliveryOutputSerializer(serializers.ModelSerializer):
+    event = serializers.SerializerMethodField()
+    event_type = serializers.CharField(source="event.type")
+    attempt_log = WebhookAttemptSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = WebhookDelivery
+        fields = ["id", "endpoint", "event", "event_type", "status", "attempts", "next_attempt_at",
+                  "last_status_code", "last_error", "delivered_at", "created_at", "attempt_log"]
+        read_only_fields = fields
+
+    def get_event(self, delivery) -> str:
+        return f"evt_{delivery.event_id}"
+
+
+def _managed(request) -> None:
+    if request.user.role not in MANAGERS:
+        raise Forbidden(FORBIDDEN)
+
+
+def _endpoint(request, pk: int) -> WebhookEndpoint:
+    endpoint = WebhookEndpoint.objects.filter(tenant_id=request.user.tenant_id, pk=pk).first()
+    if endpoint is None:
+        raise NotFound("No such webhook endpoint.")
+    return endpoint
+
+
+class WebhookEndpointListCreateApi(ListApi):
+    queryset = WebhookEndpoint.objects.none()
+    output_serializer_class = WebhookEndpointOutputSerializer
+    ordering_fields = ("-created_at", "created_at")
+
+    class WebhookEndpointInput(serializers.Serializer):
+        url = serializers.URLField(max_length=500, help_text="https:// (http:// only where the operator allows it).")
+        event_types = serializers.ListField(child=serializers.ChoiceField(choices=EventType.choices), min_length=1,
+                                            max_length=len(EventType.values))
+        description = serializers.CharField(max_length=200, required=False, allow_blank=True)
+
+    serializer_class = WebhookEndpointInput
+
+    def select(self, request, **params) -> QuerySet:
+        _managed(request)
+        return WebhookEndpoint.objects.filter(tenant_id=request.user.tenant_id).select_related("created_by")
+
+    @extend_schema(responses={200: WebhookEndpointOutputSerializer(many=True), **refusals(400, 403)},
+                   summary="The tenant's webhook endpoints (supervisors and admins)")
+    def get(self, request):
+        return self.list_response(request)
+
+    @extend_schema(request=WebhookEndpointInput,
+                   responses={201: WebhookEndpointCreatedSerializer, **refusals(400, 403, 409, 413, 415, 422)},
+                   summary="Register a webhook endpoint (supervisors and admins)",
+                   description="The answer holds the signing secret, once. Each delivery is signed: "
+                               "`Arbiter-Signature: t=<unix>,v1=<hex HMAC-SHA256 of \"<t>.<body>\">`.")
+    def post(self, request):
+        _managed(request)
+        data = self.WebhookEndpointInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        endpoint, secret = webhook_endpoint_create(actor=request.user, **data.validated_data)
+        body = {**WebhookEndpointOutputSerializer(endpoint).data, "secret": secret}
+        return Response(body, status=status.HTTP_201_CREATED, headers={"Location": f"/api/v1/webhooks/{endpoint.pk}/"})
+
+
+class WebhookEndpointDetailApi(ApiView):
+    class WebhookEndpointEditInput(serializers.Serializer):
+        url = serializers.URLField(max_length=500, required=False)
+        event_types = serializers.ListField(child=serializers.ChoiceField(choices=EventType.choices), min_length=1,
+                                            max_length=len(EventType.values), required=False)
+        description = serializers.CharField(max_length=200, required=False, allow_blank=True)
+        is_active = serializers.BooleanField(required=False, help_text="false disables it; true enables it again "
+                                                                       "and clears its failure count.")
+
+    @extend_schema(responses={200: WebhookEndpointOutputSerializer, **refusals(400, 403, 404)},
+                   summary="A webhook endpoint")
+    def get(self, request, pk: int):
+        _managed(request)
+        return Response(WebhookEndpointOutputSerializer(_endpoint(request, pk)).data)
+
+    @extend_schema(request=WebhookEndpointEditInput,
+                   responses={200: WebhookEndpointOutputSerializer, **refusals(400, 403, 404, 409, 413, 415, 422)},
+                   summary="Change, disable or enable a webhook endpoint")
+    def patch(self, request, pk: int):
+        _managed(request)
+        endpoint = _endpoint(request, pk)
+        data = self.WebhookEndpointEditInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        endpoint = webhook_endpoint_update(actor=request.user, endpoint=endpoint, **data.validated_data)
+        return Response(WebhookEndpointOutputSerializer(endpoint).data)
+
+
+class WebhookDeliveryListApi(ListApi):
+    queryset = WebhookDelivery.objects.none()
+    output_serializer_class = WebhookDeliveryOutputSerializer
+    ordering_fields = ("-id", "id")
+
+    def select(self, request, *, pk: int) -> QuerySet:
+        _managed(request)
+        return _endpoint(request, pk).deliveries.select_related("event").prefetch_related("attempt_log")
+
+    @extend_schema(responses={200: WebhookDeliveryOutputSerializer(many=True), **refusals(400, 403, 404)},
+                   summary="An endpoint's deliveries, each with its log of attempts")
+    def get(self, request, pk: int):
+        return self.list_response(request, pk=pk)
+
+
+class WebhookRedeliverApi(ApiView):
+    @extend_schema(request=None,
+                   responses={202: OpenApiResponse(WebhookDeliveryOutputSerializer, description="Queued again."),
+                              **refusals(400, 403, 404, 409, 422)},
+                   summary="Deliver an event again (after the receiver was fixed)")
+    def post(self, request, pk: int):
+        _managed(request)
+        delivery = WebhookDelivery.objects.filter(endpoint__tenant_id=request.user.tenant_id, pk=pk).first()
+        if delivery is None:
+            raise NotFound("No such delivery.")
+        delivery = webhook_redeliver(actor=request.user, delivery=delivery)
+        return Response(WebhookDeliveryOutputSerializer(delivery).data, status=status.HTTP_202_ACCEPTED,
+                        headers={"Location": f"/api/v1/webhooks/{delivery.endpoint_id}/deliveries/"})

@@ -1,0 +1,14 @@
+from django.apps import AppConfig
+
+
+class IntegrationsConfig(AppConfig):
+    name = "integrations"
+    verbose_name = "Integrations: webhooks, event feed, idempotency"
+
+    def ready(self):
+        # Explicitly, not with Django signals: every audit event recorded in a transaction is
+        # offered to integrations.events.capture in that same transaction (ADR 0009).
+        from audit import hooks
+        from integrations.events import capture
+
+        hooks.register_after_record(capture)

@@ -1,0 +1,136 @@
+"""Integration events, derived from the audit ledger in the transaction of the change (ADR 0009).
+
+`capture` is registered with audit.hooks in IntegrationsConfig.ready: every audit event whose
+action integrations care about becomes one IntegrationEvent and one WebhookDelivery per subscribed
+active endpoint of the tenant, all in the transaction that records the change — committed with it
+or rolled back with it. After commit the deliveries are kicked to Celery; if the broker is down the
+rows wait for the beat poll (webhook_deliver_due_task). Nothing is lost in between.
+
+The feed (`GET /api/v1/events/?after=`) pages by `feed_sequence`, given by `feed_assign` after
+commit and in commit order, so a poller never skips an event whose transaction committed after a
+later-numbered one."""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import transaction
+from django.utils import timezone
+
+from integrations.models import (
+    EventType,
+    FeedCounter,
+    IntegrationEvent,
+    WebhookDelivery,
+    WebhookEndpoint,
+)
+
+logger = logging.getLogger(__name__)
+
+_EXACT = {
+    "cases.proposal.created": EventType.PROPOSAL_CREATED,
+    "cases.proposal.approved": EventType.PROPOSAL_DECIDED,
+    "cases.proposal.rejected": EventType.PROPOSAL_DECIDED,
+    "cases.notice.approved": EventType.NOTICE_APPROVED,
+    "cases.notice.sent": EventType.NOTICE_SENT,
+    "cases.notice.dispatch_failed": EventType.NOTICE_FAILED,
+    "runs.run.completed": EventType.RUN_FINISHED,
+    "runs.run.failed": EventType.RUN_FINISHED,
+    "runs.run.cancelled": EventType.RUN_FINISHED,
+}
+
+_OBJECT_URLS = {"case": "/api/v1/cases/{reference}/", "proposal": "/api/v1/proposals/{id}/",
+                "notice": "/api/v1/notices/{id}/", "run": "/api/v1/runs/{id}/", "agentrun": "/api/v1/runs/{id}/"}
+
+
+def event_type_for(action: str) -> str | None:
+    """The integration event an audit action is, or None. Deadlines (issue 7) are recognised by
+    their action's ending, whatever app records them."""
+    if action in ("cases.deadline.due_soon", "cases.deadline.overdue") or action.endswith(
+            ("deadline_crossed", "deadline.crossed")):
+        return EventType.DEADLINE_CROSSED
+    if action in _EXACT:
+        return _EXACT[action]
+    if action.startswith("cases.case."):
+        return EventType.CASE_CHANGED
+    return None
+
+
+def _case_reference(audit_event) -> str | None:
+    if not audit_event.stream.startswith("case:"):
+        return None
+    from cases.models import Case
+
+    return Case.objects.filter(pk=int(audit_event.stream.split(":", 1)[1])).values_list("reference", flat=True) \
+        .first()
+
+
+def event_data(audit_event) -> dict:
+    reference = _case_reference(audit_event)
+    run_id = int(audit_event.run_id) if audit_event.run_id.isdigit() else None
+    url_template = _OBJECT_URLS.get(audit_event.target_type)
+    object_url = None
+    if url_template and audit_event.target_id:
+        object_url = url_template.format(id=audit_event.target_id, reference=reference or audit_event.target_id)
+    return {"action": audit_event.action, "actor": audit_event.actor_id, "decision": audit_event.decision,
+            "target_type": audit_event.target_type, "target_id": audit_event.target_id, "case": reference,
+            "run_id": run_id, "object_url": object_url, "audit_event_id": audit_event.pk}
+
+
+def capture(audit_event) -> IntegrationEvent | None:
+    """The audit hook: runs inside the transaction of the change (audit_record refuses otherwise)."""
+    if audit_event.tenant_id is None:
+        return None
+    kind = event_type_for(audit_event.action)
+    if kind is None:
+        return None
+    event = IntegrationEvent.objects.create(tenant_id=audit_event.tenant_id, type=kind, audit_event=audit_event,
+                                            data=event_data(audit_event), occurred_at=audit_event.created_at)
+    now = timezone.now()
+    endpoints = [endpoint for endpoint in WebhookEndpoint.objects.filter(tenant_id=audit_event.tenant_id,
+                                                                         is_active=True)
+                 if kind in (endpoint.event_types or [])]
+    if endpoints:
+        deliveries = WebhookDelivery.objects.bulk_create(
+            [WebhookDelivery(endpoint=endpoint, event=event, next_attempt_at=now) for endpoint in endpoints])
+        ids = [delivery.pk for delivery in deliveries]
+        transaction.on_commit(lambda: kick_deliveries(ids))
+    return event
+
+
+def kick_deliveries(delivery_ids: list[int]) -> None:
+    """Hand deliveries to Celery after commit. A broker outage only delays them: the rows are the
+    durable intent and the beat poll finds them (webhook_deliver_due_task)."""
+    from integrations.tasks import webhook_deliver_task
+
+    for delivery_id in delivery_ids:
+        try:
+            webhook_deliver_task.delay(delivery_id)
+        except Exception:  # the broker is down: beat will find the row
+            logger.warning("webhook delivery %s not queued (broker unavailable); the beat poll will send it",
+                           delivery_id, exc_info=True)
+
+
+def feed_assign(*, batch: int = 1000) -> int:
+    """Give feed sequences to committed events that have none, in id order, under a row lock.
+
+    Only committed rows are visible here, so an event whose transaction commits late gets a later
+    sequence than everything already served: a poller reading `after=<last sequence>` cannot skip it."""
+    with transaction.atomic():
+        FeedCounter.objects.bulk_create([FeedCounter(name="events")], ignore_conflicts=True)
+        counter = FeedCounter.objects.select_for_update().get(name="events")
+        pending = list(IntegrationEvent.objects.filter(feed_sequence__isnull=True).order_by("id")
+                       .values_list("id", flat=True)[:batch])
+        for event_id in pending:
+            counter.value += 1
+            IntegrationEvent.objects.filter(pk=event_id).update(feed_sequence=counter.value)
+        if pending:
+            counter.save(update_fields=["value"])
+    return len(pending)
+
+
+def event_representation(event: IntegrationEvent, *, tenant_slug: str) -> dict:
+    """The body of a webhook and an item of the feed: the same event either way."""
+    return {"id": f"evt_{event.pk}", "sequence": event.feed_sequence, "type": event.type,
+            "occurred_at": event.occurred_at.isoformat().replace("+00:00", "Z"), "tenant": tenant_slug,
+            "data": event.data}

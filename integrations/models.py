@@ -1,0 +1,148 @@
+"""Integrations: idempotency records of the REST API, integration events (the webhook source and
+the event feed), webhook endpoints, deliveries and their attempt log (ADR 0009)."""
+
+from __future__ import annotations
+
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import models
+
+
+class IdempotencyRecord(models.Model):
+    """One unsafe API request made with an `Idempotency-Key`, per credential. Claimed (inserted)
+    before the request runs, so a concurrent copy hits the unique constraint instead of acting
+    twice; completed with the response to replay."""
+
+    owner = models.CharField(max_length=40, help_text="The credential: key:<ApiKey id> or user:<User id>.")
+    key = models.CharField(max_length=200)
+    fingerprint = models.CharField(max_length=64, help_text="sha256 of method, path and body.")
+    method = models.CharField(max_length=10)
+    path = models.CharField(max_length=300)
+    response_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    response_body = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    response_headers = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["owner", "key"], name="idempotency_owner_key_unique")]
+        indexes = [models.Index(fields=["expires_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.owner} {self.key} {self.method} {self.path} -> {self.response_status or 'in progress'}"
+
+
+class EventType(models.TextChoices):
+    CASE_CHANGED = "case.changed", "Case changed"
+    PROPOSAL_CREATED = "proposal.created", "Proposal created"
+    PROPOSAL_DECIDED = "proposal.decided", "Proposal decided"
+    NOTICE_APPROVED = "notice.approved", "Notice approved"
+    NOTICE_SENT = "notice.sent", "Notice sent"
+    NOTICE_FAILED = "notice.failed", "Notice failed"
+    RUN_FINISHED = "run.finished", "Run finished"
+    DEADLINE_CROSSED = "deadline.crossed", "Deadline crossed"
+
+
+class IntegrationEvent(models.Model):
+    """An event integrations may receive, written in the transaction of the change (from its audit
+    event). `feed_sequence` is given after commit, in commit order, by events.feed_assign(): the
+    feed's cursor, so a poller never skips an event that committed late (ADR 0009)."""
+
+    tenant = models.ForeignKey("accounts.Tenant", on_delete=models.PROTECT, related_name="+")
+    type = models.CharField(max_length=40, choices=EventType.choices)
+    # No database constraint: audit events are append-only (never deleted), and audit_verify's tamper
+    # tests delete rows on purpose; the reference must not make that fail differently.
+    audit_event = models.OneToOneField("audit.AuditEvent", on_delete=models.DO_NOTHING, related_name="+",
+                                       db_constraint=False)
+    data = models.JSONField(default=dict, encoder=DjangoJSONEncoder)
+    occurred_at = models.DateTimeField()
+    feed_sequence = models.PositiveBigIntegerField(null=True, blank=True, unique=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["tenant", "feed_sequence"])]
+
+    def __str__(self) -> str:
+        return f"{self.type} #{self.pk}"
+
+
+class FeedCounter(models.Model):
+    """The last feed sequence given; its row is locked while sequences are assigned."""
+
+    name = models.CharField(max_length=20, unique=True)
+    value = models.PositiveBigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.name}={self.value}"
+
+
+class WebhookEndpoint(models.Model):
+    tenant = models.ForeignKey("accounts.Tenant", on_delete=models.PROTECT, related_name="webhook_endpoints")
+    url = models.URLField(max_length=500)
+    description = models.CharField(max_length=200, blank=True)
+    event_types = models.JSONField(default=list, help_text="Event types delivered to this endpoint.")
+    secret = models.CharField(max_length=80, help_text="HMAC-SHA256 signing secret (shown once at creation).")
+    is_active = models.BooleanField(default=True)
+    disabled_at = models.DateTimeField(null=True, blank=True)
+    disabled_reason = models.CharField(max_length=300, blank=True)
+    consecutive_failures = models.PositiveIntegerField(default=0)
+    created_by = models.ForeignKey("accounts.User", on_delete=models.PROTECT, null=True, blank=True,
+                                   related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return self.url
+
+
+class DeliveryStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    DELIVERING = "delivering", "Delivering"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed (attempts exhausted or endpoint disabled)"
+
+
+class WebhookDelivery(models.Model):
+    """The durable intent to deliver one event to one endpoint, written in the transaction of the
+    change. A beat task polls for due rows, so nothing is lost while the broker is down."""
+
+    endpoint = models.ForeignKey(WebhookEndpoint, on_delete=models.CASCADE, related_name="deliveries")
+    event = models.ForeignKey(IntegrationEvent, on_delete=models.PROTECT, related_name="deliveries")
+    status = models.CharField(max_length=20, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING)
+    attempts = models.PositiveIntegerField(default=0, help_text="Attempts since created or redelivered.")
+    next_attempt_at = models.DateTimeField()
+    locked_until = models.DateTimeField(null=True, blank=True)
+    last_status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    last_error = models.CharField(max_length=500, blank=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-id"]
+        constraints = [models.UniqueConstraint(fields=["endpoint", "event"], name="delivery_endpoint_event_unique")]
+        indexes = [models.Index(fields=["status", "next_attempt_at"])]
+
+    def __str__(self) -> str:
+        return f"delivery {self.pk} of {self.event} to {self.endpoint} ({self.status})"
+
+
+class WebhookAttempt(models.Model):
+    """One HTTP attempt of a delivery: the log an operator reads."""
+
+    delivery = models.ForeignKey(WebhookDelivery, on_delete=models.CASCADE, related_name="attempt_log")
+    number = models.PositiveIntegerField()
+    started_at = models.DateTimeField()
+    duration_ms = models.PositiveIntegerField(default=0)
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    response_excerpt = models.CharField(max_length=500, blank=True)
+    error = models.CharField(max_length=500, blank=True)
+    succeeded = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["delivery_id", "number"]
+        constraints = [models.UniqueConstraint(fields=["delivery", "number"], name="attempt_delivery_number_unique")]
+
+    def __str__(self) -> str:
+        return f"attempt {self.number} of delivery {self.delivery_id}: {self.status_code or self.error}"

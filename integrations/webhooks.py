@@ -1,0 +1,244 @@
+"""Webhook endpoints and deliveries: the services (the only write path), signing, and delivery.
+
+Signature (`Arbiter-Signature: t=<unix seconds>,v1=<hex>`): HMAC-SHA256 with the endpoint's secret
+over `<t>.<raw body>`. A receiver recomputes it (`verify_signature`), refuses a timestamp older
+than its tolerance (ARBITER_WEBHOOK_SIGNATURE_TOLERANCE_SECONDS: a captured request cannot be
+replayed later) and ignores an `Arbiter-Event-Id` it has already processed (a delivery may be
+retried after a timeout, so the same event can arrive twice)."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import secrets
+import time
+import urllib.error
+import urllib.request
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from accounts.models import Role, User
+from audit.services import audit_record
+from core.errors import Forbidden, Invalid, NotAllowed
+from integrations.events import event_representation, kick_deliveries
+from integrations.models import (
+    DeliveryStatus,
+    EventType,
+    WebhookAttempt,
+    WebhookDelivery,
+    WebhookEndpoint,
+)
+
+MANAGERS = {Role.ADMIN, Role.SUPERVISOR}
+FORBIDDEN = "Webhooks are managed by supervisors and administrators."
+
+
+# --- signing ------------------------------------------------------------------------------------
+
+def sign(*, secret: str, body: bytes, timestamp: int) -> str:
+    digest = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
+    return f"t={timestamp},v1={digest}"
+
+
+def verify_signature(*, secret: str, header: str, body: bytes, tolerance_seconds: int,
+                     now: float | None = None) -> bool:
+    """What a receiver does: the signature matches and is recent. Returns False otherwise."""
+    try:
+        parts = dict(item.split("=", 1) for item in header.split(","))
+        timestamp = int(parts["t"])
+    except (ValueError, KeyError):
+        return False
+    if abs((now if now is not None else time.time()) - timestamp) > tolerance_seconds:
+        return False
+    expected = sign(secret=secret, body=body, timestamp=timestamp).split("v1=", 1)[1]
+    return hmac.compare_digest(expected, parts.get("v1", ""))
+
+
+# --- endpoint services ----------------------------------------------------------------------------
+
+def _check_manager(actor: User) -> None:
+    if actor.role not in MANAGERS:
+        raise Forbidden(FORBIDDEN)
+
+
+def _clean_url(url: str) -> str:
+    allowed = ("https://", "http://") if settings.ARBITER_WEBHOOK_ALLOW_HTTP else ("https://",)
+    if not url.startswith(allowed):
+        raise Invalid("The webhook URL must use https.", fields={"url": ["Use an https:// URL."]})
+    return url
+
+
+def _clean_types(event_types: list[str]) -> list[str]:
+    unknown = [name for name in event_types if name not in EventType.values]
+    if unknown or not event_types:
+        raise Invalid("Unknown or missing event types.",
+                      fields={"event_types": [f"One or more of: {', '.join(EventType.values)}."]})
+    return sorted(set(event_types))
+
+
+def _audit(actor: User, endpoint: WebhookEndpoint, action: str, payload: dict) -> None:
+    audit_record(tenant_id=endpoint.tenant_id, actor_type="user", actor_id=f"user:{actor.pk}", action=action,
+                 target_type="webhookendpoint", target_id=endpoint.pk, decision="allowed", payload=payload)
+
+
+@transaction.atomic
+def webhook_endpoint_create(*, actor: User, url: str, event_types: list[str],
+                            description: str = "") -> tuple[WebhookEndpoint, str]:
+    """Register an endpoint of the actor's tenant (supervisors and admins). Returns it and its
+    signing secret (shown once). Refuses: Forbidden (role), Invalid (URL scheme, event types)."""
+    _check_manager(actor)
+    secret = f"whsec_{secrets.token_urlsafe(32)}"
+    endpoint = WebhookEndpoint.objects.create(tenant_id=actor.tenant_id, url=_clean_url(url),
+                                              event_types=_clean_types(event_types), description=description,
+                                              secret=secret, created_by=actor)
+    _audit(actor, endpoint, "integrations.webhook.created", {"url": endpoint.url, "event_types": endpoint.event_types})
+    return endpoint, secret
+
+
+@transaction.atomic
+def webhook_endpoint_update(*, actor: User, endpoint: WebhookEndpoint, url: str | None = None,
+                            event_types: list[str] | None = None, description: str | None = None,
+                            is_active: bool | None = None) -> WebhookEndpoint:
+    """Change an endpoint; enabling it again clears its failure count. Same refusals as create."""
+    _check_manager(actor)
+    endpoint = WebhookEndpoint.objects.select_for_update().get(pk=endpoint.pk)
+    changes = {}
+    if url is not None:
+        endpoint.url = changes["url"] = _clean_url(url)
+    if event_types is not None:
+        endpoint.event_types = changes["event_types"] = _clean_types(event_types)
+    if description is not None:
+        endpoint.description = changes["description"] = description
+    if is_active is not None and is_active != endpoint.is_active:
+        endpoint.is_active = changes["is_active"] = is_active
+        if is_active:
+            endpoint.consecutive_failures, endpoint.disabled_at, endpoint.disabled_reason = 0, None, ""
+        else:
+            endpoint.disabled_at, endpoint.disabled_reason = timezone.now(), f"disabled by user:{actor.pk}"
+    endpoint.save()
+    _audit(actor, endpoint, "integrations.webhook.changed", changes)
+    return endpoint
+
+
+@transaction.atomic
+def webhook_redeliver(*, actor: User, delivery: WebhookDelivery) -> WebhookDelivery:
+    """Queue a delivery again now, with a fresh attempt budget (its attempt log is kept).
+    Refuses: Forbidden (role), NotAllowed (while it is being delivered, or its endpoint is disabled)."""
+    _check_manager(actor)
+    locked = WebhookDelivery.objects.select_for_update().select_related("endpoint").get(pk=delivery.pk)
+    if locked.status in (DeliveryStatus.DELIVERING, DeliveryStatus.PENDING):
+        raise NotAllowed("This delivery is already queued; wait for its outcome.")
+    if not locked.endpoint.is_active:
+        raise NotAllowed("The endpoint is disabled: enable it first (PATCH is_active=true).")
+    locked.status, locked.attempts, locked.next_attempt_at = DeliveryStatus.PENDING, 0, timezone.now()
+    locked.save(update_fields=["status", "attempts", "next_attempt_at"])
+    _audit(actor, locked.endpoint, "integrations.webhook.redelivered", {"delivery": locked.pk})
+    transaction.on_commit(lambda: kick_deliveries([locked.pk]))
+    return locked
+
+
+# --- delivery ---------------------------------------------------------------------------------------
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None  # a redirect is an answer (3xx: failure), never followed to another host
+
+
+_opener = urllib.request.build_opener(_NoRedirect)
+
+
+def _post(url: str, body: bytes, headers: dict) -> tuple[int | None, str, str]:
+    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    try:
+        with _opener.open(request, timeout=settings.ARBITER_WEBHOOK_TIMEOUT_SECONDS) as response:
+            return response.status, response.read(500).decode("utf-8", "replace"), ""
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read(500).decode("utf-8", "replace") if exc.fp else "", ""
+    except Exception as exc:  # connection refused, timeout, TLS ...
+        return None, "", f"{type(exc).__name__}: {exc}"[:500]
+
+
+def _claim(delivery_id: int, now) -> bool:
+    """Compare-and-set: one worker delivers a due row; a crashed worker's claim expires."""
+    lease = now + timedelta(seconds=settings.ARBITER_WEBHOOK_TIMEOUT_SECONDS + 30)
+    return bool(WebhookDelivery.objects.filter(
+        Q(status=DeliveryStatus.PENDING, next_attempt_at__lte=now)
+        | Q(status=DeliveryStatus.DELIVERING, locked_until__lt=now), pk=delivery_id)
+        .update(status=DeliveryStatus.DELIVERING, locked_until=lease))
+
+
+def webhook_deliver(*, delivery_id: int) -> WebhookDelivery | None:
+    """Attempt one due delivery (None if it is not due or someone else has it), log the attempt,
+    then mark it succeeded, or schedule a retry with exponential backoff, or fail it after
+    ARBITER_WEBHOOK_MAX_ATTEMPTS; an endpoint failing ARBITER_WEBHOOK_DISABLE_AFTER times in a row
+    is disabled. May run twice for one row: the claim makes the second a no-op."""
+    now = timezone.now()
+    if not _claim(delivery_id, now):
+        return None
+    delivery = WebhookDelivery.objects.select_related("endpoint", "event", "event__tenant").get(pk=delivery_id)
+    endpoint = delivery.endpoint
+    if not endpoint.is_active:
+        WebhookDelivery.objects.filter(pk=delivery.pk).update(status=DeliveryStatus.FAILED, locked_until=None,
+                                                              last_error="The endpoint is disabled.")
+        return WebhookDelivery.objects.get(pk=delivery.pk)
+    if delivery.event.feed_sequence is None:
+        from integrations.events import feed_assign
+
+        feed_assign()
+        delivery.event.refresh_from_db(fields=["feed_sequence"])
+    body = json.dumps(event_representation(delivery.event, tenant_slug=delivery.event.tenant.slug),
+                      separators=(",", ":")).encode()
+    timestamp = int(time.time())
+    headers = {"Content-Type": "application/json", "User-Agent": "Arbiter-Webhooks/1",
+               "Arbiter-Signature": sign(secret=endpoint.secret, body=body, timestamp=timestamp),
+               "Arbiter-Event-Id": f"evt_{delivery.event_id}", "Arbiter-Event-Type": delivery.event.type,
+               "Arbiter-Delivery-Id": str(delivery.pk)}
+    started = time.monotonic()
+    status_code, excerpt, error = _post(endpoint.url, body, headers)
+    duration_ms = int((time.monotonic() - started) * 1000)
+    succeeded = status_code is not None and 200 <= status_code < 300
+    with transaction.atomic():
+        delivery = WebhookDelivery.objects.select_for_update().get(pk=delivery.pk)
+        number = WebhookAttempt.objects.filter(delivery=delivery).count() + 1
+        WebhookAttempt.objects.create(delivery=delivery, number=number, started_at=now, duration_ms=duration_ms,
+                                      status_code=status_code, response_excerpt=excerpt, error=error,
+                                      succeeded=succeeded)
+        delivery.attempts += 1
+        delivery.last_status_code, delivery.last_error, delivery.locked_until = status_code, error, None
+        if succeeded:
+            delivery.status, delivery.delivered_at = DeliveryStatus.SUCCEEDED, timezone.now()
+            WebhookEndpoint.objects.filter(pk=endpoint.pk).update(consecutive_failures=0)
+        else:
+            if delivery.attempts >= settings.ARBITER_WEBHOOK_MAX_ATTEMPTS:
+                delivery.status = DeliveryStatus.FAILED
+            else:
+                delivery.status = DeliveryStatus.PENDING
+                backoff = settings.ARBITER_WEBHOOK_BACKOFF_SECONDS * 2 ** (delivery.attempts - 1)
+                delivery.next_attempt_at = timezone.now() + timedelta(seconds=backoff)
+            WebhookEndpoint.objects.filter(pk=endpoint.pk).update(consecutive_failures=F("consecutive_failures") + 1)
+            WebhookEndpoint.objects.filter(pk=endpoint.pk, is_active=True,
+                                           consecutive_failures__gte=settings.ARBITER_WEBHOOK_DISABLE_AFTER) \
+                .update(is_active=False, disabled_at=timezone.now(),
+                        disabled_reason=f"{settings.ARBITER_WEBHOOK_DISABLE_AFTER} failed deliveries in a row.")
+        delivery.save()
+    return delivery
+
+
+def webhook_deliver_due(*, limit: int = 100) -> int:
+    """Deliver what is due (the beat poll): pending rows whose time came, and rows whose worker
+    died mid-delivery. Returns how many were attempted."""
+    now = timezone.now()
+    due = list(WebhookDelivery.objects.filter(
+        Q(status=DeliveryStatus.PENDING, next_attempt_at__lte=now)
+        | Q(status=DeliveryStatus.DELIVERING, locked_until__lt=now)).order_by("next_attempt_at", "id")
+        .values_list("id", flat=True)[:limit])
+    attempted = 0
+    for delivery_id in due:
+        if webhook_deliver(delivery_id=delivery_id) is not None:
+            attempted += 1
+    return attempted

@@ -1,0 +1,228 @@
+"""The API contract: the schema validates (drf-spectacular --fail-on-warn, openapi-spec-validator),
+documents every status an operation can return with a description and an example, uses no
+developer docstring as a description — and Schemathesis against a live server finds no 5xx and
+no response that violates the schema (marked slow: a real server process, ~2-3 minutes).
+
+How the Schemathesis test runs (also what .ci/run does through `make test`): a throwaway SQLite
+database under pytest's tmp dir is migrated and seeded (`seed_demo`), two API keys are created
+with `manage.py api_key create` (roles analyst and supervisor), `manage.py runserver --noreload`
+serves it on a free local port, and the Schemathesis CLI runs every operation once per key with
+`--mode positive --max-examples 2 --max-time 60 --checks not_a_server_error,response_schema_conformance,
+status_code_conformance` (coverage, fuzzing and stateful phases, two workers, a time budget)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+BASE_DIR = Path(__file__).resolve().parents[2]
+UNSAFE = {"post", "put", "patch", "delete"}
+INTERNAL_WORDS = ("selector", "queryset", "API view", "run_outcome", "schema generator", "filterset")
+
+
+@pytest.fixture(scope="module")
+def schema(tmp_path_factory) -> dict:
+    path = tmp_path_factory.mktemp("schema") / "schema.json"
+    call_command("spectacular", "--validate", "--fail-on-warn", "--format", "openapi-json", "--file", str(path))
+    return json.loads(path.read_text())
+
+
+def _operations(schema):
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            yield path, method, operation
+
+
+def test_the_schema_passes_openapi_spec_validator(schema):
+    from openapi_spec_validator import validate
+
+    validate(schema)
+
+
+def test_every_operation_documents_its_refusals_with_examples(schema):
+    for path, method, operation in _operations(schema):
+        responses = operation["responses"]
+        for status in ("400", "401", "429"):
+            assert status in responses, (method, path, status)
+        if method in UNSAFE:
+            for status in ("409", "422"):
+                assert status in responses, (method, path, status)
+        for status, response in responses.items():
+            assert response.get("description"), (method, path, status)
+            if status.startswith(("4", "5")):
+                assert response["content"]["application/json"].get("examples"), (method, path, status)
+
+
+def test_no_operation_is_described_by_a_developer_docstring(schema):
+    for path, method, operation in _operations(schema):
+        assert operation.get("summary"), (method, path)
+        description = operation.get("description", "")
+        assert not any(word in description for word in INTERNAL_WORDS), (method, path, description)
+
+
+def test_nullable_fields_are_marked_nullable(schema):
+    case = schema["components"]["schemas"]["CaseOutput"]["properties"]
+    assert case["assignee"].get("nullable") is True or "oneOf" in case["assignee"] or "allOf" in case["assignee"]
+    assert case["received_at"].get("nullable") is True
+    assert schema["components"]["schemas"]["ProposalOutput"]["properties"]["run_id"]["nullable"] is True
+
+
+def test_unsafe_operations_document_idempotency_key(schema):
+    for path, method, operation in _operations(schema):
+        if method in UNSAFE:
+            names = {p["name"] for p in operation.get("parameters", [])}
+            assert "Idempotency-Key" in names, (method, path)
+
+
+# --- Schemathesis against a live server ----------------------------------------------------------
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _manage(env, *args) -> str:
+    result = subprocess.run([sys.executable, "manage.py", *args], cwd=BASE_DIR, env=env, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def live_api(tmp_path_factory):
+    var = tmp_path_factory.mktemp("schemathesis-var")
+    env = {key: value for key, value in os.environ.items() if key != "DATABASE_URL"}
+    env.update({"DEBUG": "1", "ARBITER_VAR_DIR": str(var), "DJANGO_SETTINGS_MODULE": "config.settings",
+                "ARBITER_API_THROTTLE_RUN_START": "100000/minute",
+                "ARBITER_API_THROTTLE_MESSAGE_POST": "100000/minute",
+                "ARBITER_API_THROTTLE_AUTH_FAILURE": "100000/minute",
+                "EMAIL_BACKEND": "django.core.mail.backends.locmem.EmailBackend"})
+    _manage(env, "migrate", "-v", "0")
+    _manage(env, "seed_demo")
+    keys = {role: _manage(env, "api_key", "create", f"schemathesis {role}", "--tenant", "acme", "--role", role)
+            .strip().splitlines()[-1] for role in ("analyst", "supervisor")}
+    port = _free_port()
+    log = open(var / "server.log", "w")  # noqa: SIM115  (closed below)
+    server = subprocess.Popen([sys.executable, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}"],
+                              cwd=BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(f"{base}/api/schema/", timeout=2)
+                break
+            except OSError:
+                assert server.poll() is None, (var / "server.log").read_text()[-3000:]
+                time.sleep(0.2)
+        yield {"base": base, "keys": keys, "log": var / "server.log", "var": var}
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        log.close()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://")),
+                    reason="runs once, in the SQLite pass of .ci/run (its server uses its own SQLite database)")
+@pytest.mark.parametrize("role", ["analyst", "supervisor"])
+def test_schemathesis_finds_no_server_error_and_no_schema_violation(live_api, role):
+    command = [str(Path(sys.executable).with_name("schemathesis")), "run", f"{live_api['base']}/api/schema/",
+               "-H", f"Authorization: Bearer {live_api['keys'][role]}",
+               "--checks", "not_a_server_error,response_schema_conformance,status_code_conformance",
+               "--mode", "positive", "--max-examples", "2", "--workers", "2", "--max-time", "60",
+               "--seed", "9", "--no-color", "--warnings", "off"]
+    # cwd: Schemathesis keeps a cache in ./.schemathesis/ — in the throwaway folder, not the repository.
+    result = subprocess.run(command, cwd=live_api["var"], capture_output=True, text=True, timeout=240)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-6000:]
+    assert "55/55" in output or "Tested:" in output
+    server_log = live_api["log"].read_text()
+    assert '" 500 ' not in server_log and "Traceback" not in server_log, server_log[-3000:]
+
+
+# --- responses with real data conform to the schema ----------------------------------------------------
+
+def _nullable_refs(node):
+    """drf-spectacular writes a nullable nested object as {allOf: [$ref], nullable: true} (OAS 3.0);
+    openapi-schema-validator checks the $ref alone against null. Say the same thing in a form it
+    reads: anyOf the object or null."""
+    if isinstance(node, dict):
+        node = {key: _nullable_refs(value) for key, value in node.items()}
+        if node.get("nullable") and len(node.get("allOf", [])) == 1:
+            return {"anyOf": [node["allOf"][0], {"type": "string", "nullable": True, "enum": [None]}]}
+        return node
+    if isinstance(node, list):
+        return [_nullable_refs(item) for item in node]
+    return node
+
+
+def _validator_for(schema: dict, path: str, method: str, status: str):
+    from openapi_schema_validator import OAS30ReadValidator, oas30_format_checker
+
+    content = schema["paths"][path][method]["responses"][status]["content"]
+    body_schema = next(iter(content.values()))["schema"]
+    return OAS30ReadValidator(_nullable_refs({**body_schema, "components": schema["components"]}),
+                              format_checker=oas30_format_checker)
+
+
+@pytest.mark.django_db
+def test_real_responses_conform_to_the_schema(schema, api, analyst, supervisor, case, monkeypatch):
+    """Schemathesis mostly meets empty or random data; here every read answers about real rows: a
+    finished analysis run (steps, model calls, tool calls, findings, artifacts), proposals, notices,
+    a thread with messages, events, a webhook with a delivery."""
+    from conversations import services as conversation_services
+    from integrations.models import WebhookDelivery
+    from integrations.webhooks import webhook_endpoint_create
+    from runs import services as run_services
+    from tests.runs.conftest import drive
+
+    monkeypatch.setattr("runs.tasks.enqueue_step", lambda run_id, **kw: None)
+    endpoint, _ = webhook_endpoint_create(actor=supervisor, url="https://hooks.example.org/x",
+                                          event_types=["run.finished", "proposal.created"])
+    run = drive(run_services.run_start(actor=analyst, case=case))
+    thread = conversation_services.thread_create(actor=analyst, tenant=analyst.tenant, case=case, title="Q")
+    message = conversation_services.message_post(actor=analyst, thread=thread, content="What is the risk?")
+    proposal_id = api(analyst).get("/api/v1/proposals/").json()["results"][0]["id"]
+    delivery = WebhookDelivery.objects.first()
+    reads = {
+        "/api/v1/runs/": "/api/v1/runs/",
+        "/api/v1/runs/{id}/": f"/api/v1/runs/{run.pk}/",
+        "/api/v1/runs/{id}/steps/": f"/api/v1/runs/{run.pk}/steps/",
+        "/api/v1/runs/{id}/steps/{sequence}/model-calls/": f"/api/v1/runs/{run.pk}/steps/2/model-calls/",
+        "/api/v1/runs/{id}/tool-calls/": f"/api/v1/runs/{run.pk}/tool-calls/",
+        "/api/v1/runs/{id}/findings/": f"/api/v1/runs/{run.pk}/findings/",
+        "/api/v1/runs/{id}/artifacts/": f"/api/v1/runs/{run.pk}/artifacts/",
+        "/api/v1/cases/": "/api/v1/cases/",
+        "/api/v1/cases/{reference}/": f"/api/v1/cases/{case.reference}/",
+        "/api/v1/cases/{reference}/events/": f"/api/v1/cases/{case.reference}/events/",
+        "/api/v1/cases/{reference}/evidence/": f"/api/v1/cases/{case.reference}/evidence/",
+        "/api/v1/proposals/": "/api/v1/proposals/",
+        "/api/v1/proposals/{id}/": f"/api/v1/proposals/{proposal_id}/",
+        "/api/v1/notices/": "/api/v1/notices/",
+        "/api/v1/threads/": "/api/v1/threads/",
+        "/api/v1/threads/{id}/": f"/api/v1/threads/{thread.pk}/",
+        "/api/v1/threads/{id}/messages/": f"/api/v1/threads/{thread.pk}/messages/",
+        "/api/v1/memory/": "/api/v1/memory/",
+        "/api/v1/events/": "/api/v1/events/",
+        "/api/v1/me/": "/api/v1/me/",
+        "/api/v1/audit-events/": "/api/v1/audit-events/",
+        "/api/v1/webhooks/": "/api/v1/webhooks/",
+        "/api/v1/webhooks/{id}/deliveries/": f"/api/v1/webhooks/{endpoint.pk}/deliveries/",
+    }
+    assert message.reply_run_id and delivery is not None
+    for template, url in reads.items():
+        user = supervisor if "audit" in url or "webhook" in url else analyst
+        response = api(user).get(url)
+        assert response.status_code == 200, (url, response.content)
+        errors = list(_validator_for(schema, template, "get", "200").iter_errors(response.json()))
+        assert errors == [], (url, [error.message for error in errors][:5])

@@ -1,0 +1,83 @@
+"""A real local HTTP receiver for webhook tests (http.server in a thread), and a webhook endpoint."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+
+class Receiver:
+    """Records every request; answers with the next status of `statuses` (then 200)."""
+
+    def __init__(self):
+        self.requests: queue.Queue = queue.Queue()
+        self.statuses: list[int] = []
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                status = receiver.statuses.pop(0) if receiver.statuses else 200
+                receiver.requests.put({"headers": dict(self.headers), "body": body, "status": status})
+                self.send_response(status)
+                self.end_headers()
+                self.wfile.write(b"ok" if status < 300 else b"receiver failed")
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def next(self, timeout: float = 10) -> dict:
+        return self.requests.get(timeout=timeout)
+
+    def received(self) -> list[dict]:
+        items = []
+        while not self.requests.empty():
+            items.append(self.requests.get_nowait())
+        return items
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receiver():
+    receiver = Receiver()
+    yield receiver
+    receiver.close()
+
+
+@pytest.fixture(autouse=True)
+def _webhook_settings(settings):
+    settings.ARBITER_WEBHOOK_ALLOW_HTTP = True
+    settings.ARBITER_WEBHOOK_TIMEOUT_SECONDS = 5
+
+
+@pytest.fixture
+def kicked(monkeypatch):
+    """Deliveries handed to Celery after commit, captured (ids) instead of sent to a broker."""
+    calls = []
+    monkeypatch.setattr("integrations.tasks.webhook_deliver_task.delay", lambda delivery_id: calls.append(delivery_id))
+    return calls
+
+
+@pytest.fixture
+def endpoint(supervisor, receiver):
+    from integrations.webhooks import webhook_endpoint_create
+
+    endpoint, secret = webhook_endpoint_create(actor=supervisor, url=receiver.url,
+                                               event_types=["case.changed", "proposal.created", "run.finished",
+                                                            "proposal.decided", "notice.approved", "notice.sent"])
+    endpoint.plain_secret = secret
+    return endpoint
+
+
+from tests.api.conftest import _fresh_throttles, api, bearer, make_key  # noqa: E402, F401  (shared fixtures)
