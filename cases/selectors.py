@@ -2,8 +2,27 @@
 
 from __future__ import annotations
 
-from django.db.models import Count, Q, QuerySet
+from datetime import date
 
+from django.contrib.postgres.search import SearchQuery, SearchVector
+from django.db import connection
+from django.db.models import Case as DjangoCase
+from django.db.models import (
+    Count,
+    DateField,
+    Exists,
+    F,
+    IntegerField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Value,
+    When,
+)
+from django.db.models.functions import Coalesce
+
+from cases import policy
 from cases.models import Case, CaseEvent, Evidence, Notice, NoticeStatus, Proposal, ProposalStatus
 from core.errors import NotFound
 
@@ -12,17 +31,122 @@ def _tenant_id(user) -> int | None:
     return getattr(user, "tenant_id", None)
 
 
+# --- the case queue (issue 8): search, filters, quick views, sorts --------------------------------
+
+NARRATIVE_TITLE = "Complaint narrative"  # the evidence case_create makes of the narrative
+SEARCH_CONFIG = "simple"  # words as written (lower-cased): no stemming, no stop words, like the SQLite match
+SEARCH_MAX_WORDS = 8
+
+RISK_RANK = {"unassessed": 0, "low": 1, "medium": 2, "high": 3, "critical": 4}
+STATUS_RANK = {"new": 0, "triaged": 1, "under_review": 2, "waiting_for_evidence": 3, "ready_for_decision": 4,
+               "decided": 5, "closed": 6}
+
+
+def _rank(field: str, ranks: dict[str, int]) -> DjangoCase:
+    return DjangoCase(*[When(**{field: value}, then=Value(rank)) for value, rank in ranks.items()],
+                      default=Value(0), output_field=IntegerField())
+
+
+def _case_search_vector() -> SearchVector:
+    """The words of a case's own fields (the PostgreSQL GIN index web/migrations builds is on exactly this)."""
+    return SearchVector("reference", "title", "company", "product", config=SEARCH_CONFIG)
+
+
+def _narrative_search_vector() -> SearchVector:
+    return SearchVector("text", config=SEARCH_CONFIG)
+
+
+# Sort keys the queue offers: name -> (expression, descending by default). Each is non-null, so a
+# keyset cursor can compare it; the PostgreSQL indexes (tenant, key, id) are in web/migrations.
+CASE_SORTS = {
+    "created": (lambda: F("created_at"), True),
+    "updated": (lambda: F("updated_at"), True),
+    "received": (lambda: Coalesce("received_at", Value(date(1, 1, 1)), output_field=DateField()), True),
+    "risk": (lambda: _rank("risk_level", RISK_RANK), True),
+    "status": (lambda: _rank("status", STATUS_RANK), False),
+}
+
+QUICK_VIEWS = ("mine", "decide", "unassigned")
+
+
+def _search_filter(qs: QuerySet[Case], *, tenant_id, search: str) -> QuerySet[Case]:
+    """Every word must match the reference, title, company, product or narrative (each word may
+    match a different one). Full-text on PostgreSQL (GIN indexes), a case-insensitive substring
+    match elsewhere."""
+    words = search.split()[:SEARCH_MAX_WORDS]
+    narratives = Evidence.objects.filter(tenant_id=tenant_id, title=NARRATIVE_TITLE)
+    is_postgres = connection.vendor == "postgresql"
+    for word in words:
+        if is_postgres:
+            query = SearchQuery(word, config=SEARCH_CONFIG, search_type="plain")
+            own = (Case.objects.filter(tenant_id=tenant_id).annotate(_words=_case_search_vector())
+                   .filter(_words=query).values("pk"))
+            told = narratives.annotate(_words=_narrative_search_vector()).filter(_words=query).values("case_id")
+            qs = qs.filter(pk__in=own.union(told))
+        else:
+            told = narratives.filter(text__icontains=word).values("case_id")
+            qs = qs.filter(Q(reference__icontains=word) | Q(title__icontains=word) | Q(company__icontains=word)
+                           | Q(product__icontains=word) | Q(pk__in=told))
+    return qs
+
+
+def _pending_work() -> Q:
+    """A proposal waiting for a decision, or a notice waiting for approval or to be sent."""
+    return Q(Exists(Proposal.objects.filter(case=OuterRef("pk"), status=ProposalStatus.PENDING))) | Q(
+        Exists(Notice.objects.filter(case=OuterRef("pk"), status__in=NoticeStatus.in_flight())))
+
+
+def _needs_decision_of(user) -> Q:
+    """Cases with a proposal or notice this person may decide: their role approves it and they did
+    not make or ask for it (four eyes). Nothing for roles that do not approve."""
+    me = f"user:{user.pk}"
+    condition = Q(pk__in=[])
+    if getattr(user, "role", None) in policy.CAN_APPROVE_PROPOSALS:
+        condition |= Q(Exists(Proposal.objects.filter(case=OuterRef("pk"), status=ProposalStatus.PENDING)
+                              .exclude(proposer_id=me).exclude(requested_by=me)))
+    if getattr(user, "role", None) in policy.CAN_APPROVE_NOTICES:
+        condition |= Q(Exists(Notice.objects.filter(case=OuterRef("pk"), status=NoticeStatus.PENDING_APPROVAL)
+                              .exclude(drafted_by=me).exclude(last_edited_by=me).exclude(requested_by=me)))
+    return condition
+
+
 def case_list_for_user(*, user, status: str | None = None, search: str | None = None,
-                       risk_level: str | None = None) -> QuerySet[Case]:
-    qs = Case.objects.filter(tenant_id=_tenant_id(user)).select_related("assignee")
+                       risk_level: str | None = None, product: str | None = None, company: str | None = None,
+                       assignee_id: int | None = None, tag: str | None = None, has_pending_work: bool = False,
+                       view: str | None = None, sort: str | None = None) -> QuerySet[Case]:
+    """The tenant's cases, filtered. Every case carries `pending_proposals` (a per-row count, so only
+    the rows fetched pay for it). `view` is a quick view (QUICK_VIEWS); `sort` a CASE_SORTS name,
+    which annotates `sort_key` (ordering is the caller's: keyset pages order by it and the id)."""
+    tenant_id = _tenant_id(user)
+    qs = Case.objects.filter(tenant_id=tenant_id).select_related("assignee")
     if status:
         qs = qs.filter(status=status)
     if risk_level:
         qs = qs.filter(risk_level=risk_level)
-    if search:
-        qs = qs.filter(Q(reference__icontains=search) | Q(title__icontains=search) | Q(company__icontains=search)
-                       | Q(product__icontains=search))
-    return qs.annotate(pending_proposals=Count("proposals", filter=Q(proposals__status=ProposalStatus.PENDING)))
+    if product:
+        qs = qs.filter(product__iexact=product.strip())
+    if company:
+        qs = qs.filter(company__iexact=company.strip())
+    if assignee_id is not None:
+        qs = qs.filter(assignee_id=assignee_id)
+    if tag:
+        qs = qs.filter(tags__icontains=tag.strip())
+    if has_pending_work:
+        qs = qs.filter(_pending_work())
+    if view == "mine":
+        qs = qs.filter(assignee_id=getattr(user, "pk", None))
+    elif view == "unassigned":
+        qs = qs.filter(assignee__isnull=True).exclude(status="closed")
+    elif view == "decide":
+        qs = qs.filter(_needs_decision_of(user))
+    if search and search.strip():
+        qs = _search_filter(qs, tenant_id=tenant_id, search=search)
+    if sort:
+        expression, _descending = CASE_SORTS[sort]
+        qs = qs.annotate(sort_key=expression())
+    pending = (Proposal.objects.filter(case=OuterRef("pk"), status=ProposalStatus.PENDING).order_by()
+               .values("case").annotate(n=Count("pk")).values("n"))
+    return qs.annotate(pending_proposals=Coalesce(Subquery(pending, output_field=IntegerField()), 0))
 
 
 def case_get_for_user(*, user, reference: str | None = None, pk: int | None = None) -> Case:

@@ -9,7 +9,7 @@ The functions live in modules by sub-domain; this package re-exports the public 
 keep writing `from cases import services` / `services.proposal_approve(...)`.
 """
 
-from cases.services.case import case_create, case_transition, evidence_add
+from cases.services.case import case_create, case_take, case_transition, evidence_add
 from cases.services.dispatch import notice_dispatch, notice_dispatch_request
 from cases.services.notices import (
     notice_approve,
@@ -22,7 +22,7 @@ from cases.services.notices import (
 from cases.services.proposals import proposal_approve, proposal_create, proposal_reject, proposal_withdraw
 
 __all__ = [
-    "case_create", "case_transition", "evidence_add",
+    "case_create", "case_take", "case_transition", "evidence_add",
     "notice_approve", "notice_dispatch", "notice_dispatch_request", "notice_draft", "notice_edit",
     "notice_reject", "notice_submit", "notice_withdraw",
     "proposal_approve", "proposal_create", "proposal_reject", "proposal_withdraw",

@@ -19,6 +19,12 @@
     // A refusal answered in place takes the focus, so keyboard and screen-reader users hear it.
     var refusal = root.querySelector ? root.querySelector("#action-error") : null;
     if (refusal && root !== document) { refusal.focus({ preventScroll: true }); }
+    // After an htmx action the changed item's message (or the item) takes the focus (issue 8).
+    if (root !== document && root.querySelector) {
+      var target = root.matches && root.matches("[data-focus-after-swap]") ? root
+        : root.querySelector("[data-focus-after-swap]");
+      if (target && !refusal) { target.focus({ preventScroll: false }); }
+    }
   }
 
   var banner = function () { return document.getElementById("request-error"); };

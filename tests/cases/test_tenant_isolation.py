@@ -124,6 +124,7 @@ def _outsider_calls(world, outsider, tenant):
         "case_create": lambda: services.case_create(actor=outsider, tenant=tenant, title="Planted"),
         "evidence_add": lambda: services.evidence_add(actor=outsider, case=case, title="x", text="y"),
         "case_transition": lambda: services.case_transition(actor=outsider, case=case, transition="triage"),
+        "case_take": lambda: services.case_take(actor=outsider, case=case),
         "proposal_create": lambda: services.proposal_create(actor=outsider, case=case, kind="risk_level",
                                                             payload={"risk_level": "low"}, rationale="r"),
         "proposal_approve": lambda: services.proposal_approve(actor=outsider, proposal=proposal),

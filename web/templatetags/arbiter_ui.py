@@ -107,3 +107,9 @@ def nav_current(context, *prefixes: str) -> str:
         if (prefix == "/" and path == "/") or (prefix != "/" and path.startswith(prefix)):
             return mark_safe(' aria-current="page"')
     return ""
+
+
+@register.filter
+def get_item(mapping, key):
+    """`{{ links|get_item:name }}`: a dict value by a variable key (None when absent)."""
+    return (mapping or {}).get(key)
