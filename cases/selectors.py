@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import date
 
-from django.contrib.postgres.search import SearchQuery, SearchVector
+from django.contrib.postgres.search import SearchQuery, SearchVector, SearchVectorField
 from django.db import connection
 from django.db.models import Case as DjangoCase
 from django.db.models import (
@@ -12,6 +12,7 @@ from django.db.models import (
     DateField,
     Exists,
     F,
+    Func,
     IntegerField,
     OuterRef,
     Q,
@@ -52,8 +53,10 @@ def _case_search_vector() -> SearchVector:
     return SearchVector("reference", "title", "company", "product", config=SEARCH_CONFIG)
 
 
-def _narrative_search_vector() -> SearchVector:
-    return SearchVector("text", config=SEARCH_CONFIG)
+def _narrative_search_vector() -> Func:
+    """A narrative's words: web_narrative_words(text) is to_tsvector in the SEARCH_CONFIG, declared
+    expensive so that the planner uses its GIN index (web/migrations/0002_queue_indexes_postgres)."""
+    return Func(F("text"), function="web_narrative_words", output_field=SearchVectorField())
 
 
 # Sort keys the queue offers: name -> (expression, descending by default). Each is non-null, so a
@@ -80,11 +83,12 @@ def _search_filter(qs: QuerySet[Case], *, tenant_id, search: str) -> QuerySet[Ca
         if is_postgres:
             query = SearchQuery(word, config=SEARCH_CONFIG, search_type="plain")
             own = (Case.objects.filter(tenant_id=tenant_id).annotate(_words=_case_search_vector())
-                   .filter(_words=query).values("pk"))
-            told = narratives.annotate(_words=_narrative_search_vector()).filter(_words=query).values("case_id")
+                   .filter(_words=query).order_by().values("pk"))
+            told = (narratives.annotate(_words=_narrative_search_vector()).filter(_words=query).order_by()
+                    .values("case_id"))
             qs = qs.filter(pk__in=own.union(told))
         else:
-            told = narratives.filter(text__icontains=word).values("case_id")
+            told = narratives.filter(text__icontains=word).order_by().values("case_id")
             qs = qs.filter(Q(reference__icontains=word) | Q(title__icontains=word) | Q(company__icontains=word)
                            | Q(product__icontains=word) | Q(pk__in=told))
     return qs
@@ -202,12 +206,61 @@ def notice_get_for_user(*, user, pk: int) -> Notice:
         raise NotFound("No such notice.") from None
 
 
-def review_inbox_for_user(*, user) -> dict:
-    """What waits for a person's decision: pending proposals and notices pending approval."""
-    return {
-        "proposals": proposal_list_for_user(user=user, status=ProposalStatus.PENDING).order_by("created_at"),
-        "notices": notice_list_for_user(user=user, status=NoticeStatus.PENDING_APPROVAL).order_by("created_at"),
-    }
+INBOX_SECTIONS = ("decide", "approved", "rejected")
+
+
+def review_inbox_for_user(*, user, section: str = "decide", kind: str | None = None,
+                          risk_level: str | None = None, proposer_type: str | None = None) -> dict:
+    """The review inbox, by section (oldest first; callers page them):
+
+    - "decide": pending proposals and notices pending approval (what waits for a decision);
+    - "approved": notices approved (or failed to send) and not yet sent;
+    - "rejected": proposals and notices rejected that this person made, drafted or asked for —
+      theirs to fix (a rejected notice can be edited and resubmitted).
+
+    `kind` narrows proposals to one ProposalKind ("notice" keeps only notices, and any proposal
+    kind drops notices), `risk_level` to cases at that risk, `proposer_type` to agent or user."""
+    me = f"user:{getattr(user, 'pk', '')}"
+    proposals = proposal_list_for_user(user=user).select_related("case", "proposed_by_user")
+    notices = notice_list_for_user(user=user)
+    if section == "approved":
+        proposals = proposals.none()
+        notices = notices.filter(status__in=[NoticeStatus.APPROVED, NoticeStatus.FAILED])
+    elif section == "rejected":
+        proposals = proposals.filter(status=ProposalStatus.REJECTED).filter(
+            Q(proposer_id=me) | Q(requested_by=me) | Q(proposed_by_user_id=getattr(user, "pk", None)))
+        notices = notices.filter(status=NoticeStatus.REJECTED).filter(
+            Q(drafted_by=me) | Q(last_edited_by=me) | Q(requested_by=me))
+    else:
+        proposals = proposals.filter(status=ProposalStatus.PENDING)
+        notices = notices.filter(status=NoticeStatus.PENDING_APPROVAL)
+    if kind == "notice":
+        proposals = proposals.none()
+    elif kind:
+        proposals, notices = proposals.filter(kind=kind), notices.none()
+    if risk_level:
+        proposals, notices = proposals.filter(case__risk_level=risk_level), notices.filter(case__risk_level=risk_level)
+    if proposer_type:
+        proposals = proposals.filter(proposer_type=proposer_type)
+        notices = notices.filter(drafted_by__startswith=f"{proposer_type}:")
+    return {"proposals": proposals.order_by("created_at", "id"), "notices": notices.order_by("created_at", "id")}
+
+
+def previous_notices_for(*, user, notices: list[Notice]) -> dict[int, Notice]:
+    """For each notice, the one drafted before it on the same case (the text it replaces, to diff
+    against), in one query for the whole page."""
+    case_ids = {n.case_id for n in notices}
+    if not case_ids:
+        return {}
+    earlier: dict[int, list[Notice]] = {}
+    for other in Notice.objects.filter(tenant_id=_tenant_id(user), case_id__in=case_ids).order_by("created_at", "id"):
+        earlier.setdefault(other.case_id, []).append(other)
+    found = {}
+    for notice in notices:
+        before = [n for n in earlier.get(notice.case_id, []) if (n.created_at, n.pk) < (notice.created_at, notice.pk)]
+        if before:
+            found[notice.pk] = before[-1]
+    return found
 
 
 def case_events_for_user(*, user, case: Case) -> QuerySet[CaseEvent]:

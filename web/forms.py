@@ -241,5 +241,22 @@ class NoticeRejectForm(forms.Form):
 
 
 class AuditFilterForm(forms.Form):
+    scope = forms.ChoiceField(required=False, widget=forms.HiddenInput,
+                              choices=[("", "People's decisions"), ("all", "Everything")])
     action = forms.CharField(label="Action", required=False, max_length=100,
                              help_text="An action or the start of one, e.g. cases.notice")
+    actor = forms.ChoiceField(label="Who", required=False, choices=[("", "Anyone")])
+    actor_type = forms.ChoiceField(label="Kind of actor", required=False,
+                                   choices=[("", "Any"), ("user", "People"), ("agent", "Agents"),
+                                            ("system", "The system")])
+    case = forms.CharField(label="Case", required=False, max_length=40,
+                           widget=forms.TextInput(attrs={"placeholder": "CASE-2026-000001"}))
+    decision = forms.ChoiceField(label="Decision", required=False, choices=[("", "Any decision")])
+    date_from = forms.DateField(label="From", required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    date_to = forms.DateField(label="To", required=False, widget=forms.DateInput(attrs={"type": "date"}))
+
+    def clean(self):
+        data = super().clean()
+        if data.get("date_from") and data.get("date_to") and data["date_from"] > data["date_to"]:
+            self.add_error("date_to", "The end date is before the start date.")
+        return data

@@ -51,4 +51,5 @@ urlpatterns = [
     path("memory/<int:pk>/forget/", memory.memory_forget, name="memory_forget"),
     path("review/", review.review_inbox, name="review_inbox"),
     path("audit/", audit.audit_timeline, name="audit_timeline"),
+    path("audit/export.<str:fmt>", audit.audit_export, name="audit_export"),
 ]

@@ -34,7 +34,8 @@ def test_every_case_selector_is_covered():
               if obj.__module__ == selectors.__name__ and not name.startswith("_")}
     assert public == {"case_list_for_user", "case_get_for_user", "evidence_list_for_case", "evidence_get_for_user",
                       "proposal_list_for_user", "proposal_get_for_user", "notice_list_for_user",
-                      "notice_get_for_user", "review_inbox_for_user", "case_events_for_user"}
+                      "notice_get_for_user", "review_inbox_for_user", "case_events_for_user",
+                      "previous_notices_for"}
     audit_public = {name for name, obj in inspect.getmembers(audit_selectors, inspect.isfunction)
                     if obj.__module__ == audit_selectors.__name__}
     assert audit_public == {"audit_events_for_tenant"}
@@ -59,6 +60,8 @@ def test_list_selectors_return_only_the_users_tenant(world, analyst, outsider):
         inbox = selectors.review_inbox_for_user(user=user)
         assert list(inbox["proposals"]) == [mine["proposal"]]
         assert list(inbox["notices"]) == [mine["notice"]]
+        # A foreign notice passed in finds no "previous" notice of the other tenant's case.
+        assert selectors.previous_notices_for(user=user, notices=[foreign["notice"]]) == {}
 
 
 def test_case_list_counts_only_own_pending_proposals(world, analyst):

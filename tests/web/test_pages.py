@@ -240,7 +240,7 @@ def test_review_inbox_lists_pending_proposals_and_notices(client, supervisor, an
     services.notice_submit(actor=analyst, notice=notice)
     html = page(client, supervisor, reverse("web:review_inbox")).content.decode()
     assert "risk_assessor 1.0 <span class=\"tag\">agent</span>" in html and "Risk level → High" in html
-    assert "We received your complaint" in html and "v2 <span class=\"muted small\">(current)</span>" in html
+    assert "We received your complaint" in html and "version 2 <span class=\"muted small\">(current)</span>" in html
 
 
 def test_review_inbox_marks_a_proposal_made_against_an_older_version(client, supervisor, analyst, agent, case):
@@ -251,7 +251,7 @@ def test_review_inbox_marks_a_proposal_made_against_an_older_version(client, sup
     # The proposal stays pending while the case moved on (as when the version bump raced the proposal).
     Proposal.objects.filter(pk=proposal.pk).update(case_version=case.version - 1)
     html = page(client, supervisor, reverse("web:review_inbox")).content.decode()
-    assert f"stale: case is v{case.version}" in html
+    assert f"out of date: the case is at version {case.version}" in html
 
 
 def test_review_inbox_is_tenant_scoped(client, outsider, agent, case):

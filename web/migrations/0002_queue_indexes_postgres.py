@@ -10,9 +10,9 @@ queue owns them; `makemigrations` does not see them (they are not in a model's M
 from datetime import date
 
 from django.contrib.postgres.indexes import GinIndex
-from django.contrib.postgres.search import SearchVector
+from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import migrations, models
-from django.db.models import Case, F, IntegerField, Q, Value, When
+from django.db.models import Case, F, Func, IntegerField, Q, Value, When
 from django.db.models.functions import Coalesce
 
 SEARCH_CONFIG = "simple"
@@ -39,8 +39,8 @@ def _indexes():
             models.Index(F("tenant"), _rank("status", STATUS_RANK), F("id"), name="web_case_status_key"),
         ],
         ("cases", "Evidence"): [
-            GinIndex(SearchVector("text", config=SEARCH_CONFIG), name="web_narrative_search_gin",
-                     condition=Q(title="Complaint narrative")),
+            GinIndex(Func(F("text"), function="web_narrative_words", output_field=SearchVectorField()),
+                     name="web_narrative_search_gin", condition=Q(title="Complaint narrative")),
         ],
         ("cases", "Proposal"): [
             models.Index(fields=["tenant", "status", "created_at", "id"], name="web_proposal_inbox_key"),
@@ -57,9 +57,24 @@ def _indexes():
     }
 
 
+# The narrative's words, as a function the planner knows to be expensive (COST): narratives are
+# long, and with to_tsvector's default cost the planner prefers a sequential scan that parses every
+# narrative of the tenant over the GIN index (measured: 1 s at 2,000 cases). PL/pgSQL so that it is
+# not inlined, and the index on it matches the queries that call it.
+NARRATIVE_WORDS_SQL = f"""
+CREATE OR REPLACE FUNCTION web_narrative_words(body text) RETURNS tsvector
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE COST 10000 AS $$
+BEGIN
+  RETURN to_tsvector('{SEARCH_CONFIG}', body);
+END;
+$$;
+"""
+
+
 def create(apps, schema_editor):
     if schema_editor.connection.vendor != "postgresql":
         return
+    schema_editor.execute(NARRATIVE_WORDS_SQL)
     for (app_label, model_name), indexes in _indexes().items():
         model = apps.get_model(app_label, model_name)
         for index in indexes:
@@ -73,6 +88,7 @@ def drop(apps, schema_editor):
         model = apps.get_model(app_label, model_name)
         for index in indexes:
             schema_editor.remove_index(model, index)
+    schema_editor.execute("DROP FUNCTION IF EXISTS web_narrative_words(text);")
 
 
 class Migration(migrations.Migration):

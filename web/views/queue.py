@@ -74,10 +74,8 @@ def queue_context(request, *, form: CaseFilterForm) -> tuple[dict, int]:
         notes.append(error.message)
         status = 400
         page = keyset_page(cases, key="sort_key", descending=sort.startswith("-"), size=CASES_PER_PAGE)
-    if page.is_first and len(page) < CASES_PER_PAGE:
-        total = len(page)  # the whole list is on this page: no count query
-    else:
-        total = cases.order_by()[:COUNT_LIMIT + 1].count()
+    # Always one capped count (not skipped for a short list), so the query count is the same at any size.
+    total = cases.order_by()[:COUNT_LIMIT + 1].count()
     query = request.GET.copy()
     for key in ("after", "before"):
         query.pop(key, None)

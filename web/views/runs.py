@@ -268,6 +268,12 @@ def run_page_context(request, run: AgentRun, outcome: Outcome | None = None) -> 
         item.step_sequence = by_step.get(item.step_id)
     forks = list(selectors.run_list_for_user(user=user).filter(parent_run=run).order_by("id"))
     fork_choices = [0, *[step.sequence for step in steps if step.outcome == "goto"]]
+    # One label per option, built once (the template used to loop over every step for every option:
+    # 1,000,000 iterations for a 1,000-step run).
+    nodes = {step.sequence: step.node for step in steps}
+    fork_options = [(choice, "0 — the start" if choice == 0 else f"{choice} — after {nodes.get(choice, '')}".rstrip(" —"))
+                    for choice in fork_choices]
+    shown_steps, steps_window = _steps_window(request, steps)
     identifiers = {run.started_by} | {a.produced_by for a in produced["artifacts"]} \
         | {p.proposer_id for p in produced["proposals"]} | {n.drafted_by for n in produced["notices"]} \
         | {c.actor_id for c in produced["tool_calls"]}
@@ -287,6 +293,8 @@ def run_page_context(request, run: AgentRun, outcome: Outcome | None = None) -> 
         "budget": _budget_rows(run),
         "lease": _lease(run),
         "steps": steps,
+        "shown_steps": shown_steps,
+        "steps_window": steps_window,
         "findings": produced["findings"],
         "artifacts": produced["artifacts"],
         "proposals": produced["proposals"],
@@ -299,11 +307,26 @@ def run_page_context(request, run: AgentRun, outcome: Outcome | None = None) -> 
         "may_resume": may_manage and _may_resume(run),
         "may_fork": may_manage and bool(steps),
         "fork_choices": fork_choices,
+        "fork_options": fork_options,
         "fork_form": fork_form,
         "cancel_form": cancel_form,
         "errors": errors,
         "unplaced_error": error_context(outcome.error) if outcome.error is not None and not outcome.shown else None,
     }
+
+
+STEPS_SHOWN = 50
+
+
+def _steps_window(request, steps: list) -> tuple[list, dict]:
+    """The inspector lists the last STEPS_SHOWN steps of a long run (the newest are what one looks
+    at while it runs), with a link to all of them (?steps=all)."""
+    show_all = request.GET.get("steps") == "all"
+    if show_all or len(steps) <= STEPS_SHOWN:
+        return steps, {"is_partial": False, "total": len(steps), "show_all": show_all}
+    shown = steps[-STEPS_SHOWN:]
+    return shown, {"is_partial": True, "total": len(steps), "first": shown[0].sequence, "last": shown[-1].sequence,
+                   "show_all": False}
 
 
 def _render_run(request, run: AgentRun, *, outcome: Outcome | None = None, status: int = 200):
