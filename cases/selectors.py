@@ -86,7 +86,7 @@ def _search_filter(qs: QuerySet[Case], *, tenant_id, search: str) -> QuerySet[Ca
                    .filter(_words=query).order_by().values("pk"))
             told = (narratives.annotate(_words=_narrative_search_vector()).filter(_words=query).order_by()
                     .values("case_id"))
-            qs = qs.filter(pk__in=own.union(told))
+            qs = qs.filter(Q(pk__in=own) | Q(pk__in=told))
         else:
             told = narratives.filter(text__icontains=word).order_by().values("case_id")
             qs = qs.filter(Q(reference__icontains=word) | Q(title__icontains=word) | Q(company__icontains=word)

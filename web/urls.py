@@ -3,7 +3,7 @@ routes here, and a link in templates/web/_nav.html."""
 
 from django.urls import path
 
-from web.views import actions, audit, cases, memory, queue, review, runs, threads
+from web.views import actions, audit, cases, live, memory, queue, review, runs, threads
 
 app_name = "web"
 
@@ -14,6 +14,8 @@ urlpatterns = [
     path("cases/new/", cases.case_create, name="case_create"),
     path("cases/<str:reference>/", cases.case_detail, name="case_detail"),
     path("cases/<str:reference>/take/", queue.case_take, name="case_take"),
+    path("cases/<str:reference>/live/notices/", live.case_live_notices, name="case_live_notices"),
+    path("notifications/", live.notifications, name="notifications"),
     path("cases/<str:reference>/audit/", audit.case_audit, name="case_audit"),
     path("cases/<str:reference>/transitions/", actions.case_transition, name="case_transition"),
     path("cases/<str:reference>/evidence/text/", actions.evidence_add_text, name="evidence_add_text"),

@@ -127,3 +127,11 @@ def nav_current(context, *prefixes: str) -> str:
 def get_item(mapping, key):
     """`{{ links|get_item:name }}`: a dict value by a variable key (None when absent)."""
     return (mapping or {}).get(key)
+
+
+@register.filter(name="notices_in_flight")
+def notices_in_flight_filter(notices) -> bool:
+    """`{% if notices|notices_in_flight %}`: keep the notices section refreshing (web.live)."""
+    from web.live import notices_in_flight
+
+    return notices_in_flight(notices)
