@@ -27,8 +27,22 @@
     }
   }
 
+  // The main navigation collapses behind a Menu button on narrow screens (CSS decides when).
+  function enhanceNav() {
+    document.querySelectorAll(".nav").forEach(function (nav) {
+      var toggle = nav.querySelector(".nav-toggle");
+      if (!toggle || nav.classList.contains("js-nav")) { return; }
+      nav.classList.add("js-nav");
+      toggle.hidden = false;
+      toggle.addEventListener("click", function () {
+        var open = nav.classList.toggle("is-open");
+        toggle.setAttribute("aria-expanded", open ? "true" : "false");
+      });
+    });
+  }
+
   var banner = function () { return document.getElementById("request-error"); };
-  document.addEventListener("DOMContentLoaded", function () { enhance(document); });
+  document.addEventListener("DOMContentLoaded", function () { enhance(document); enhanceNav(); });
   document.addEventListener("htmx:load", function (event) { enhance(event.detail.elt); });
   document.addEventListener("htmx:beforeRequest", function () { var b = banner(); if (b) { b.hidden = true; } });
   // 4xx answers are swapped in place (see the htmx-config meta); only 5xx and network failures land here.
