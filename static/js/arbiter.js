@@ -19,12 +19,6 @@
     // A refusal answered in place takes the focus, so keyboard and screen-reader users hear it.
     var refusal = root.querySelector ? root.querySelector("#action-error") : null;
     if (refusal && root !== document) { refusal.focus({ preventScroll: true }); }
-    // After an htmx action the changed item's message (or the item) takes the focus (issue 8).
-    if (root !== document && root.querySelector) {
-      var target = root.matches && root.matches("[data-focus-after-swap]") ? root
-        : root.querySelector("[data-focus-after-swap]");
-      if (target && !refusal) { target.focus({ preventScroll: false }); }
-    }
   }
 
   // The main navigation collapses behind a Menu button on narrow screens (CSS decides when).
@@ -40,6 +34,24 @@
       });
     });
   }
+
+  // After an htmx action a person took (a click or a submit, not a poll), the focus moves to what
+  // changed: an element marked data-focus-after-swap, else the message the action left in #flash,
+  // else the swapped region itself. A refusal (#action-error) takes it in enhance() above.
+  document.addEventListener("htmx:afterSettle", function (event) {
+    var config = event.detail && event.detail.requestConfig;
+    var trigger = config && config.triggeringEvent;
+    if (!trigger || (trigger.type !== "submit" && trigger.type !== "click")) { return; }
+    var target = event.detail.target;
+    if (document.getElementById("action-error")) { return; }
+    var marked = document.querySelector("[data-focus-after-swap]");
+    var flash = document.querySelector("#flash .flash");
+    var next = marked || flash || (target && target.id ? target : null);
+    if (!next) { return; }
+    if (!next.hasAttribute("tabindex")) { next.setAttribute("tabindex", "-1"); }
+    next.focus({ preventScroll: !!flash && !marked });
+    if (marked) { marked.removeAttribute("data-focus-after-swap"); }
+  });
 
   var banner = function () { return document.getElementById("request-error"); };
   document.addEventListener("DOMContentLoaded", function () { enhance(document); enhanceNav(); });

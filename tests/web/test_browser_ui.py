@@ -253,3 +253,16 @@ def test_at_390_px_no_page_scrolls_sideways_and_the_navigation_collapses(new_pag
     assert menu.is_visible() and not page.get_by_role("link", name="Runs").is_visible()
     menu.click()
     assert page.get_by_role("link", name="Runs").is_visible() and menu.get_attribute("aria-expanded") == "true"
+
+
+def test_after_an_htmx_action_the_focus_moves_to_its_message(new_page, analyst):
+    case = make_case(actor=analyst, title="Focus check", narrative="")
+    page = new_page()
+    log_in(page, "analyst")
+    page.goto(f"/cases/{case.reference}/")
+    mark_document(page)
+    page.get_by_role("button", name="Triage").click()
+    page.locator("#case-status", has_text="Triaged").wait_for()
+    page.wait_for_function("document.activeElement && document.activeElement.closest('#flash') !== null")
+    assert still_same_document(page)
+    assert "riage" in page.evaluate("document.activeElement.textContent")

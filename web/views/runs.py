@@ -26,7 +26,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
 from cases import selectors as case_selectors
-from cases.models import Case
+from cases.models import Case, Notice, Proposal
 from core.errors import DomainError, Invalid, NotFound
 from runs import selectors, services
 from runs.graphs import GRAPHS
@@ -285,25 +285,25 @@ def link_tool_calls(tool_calls, *, proposals, notices) -> None:
 
 def run_page_context(request, run: AgentRun, outcome: Outcome | None = None) -> dict:
     user = request.user
-    produced = selectors.run_outcome(run=run)
-    steps = produced["steps"]
-    by_step = {step.pk: step.sequence for step in steps}
+    produced = _inspector_outcome(request, run)
+    index = produced["step_index"]  # (pk, sequence, node, outcome) of every step: tuples, not objects
+    steps = produced["steps"]  # the steps the page lists (STEPS_SHOWN, or all on request)
+    by_step = {pk: sequence for pk, sequence, _node, _outcome in index}
     tool_counts: dict[int, int] = defaultdict(int)
     for call in produced["tool_calls"]:
         tool_counts[call.sequence] += 1
     for step in steps:
-        step.tool_call_count = tool_counts.get(step.sequence, 0)
+        step["tool_call_count"] = tool_counts.get(step["sequence"], 0)
     link_tool_calls(produced["tool_calls"], proposals=produced["proposals"], notices=produced["notices"])
     for item in (*produced["findings"], *produced["artifacts"]):
         item.step_sequence = by_step.get(item.step_id)
     forks = list(selectors.run_list_for_user(user=user).filter(parent_run=run).order_by("id"))
-    fork_choices = [0, *[step.sequence for step in steps if step.outcome == "goto"]]
     # One label per option, built once (the template used to loop over every step for every option:
     # 1,000,000 iterations for a 1,000-step run).
-    nodes = {step.sequence: step.node for step in steps}
-    fork_options = [(choice, "0 — the start" if choice == 0 else f"{choice} — after {nodes.get(choice, '')}".rstrip(" —"))
-                    for choice in fork_choices]
-    shown_steps, steps_window = _steps_window(request, steps)
+    goto = [(sequence, node) for _pk, sequence, node, outcome in index if outcome == "goto"]
+    fork_choices = [0, *[sequence for sequence, _node in goto]]
+    fork_options = [(0, "0 — the start"), *[(sequence, f"{sequence} — after {node}") for sequence, node in goto]]
+    shown_steps, steps_window = steps, produced["steps_window"]
     identifiers = {run.started_by} | {a.produced_by for a in produced["artifacts"]} \
         | {p.proposer_id for p in produced["proposals"]} | {n.drafted_by for n in produced["notices"]} \
         | {c.actor_id for c in produced["tool_calls"]}
@@ -324,6 +324,7 @@ def run_page_context(request, run: AgentRun, outcome: Outcome | None = None) -> 
         "budget": _budget_rows(run),
         "lease": _lease(run),
         "steps": steps,
+        "steps_count": len(index),
         "shown_steps": shown_steps,
         "steps_window": steps_window,
         "findings": produced["findings"],
@@ -336,7 +337,7 @@ def run_page_context(request, run: AgentRun, outcome: Outcome | None = None) -> 
         "may_manage": may_manage,
         "may_cancel": may_manage and not run.is_finished,
         "may_resume": may_manage and _may_resume(run),
-        "may_fork": may_manage and bool(steps),
+        "may_fork": may_manage and bool(index),
         "fork_choices": fork_choices,
         "fork_options": fork_options,
         "fork_form": fork_form,
@@ -349,15 +350,32 @@ def run_page_context(request, run: AgentRun, outcome: Outcome | None = None) -> 
 STEPS_SHOWN = 50
 
 
-def _steps_window(request, steps: list) -> tuple[list, dict]:
-    """The inspector lists the last STEPS_SHOWN steps of a long run (the newest are what one looks
-    at while it runs), with a link to all of them (?steps=all)."""
+STEP_FIELDS = ("id", "sequence", "node", "attempt", "status", "outcome", "next_node", "summary", "error", "tokens",
+               "started_at", "duration_ms", "copied_from_id")
+
+
+def _inspector_outcome(request, run: AgentRun) -> dict:
+    """What the inspector shows of a run (runs.selectors.run_outcome, without building a model
+    object per step of a long run): every step as a small dict (one query), of which the page lists
+    the STEPS_SHOWN latest (all of them with ?steps=all). `run` is already tenant-scoped."""
+    rows = list(run.steps.order_by("sequence").values(*STEP_FIELDS))
+    index = [(row["id"], row["sequence"], row["node"], row["outcome"]) for row in rows]
     show_all = request.GET.get("steps") == "all"
-    if show_all or len(steps) <= STEPS_SHOWN:
-        return steps, {"is_partial": False, "total": len(steps), "show_all": show_all}
-    shown = steps[-STEPS_SHOWN:]
-    return shown, {"is_partial": True, "total": len(steps), "first": shown[0].sequence, "last": shown[-1].sequence,
-                   "show_all": False}
+    if not show_all and len(rows) > STEPS_SHOWN:
+        shown = rows[-STEPS_SHOWN:]
+        window = {"is_partial": True, "total": len(rows), "first": shown[0]["sequence"],
+                  "last": shown[-1]["sequence"], "show_all": False}
+    else:
+        shown, window = rows, {"is_partial": False, "total": len(rows), "show_all": show_all}
+    run_key = str(run.pk)
+    return {
+        "step_index": index, "steps": shown, "steps_window": window,
+        "findings": list(run.findings.order_by("id")),
+        "artifacts": list(run.artifacts.order_by("id")),
+        "proposals": list(Proposal.objects.filter(tenant_id=run.tenant_id, run_id=run_key).order_by("id")),
+        "notices": list(Notice.objects.filter(tenant_id=run.tenant_id, run_id=run_key).order_by("id")),
+        "tool_calls": list(run.tool_calls.order_by("id")),
+    }
 
 
 def _render_run(request, run: AgentRun, *, outcome: Outcome | None = None, status: int = 200):
