@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import date
 
-from django.contrib.postgres.search import SearchQuery, SearchVector, SearchVectorField
+from django.contrib.postgres.search import SearchQuery
 from django.db import connection
 from django.db.models import Case as DjangoCase
 from django.db.models import (
@@ -12,7 +12,6 @@ from django.db.models import (
     DateField,
     Exists,
     F,
-    Func,
     IntegerField,
     OuterRef,
     Q,
@@ -48,17 +47,6 @@ def _rank(field: str, ranks: dict[str, int]) -> DjangoCase:
                       default=Value(0), output_field=IntegerField())
 
 
-def _case_search_vector() -> SearchVector:
-    """The words of a case's own fields (the PostgreSQL GIN index web/migrations builds is on exactly this)."""
-    return SearchVector("reference", "title", "company", "product", config=SEARCH_CONFIG)
-
-
-def _narrative_search_vector() -> Func:
-    """A narrative's words: web_narrative_words(text) is to_tsvector in the SEARCH_CONFIG, declared
-    expensive so that the planner uses its GIN index (web/migrations/0002_queue_indexes_postgres)."""
-    return Func(F("text"), function="web_narrative_words", output_field=SearchVectorField())
-
-
 # Sort keys the queue offers: name -> (expression, descending by default). Each is non-null, so a
 # keyset cursor can compare it; the PostgreSQL indexes (tenant, key, id) are in web/migrations.
 CASE_SORTS = {
@@ -74,23 +62,19 @@ QUICK_VIEWS = ("mine", "decide", "unassigned")
 
 def _search_filter(qs: QuerySet[Case], *, tenant_id, search: str) -> QuerySet[Case]:
     """Every word must match the reference, title, company, product or narrative (each word may
-    match a different one). Full-text on PostgreSQL (GIN indexes), a case-insensitive substring
-    match elsewhere."""
+    match a different one). PostgreSQL: one GIN lookup in the per-case words the web app's
+    triggers keep (web.models.CaseWords); elsewhere a case-insensitive substring match per word."""
     words = search.split()[:SEARCH_MAX_WORDS]
+    if connection.vendor == "postgresql":
+        from web.models import CaseWords  # the search document is the UI's; cases does not depend on web
+
+        query = SearchQuery(" ".join(words), config=SEARCH_CONFIG, search_type="plain")
+        return qs.filter(pk__in=CaseWords.objects.filter(tenant_id=tenant_id, words=query).values("case_id"))
     narratives = Evidence.objects.filter(tenant_id=tenant_id, title=NARRATIVE_TITLE)
-    is_postgres = connection.vendor == "postgresql"
     for word in words:
-        if is_postgres:
-            query = SearchQuery(word, config=SEARCH_CONFIG, search_type="plain")
-            own = (Case.objects.filter(tenant_id=tenant_id).annotate(_words=_case_search_vector())
-                   .filter(_words=query).order_by().values("pk"))
-            told = (narratives.annotate(_words=_narrative_search_vector()).filter(_words=query).order_by()
-                    .values("case_id"))
-            qs = qs.filter(Q(pk__in=own) | Q(pk__in=told))
-        else:
-            told = narratives.filter(text__icontains=word).order_by().values("case_id")
-            qs = qs.filter(Q(reference__icontains=word) | Q(title__icontains=word) | Q(company__icontains=word)
-                           | Q(product__icontains=word) | Q(pk__in=told))
+        told = narratives.filter(text__icontains=word).order_by().values("case_id")
+        qs = qs.filter(Q(reference__icontains=word) | Q(title__icontains=word) | Q(company__icontains=word)
+                       | Q(product__icontains=word) | Q(pk__in=told))
     return qs
 
 

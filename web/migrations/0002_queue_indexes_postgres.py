@@ -1,21 +1,17 @@
 """Indexes for the case queue, the review inbox and the audit timeline at 100,000 cases (issue 8).
 
-PostgreSQL only (SQLite needs none at the sizes it serves): full-text GIN indexes for the queue
-search (a case's own fields, and the complaint narrative), and (tenant, sort key, id) indexes for
-each keyset-paginated order. They are built from the same expressions cases.selectors queries
+PostgreSQL only (SQLite needs none at the sizes it serves): (tenant, sort key, id) indexes for
+each keyset-paginated order (the search has its own table and index: 0003, 0004). They are built from the same expressions cases.selectors queries
 with (copied here, as a migration must not change under a later edit): an index only serves a
 query whose expression compiles to the same SQL. They live in this app's migrations because the
 queue owns them; `makemigrations` does not see them (they are not in a model's Meta)."""
 
 from datetime import date
 
-from django.contrib.postgres.indexes import GinIndex
-from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import migrations, models
-from django.db.models import Case, F, Func, IntegerField, Q, Value, When
+from django.db.models import Case, F, IntegerField, Value, When
 from django.db.models.functions import Coalesce
 
-SEARCH_CONFIG = "simple"
 RISK_RANK = {"unassessed": 0, "low": 1, "medium": 2, "high": 3, "critical": 4}
 STATUS_RANK = {"new": 0, "triaged": 1, "under_review": 2, "waiting_for_evidence": 3, "ready_for_decision": 4,
                "decided": 5, "closed": 6}
@@ -29,18 +25,12 @@ def _rank(field, ranks):
 def _indexes():
     return {
         ("cases", "Case"): [
-            GinIndex(SearchVector("reference", "title", "company", "product", config=SEARCH_CONFIG),
-                     name="web_case_search_gin"),
             models.Index(F("tenant"), F("created_at"), F("id"), name="web_case_created_key"),
             models.Index(F("tenant"), F("updated_at"), F("id"), name="web_case_updated_key"),
             models.Index(F("tenant"), Coalesce("received_at", Value(date(1, 1, 1))), F("id"),
                          name="web_case_received_key"),
             models.Index(F("tenant"), _rank("risk_level", RISK_RANK), F("id"), name="web_case_risk_key"),
             models.Index(F("tenant"), _rank("status", STATUS_RANK), F("id"), name="web_case_status_key"),
-        ],
-        ("cases", "Evidence"): [
-            GinIndex(Func(F("text"), function="web_narrative_words", output_field=SearchVectorField()),
-                     name="web_narrative_search_gin", condition=Q(title="Complaint narrative")),
         ],
         ("cases", "Proposal"): [
             models.Index(fields=["tenant", "status", "created_at", "id"], name="web_proposal_inbox_key"),
@@ -57,24 +47,9 @@ def _indexes():
     }
 
 
-# The narrative's words, as a function the planner knows to be expensive (COST): narratives are
-# long, and with to_tsvector's default cost the planner prefers a sequential scan that parses every
-# narrative of the tenant over the GIN index (measured: 1 s at 2,000 cases). PL/pgSQL so that it is
-# not inlined, and the index on it matches the queries that call it.
-NARRATIVE_WORDS_SQL = f"""
-CREATE OR REPLACE FUNCTION web_narrative_words(body text) RETURNS tsvector
-LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE COST 10000 AS $$
-BEGIN
-  RETURN to_tsvector('{SEARCH_CONFIG}', body);
-END;
-$$;
-"""
-
-
 def create(apps, schema_editor):
     if schema_editor.connection.vendor != "postgresql":
         return
-    schema_editor.execute(NARRATIVE_WORDS_SQL)
     for (app_label, model_name), indexes in _indexes().items():
         model = apps.get_model(app_label, model_name)
         for index in indexes:
@@ -88,7 +63,6 @@ def drop(apps, schema_editor):
         model = apps.get_model(app_label, model_name)
         for index in indexes:
             schema_editor.remove_index(model, index)
-    schema_editor.execute("DROP FUNCTION IF EXISTS web_narrative_words(text);")
 
 
 class Migration(migrations.Migration):
