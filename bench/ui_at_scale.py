@@ -250,6 +250,7 @@ def pages(slug: str) -> list[tuple[str, str, str]]:
         ("queue: needs my decision", "/?view=decide", "supervisor"),
         ("queue: unassigned", "/?view=unassigned", "analyst"),
         ("queue: search two words", f"/?q={words.replace(' ', '+')}", "analyst"),
+        ("queue: search a reference", f"/?q={case.reference}", "analyst"),
         ("queue: sorted by risk", "/?sort=-risk", "analyst"),
         ("queue: sorted by received", "/?sort=received", "analyst"),
         ("case page", f"/cases/{case.reference}/", "analyst"),
