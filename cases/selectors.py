@@ -36,6 +36,7 @@ def _tenant_id(user) -> int | None:
 NARRATIVE_TITLE = "Complaint narrative"  # the evidence case_create makes of the narrative
 SEARCH_CONFIG = "simple"  # words as written (lower-cased): no stemming, no stop words, like the SQLite match
 SEARCH_MAX_WORDS = 8
+SEARCH_ID_LIMIT = 2000
 
 RISK_RANK = {"unassessed": 0, "low": 1, "medium": 2, "high": 3, "critical": 4}
 STATUS_RANK = {"new": 0, "triaged": 1, "under_review": 2, "waiting_for_evidence": 3, "ready_for_decision": 4,
@@ -69,7 +70,15 @@ def _search_filter(qs: QuerySet[Case], *, tenant_id, search: str) -> QuerySet[Ca
         from web.models import CaseWords  # the search document is the UI's; cases does not depend on web
 
         query = SearchQuery(" ".join(words), config=SEARCH_CONFIG, search_type="plain")
-        return qs.filter(pk__in=CaseWords.objects.filter(tenant_id=tenant_id, words=query).values("case_id"))
+        matching = CaseWords.objects.filter(tenant_id=tenant_id, words=query).values_list("case_id", flat=True)
+        # One bounded read first (the planner serves a LIMIT well either way: the GIN index for rare
+        # words, an early-stopping scan for common ones). Up to SEARCH_ID_LIMIT matches, the page is
+        # read by id; past it the words are common, and walking the cases in order while probing
+        # each one's words stops after a page (a join the planner picks, and fast exactly then).
+        ids = list(matching.order_by()[:SEARCH_ID_LIMIT + 1])
+        if len(ids) <= SEARCH_ID_LIMIT:
+            return qs.filter(pk__in=ids)
+        return qs.filter(pk__in=matching)
     narratives = Evidence.objects.filter(tenant_id=tenant_id, title=NARRATIVE_TITLE)
     for word in words:
         told = narratives.filter(text__icontains=word).order_by().values("case_id")
