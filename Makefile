@@ -6,6 +6,7 @@
 #   make bench          a few performance figures on a throwaway database
 #   make lint           ruff
 #   make worker         a Celery worker alone (for deployments with their own web server)
+#   make serve          production: gunicorn + Celery worker + beat on the configured services (README)
 #
 # Everything else is configured by environment variables (see .env.example).
 
@@ -28,7 +29,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: install
-	DEBUG=$${DEBUG:-1} HOST=$(HOST) PORT=$(PORT) $(PY) scripts/run_local.py
+	DEBUG=$${DEBUG:-1} HOST=$(HOST) PORT=$(PORT) exec $(PY) scripts/run_local.py
 
 test: install
 	$(PY) -m pytest $(PYTEST_ARGS)
@@ -44,6 +45,11 @@ bench: install
 
 worker: install
 	$(VENV)/bin/celery -A config worker --loglevel=$${LOG_LEVEL:-INFO}
+
+# --- Production server (issue 13): gunicorn + worker + beat; stops them all when it is stopped ---
+.PHONY: serve
+serve: install
+	HOST=$(HOST) PORT=$(PORT) exec $(PY) scripts/run_local.py --serve
 
 clean:
 	rm -rf $(VENV) var staticfiles *.egg-info

@@ -25,7 +25,10 @@ from cases.models import (
     Case,
     CaseEvent,
     CaseReferenceCounter,
+    DeadlineCrossing,
+    DeadlinePolicy,
     Evidence,
+    EvidenceExtraction,
     Notice,
     NoticeDispatch,
     NoticeStatus,
@@ -105,6 +108,10 @@ class ReasonActionForm(ActionForm):
 
     reason = forms.CharField(required=False, label="Reason / note",
                              widget=forms.TextInput(attrs={"size": 50, "placeholder": "needed by some actions"}))
+    # Issue 7: deciding/closing a case on which no notice was sent needs an explicit confirmation.
+    confirm_reason = forms.CharField(required=False, label="Confirm (no notice sent)",
+                                     widget=forms.TextInput(attrs={"size": 40,
+                                                                   "placeholder": "why decide/close without a notice"}))
 
 
 def run_service_action(modeladmin: admin.ModelAdmin, request, queryset, *, verb: str,
@@ -171,7 +178,8 @@ def _transition_action(transition: str):
     def action(modeladmin, request, queryset):
         run_service_action(modeladmin, request, queryset, verb=f"{label.capitalize()} done",
                            call=lambda case, reason: services.case_transition(
-                               actor=request.user, case=case, transition=transition, reason=reason))
+                               actor=request.user, case=case, transition=transition, reason=reason,
+                               confirm_reason=(request.POST.get("confirm_reason") or "").strip()))
 
     action.__name__ = f"transition_{transition}"
     return admin.action(description=f"Transition: {label} (through the case service)")(action)
@@ -264,7 +272,8 @@ class ProposalAdmin(TenantScopedAdmin):
     def approve_proposals(self, request, queryset):
         run_service_action(self, request, queryset, verb="Approved and applied",
                            call=lambda proposal, reason: services.proposal_approve(
-                               actor=request.user, proposal=proposal, note=reason))
+                               actor=request.user, proposal=proposal, note=reason,
+                               confirm_reason=(request.POST.get("confirm_reason") or "").strip()))
 
     @admin.action(description="Reject (needs a reason)")
     def reject_proposals(self, request, queryset):
@@ -360,3 +369,77 @@ class NoticeDispatchAdmin(ReadOnlyAdmin):
     list_filter = ("status", "tenant")
     search_fields = ("message_id", "notice__case__reference", "dispatched_by")
     list_select_related = ("notice",)
+
+
+# --- deadline policies (issue 7): versioned; "adding" one creates the tenant's next version -------
+
+class DeadlinePolicyForm(forms.ModelForm):
+    class Meta:
+        model = DeadlinePolicy
+        fields = ("country", "subdivision", "acknowledge_days", "acknowledge_day_count", "response_days",
+                  "response_day_count", "close_days", "close_day_count", "due_soon_days",
+                  "pause_while_waiting_for_evidence")
+
+
+@admin.register(DeadlinePolicy)
+class DeadlinePolicyAdmin(TenantScopedAdmin):
+    """Versions are never edited: a change is a new version, made through
+    cases.services.deadline_policy_create (role-checked, audited, open cases recomputed)."""
+
+    form = DeadlinePolicyForm
+    list_display = ("tenant", "version", "country", "subdivision", "acknowledge_days", "acknowledge_day_count",
+                    "response_days", "response_day_count", "close_days", "close_day_count", "due_soon_days",
+                    "pause_while_waiting_for_evidence", "created_by", "created_at")
+    list_filter = ("tenant",)
+
+    def has_add_permission(self, request):
+        return self._is_tenant_staff(request) and request.user.tenant_id is not None
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def get_changeform_initial_data(self, request):
+        from cases.services.deadlines import POLICY_FIELDS, deadline_policy_current
+
+        current = deadline_policy_current(tenant_id=request.user.tenant_id)
+        return {name: getattr(current, name) for name in POLICY_FIELDS}
+
+    def save_model(self, request, obj, form, change):
+        try:
+            created = services.deadline_policy_create(
+                actor=request.user, tenant=request.user.tenant,
+                **{name: form.cleaned_data[name] for name in DeadlinePolicyForm.Meta.fields})
+        except DomainError as error:
+            fields = "; ".join(f"{k}: {' '.join(v)}" for k, v in error.fields.items())
+            raise _AdminRefusal(f"{error.message} {fields}".strip()) from None
+        obj.pk, obj.version = created.pk, created.version
+
+    def add_view(self, request, form_url="", extra_context=None):
+        try:
+            return super().add_view(request, form_url, extra_context)
+        except _AdminRefusal as refusal:
+            from django.shortcuts import redirect
+
+            self.message_user(request, str(refusal), messages.ERROR)
+            return redirect(request.path)
+
+
+class _AdminRefusal(Exception):
+    pass
+
+
+@admin.register(DeadlineCrossing)
+class DeadlineCrossingAdmin(ReadOnlyAdmin):
+    list_display = ("case", "deadline", "state", "due", "created_at")
+    list_filter = ("state", "deadline", "tenant")
+    list_select_related = ("case",)
+
+
+@admin.register(EvidenceExtraction)
+class EvidenceExtractionAdmin(ReadOnlyAdmin):
+    list_display = ("evidence", "status", "reason", "page_count", "extractor", "finished_at")
+    list_filter = ("status", "tenant")
+    list_select_related = ("evidence",)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.db.models.functions import Coalesce, Least
 from django_fsm import ConcurrentTransitionMixin, FSMField, FSMFieldMixin, transition
 
 from cases import policy
@@ -100,6 +101,26 @@ class ThreadSafeRefreshMixin:
         self._update_initial_state()  # ConcurrentTransitionMixin: the reloaded states are the new baseline
 
 
+class CaseQuerySet(models.QuerySet):
+    def with_deadlines(self):
+        """Annotate `next_due` (the earliest due date still open: acknowledgement and response
+        until a notice is sent, closure until the case is decided or closed; NULL when none) and
+        `notice_sent` — sortable in the queue: `.with_deadlines().order_by(F("next_due").asc(nulls_last=True))`."""
+        notice_sent = models.Exists(Notice.objects.filter(case=models.OuterRef("pk"), status=NoticeStatus.SENT))
+        settled = models.Q(status__in=[CaseStatus.DECIDED, CaseStatus.CLOSED])
+        open_notice = models.Case(models.When(notice_sent=True, then=models.Value(None)),
+                                  default=_least("acknowledge_due", "response_due"), output_field=models.DateField())
+        open_close = models.Case(models.When(settled, then=models.Value(None)), default=models.F("close_due"),
+                                 output_field=models.DateField())
+        return self.annotate(notice_sent=notice_sent).annotate(next_due=_least(open_notice, open_close))
+
+
+def _least(a, b):
+    """LEAST ignoring NULLs on every database (SQLite's MIN() of a NULL is NULL; PostgreSQL's
+    LEAST skips them): each side is coalesced with the other."""
+    return Least(Coalesce(a, b), Coalesce(b, a), output_field=models.DateField())
+
+
 class Case(ThreadSafeRefreshMixin, ConcurrentTransitionMixin, models.Model):
     tenant = models.ForeignKey("accounts.Tenant", on_delete=models.PROTECT, related_name="cases")
     reference = models.CharField(max_length=40)
@@ -124,9 +145,19 @@ class Case(ThreadSafeRefreshMixin, ConcurrentTransitionMixin, models.Model):
     assignee = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True,
                                  related_name="assigned_cases")
     resolution = models.TextField(blank=True)
+    # Deadlines (issue 7, B): computed at intake from the tenant's DeadlinePolicy, changed only by
+    # cases.services.deadlines (a `case.deadlines_changed` event each time), replayed like the rest.
+    acknowledge_due = models.DateField(null=True, blank=True)
+    response_due = models.DateField(null=True, blank=True)
+    close_due = models.DateField(null=True, blank=True)
+    deadline_policy_version = models.PositiveIntegerField(null=True, blank=True)
+    # Set while the clock is paused (waiting for evidence, when the policy says so).
+    deadline_paused_on = models.DateField(null=True, blank=True)
     version = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = CaseQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -137,6 +168,12 @@ class Case(ThreadSafeRefreshMixin, ConcurrentTransitionMixin, models.Model):
 
     def __str__(self) -> str:
         return f"{self.reference} {self.title[:60]}"
+
+    def deadline_states(self, *, today=None, due_soon_days: int | None = None) -> list:
+        """Each due date with its state (met / on time / due soon / overdue): cases.deadlines."""
+        from cases.deadlines import case_deadline_states
+
+        return case_deadline_states(self, today=today, due_soon_days=due_soon_days)
 
     # --- Lifecycle (DESIGN §3). In-memory only; cases.services.case_transition commits. ---
     @transition(field=status, source=CaseStatus.NEW, target=CaseStatus.TRIAGED,
@@ -247,21 +284,104 @@ class Evidence(ImmutableModel):
         return f"E{self.pk} {self.title}"
 
     def read_text(self, limit: int | None = None) -> str:
-        """The evidence as text (files decoded as UTF-8 where they are text)."""
+        """The evidence as text (files decoded as UTF-8 where they are text; a PDF's extracted text,
+        or a line saying why the agents cannot read it)."""
         if self.kind == EvidenceKind.TEXT:
             content = self.text
         elif self.content_type.startswith("text/") or self.content_type == "application/json":
             with self.file.open("rb") as handle:
                 content = handle.read(limit * 4 if limit else -1).decode("utf-8", errors="replace")
+        elif self.content_type == "application/pdf":
+            content = self._pdf_text()
         else:
             content = f"[{self.content_type} file {self.filename}, {self.size} bytes]"
         return content[:limit] if limit else content
+
+    @property
+    def extraction_or_none(self) -> EvidenceExtraction | None:
+        try:
+            return self.extraction
+        except EvidenceExtraction.DoesNotExist:
+            return None
+
+    def _pdf_text(self) -> str:
+        extraction = self.extraction_or_none
+        if extraction is not None and extraction.status == ExtractionStatus.READABLE:
+            return extraction.text
+        if extraction is not None and extraction.status == ExtractionStatus.UNREADABLE:
+            return f"[{self.content_type} file {self.filename}, {self.size} bytes: {extraction.status_message}]"
+        return f"[{self.content_type} file {self.filename}, {self.size} bytes: text extraction pending]"
+
+    def page_for_offset(self, offset: int) -> int | None:
+        """The 1-based page of the PDF on which character `offset` of `read_text()` falls (None
+        when the evidence has no extracted pages)."""
+        extraction = self.extraction_or_none
+        return extraction.page_for_offset(offset) if extraction is not None else None
+
+
+class ExtractionStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    READABLE = "readable", "Readable"
+    UNREADABLE = "unreadable", "Not readable by the agents"
+
+
+class EvidenceExtraction(models.Model):
+    """The text extracted from a file evidence (PDF: cases/extraction.py), kept beside the
+    immutable Evidence row: its own sha256 (of the text) and where each page starts in it.
+    One row per evidence (unique), written pending at upload and completed once by the worker."""
+
+    tenant = models.ForeignKey("accounts.Tenant", on_delete=models.PROTECT, related_name="+")
+    evidence = models.OneToOneField(Evidence, on_delete=models.PROTECT, related_name="extraction")
+    status = models.CharField(max_length=20, choices=ExtractionStatus.choices, default=ExtractionStatus.PENDING)
+    reason = models.CharField(max_length=300, blank=True, help_text="Why the agents cannot read it.")
+    text = models.TextField(blank=True)
+    sha256 = models.CharField(max_length=64, blank=True)
+    page_offsets = models.JSONField(default=list, blank=True, help_text="Character offset where each page starts.")
+    page_count = models.PositiveIntegerField(default=0)
+    extractor = models.CharField(max_length=60, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"extraction E{self.evidence_id} {self.status}"
+
+    @property
+    def status_message(self) -> str:
+        if self.status == ExtractionStatus.UNREADABLE:
+            return f"not readable by the agents: {self.reason}"
+        if self.status == ExtractionStatus.PENDING:
+            return "text extraction pending"
+        return f"text extracted ({self.page_count} page{'s' if self.page_count != 1 else ''})"
+
+    def page_for_offset(self, offset: int) -> int | None:
+        if self.status != ExtractionStatus.READABLE or not self.page_offsets or offset < 0 or offset > len(self.text):
+            return None
+        from bisect import bisect_right
+
+        return bisect_right(self.page_offsets, offset)
 
 
 class ProposalKind(models.TextChoices):
     STATUS_TRANSITION = "status_transition", "Status transition"
     RISK_LEVEL = "risk_level", "Risk level"
     ASSIGNMENT = "assignment", "Assignment"
+
+
+# The case fields a proposal of each kind depends on (reads or writes), and the event types that
+# change each field: staleness by precondition (ADR 0006).
+PROPOSAL_PRECONDITION_FIELDS: dict[str, tuple[str, ...]] = {
+    ProposalKind.STATUS_TRANSITION: ("status",),
+    ProposalKind.RISK_LEVEL: ("risk_level",),
+    ProposalKind.ASSIGNMENT: ("assigned_team", "assignee_id"),
+}
+PRECONDITION_EVENTS: dict[str, tuple[str, ...]] = {
+    "status": ("case.transitioned",),
+    "risk_level": ("case.risk_changed",),
+    "assigned_team": ("case.assigned",),
+    "assignee_id": ("case.assigned",),
+}
+PRECONDITION_LABELS = {"status": "status", "risk_level": "risk level", "assigned_team": "assigned team",
+                       "assignee_id": "assignee"}
 
 
 class ProposalStatus(models.TextChoices):
@@ -291,6 +411,12 @@ class Proposal(ThreadSafeRefreshMixin, ConcurrentTransitionMixin, models.Model):
     run_id = models.CharField(max_length=64, blank=True)
     idempotency_key = models.CharField(max_length=200, null=True, blank=True)
     case_version = models.PositiveIntegerField()
+    # What the proposal depends on (DESIGN §2, ADR 0006): the case fields it reads or writes with
+    # their values when it was made, e.g. {"status": "triaged"} or {"risk_level": "unassessed"}.
+    # Approval re-checks only these; see cases.services.proposals.
+    preconditions = models.JSONField(default=dict, blank=True)
+    # Why it went stale: {"field", "from", "to", "event_id", "event_sequence", "event_type", "actor_id"}.
+    stale_reason = models.JSONField(default=dict, blank=True)
     policy_version = models.CharField(max_length=40)
     status = FSMField(max_length=20, choices=ProposalStatus.choices, default=ProposalStatus.PENDING,
                       protected=True)
@@ -310,6 +436,26 @@ class Proposal(ThreadSafeRefreshMixin, ConcurrentTransitionMixin, models.Model):
 
     def __str__(self) -> str:
         return f"P{self.pk} {self.summary}"
+
+    @property
+    def is_stale(self) -> bool:
+        return self.status == ProposalStatus.STALE
+
+    def changed_preconditions(self, case: Case) -> list[tuple[str, object, object]]:
+        """(field, value when proposed, value now) for each precondition the case no longer meets."""
+        return [(name, expected, getattr(case, name)) for name, expected in (self.preconditions or {}).items()
+                if getattr(case, name) != expected]
+
+    @property
+    def stale_message(self) -> str:
+        """Why this proposal is stale, in words (empty when it is not)."""
+        reason = self.stale_reason or {}
+        if not reason:
+            return ""
+        label = PRECONDITION_LABELS.get(reason.get("field"), reason.get("field"))
+        by = f" by event #{reason['event_sequence']} ({reason.get('event_type')})" if reason.get("event_sequence") else ""
+        return (f"The {label} changed from {reason.get('from') or '—'} to {reason.get('to') or '—'}{by} after this "
+                f"proposal was made; it assumed {reason.get('from') or '—'}.")
 
     @property
     def summary(self) -> str:
@@ -371,6 +517,12 @@ class Notice(ThreadSafeRefreshMixin, ConcurrentTransitionMixin, models.Model):
     run_id = models.CharField(max_length=64, blank=True)
     idempotency_key = models.CharField(max_length=200, null=True, blank=True)
     version = models.PositiveIntegerField(default=1)
+    # The notice checker's result (issue 7, cases/notice_checker.py), for the content hash it was
+    # computed on: [{"code", "message"}, ...]; empty = no flag.
+    consumer_request = models.TextField(blank=True, help_text="The consumer's request the notice must address.")
+    check_flags = models.JSONField(default=list, blank=True)
+    checked_hash = models.CharField(max_length=64, blank=True)
+    checked_at = models.DateTimeField(null=True, blank=True)
     sent_at = models.DateTimeField(null=True, blank=True)
     external_message_id = models.CharField(max_length=300, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -388,6 +540,11 @@ class Notice(ThreadSafeRefreshMixin, ConcurrentTransitionMixin, models.Model):
 
     def compute_content_hash(self) -> str:
         return notice_content_hash(recipient=self.recipient, subject=self.subject, body=self.body)
+
+    @property
+    def is_checked(self) -> bool:
+        """The stored check is for the current text."""
+        return bool(self.checked_hash) and self.checked_hash == self.content_hash
 
     @transition(field=status, source=NoticeStatus.DRAFT, target=NoticeStatus.PENDING_APPROVAL)
     def submit(self):
@@ -443,6 +600,12 @@ class Approval(models.Model):
     case_version = models.PositiveIntegerField()
     policy_version = models.CharField(max_length=40)
     note = models.TextField(blank=True)
+    # Notice approvals over the notice checker's flags (a date before today, an unrecorded action …):
+    # the flags the approver saw and the reason they gave for approving anyway (issue 7).
+    flags_overridden = models.JSONField(default=list, blank=True)
+    override_reason = models.TextField(blank=True)
+    # Proposal approvals: the evidence ids listed on the page the approver decided from.
+    evidence_in_view = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     voided_at = models.DateTimeField(null=True, blank=True)
     void_reason = models.CharField(max_length=300, blank=True)
@@ -516,3 +679,63 @@ class CaseEvent(ImmutableModel):
 
     def __str__(self) -> str:
         return f"{self.case_id}#{self.sequence} {self.event_type}"
+
+
+class DayCount(models.TextChoices):
+    CALENDAR = "calendar", "Calendar days"
+    BUSINESS = "business", "Business days"
+
+
+class DeadlinePolicy(models.Model):
+    """A tenant's deadline rules, versioned: a change is a new row with the next version (rows are
+    never edited), so each case names the version its due dates were computed under. Defaults
+    follow CFPB practice: the company responds within 15 days, the final response within 60."""
+
+    tenant = models.ForeignKey("accounts.Tenant", on_delete=models.PROTECT, related_name="+")
+    version = models.PositiveIntegerField()
+    country = models.CharField(max_length=2, default="US", help_text="ISO country code for public holidays.")
+    subdivision = models.CharField(max_length=10, blank=True, help_text="State/province code, e.g. CA (optional).")
+    acknowledge_days = models.PositiveIntegerField(default=15)
+    acknowledge_day_count = models.CharField(max_length=10, choices=DayCount.choices, default=DayCount.CALENDAR)
+    response_days = models.PositiveIntegerField(default=15)
+    response_day_count = models.CharField(max_length=10, choices=DayCount.choices, default=DayCount.CALENDAR)
+    close_days = models.PositiveIntegerField(default=60)
+    close_day_count = models.CharField(max_length=10, choices=DayCount.choices, default=DayCount.CALENDAR)
+    due_soon_days = models.PositiveIntegerField(default=3, help_text="A due date this close is 'due soon'.")
+    pause_while_waiting_for_evidence = models.BooleanField(
+        default=False, help_text="Stop the clock while the case waits for evidence; due dates move on by the pause.")
+    created_by = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["tenant_id", "-version"]
+        verbose_name_plural = "deadline policies"
+        constraints = [models.UniqueConstraint(fields=["tenant", "version"], name="deadline_policy_version_unique")]
+
+    def __str__(self) -> str:
+        return f"deadline policy v{self.version} ({self.tenant_id})"
+
+    def save(self, *args, **kwargs):
+        if not self._state.adding:
+            raise ValueError("Deadline policies are versioned: create a new version instead of editing one.")
+        super().save(*args, **kwargs)
+
+
+class DeadlineCrossing(models.Model):
+    """A due date crossing into 'due soon' or 'overdue', recorded once (the unique constraint is
+    what makes the beat task idempotent). A moved due date is a new crossing."""
+
+    tenant = models.ForeignKey("accounts.Tenant", on_delete=models.PROTECT, related_name="+")
+    case = models.ForeignKey(Case, on_delete=models.PROTECT, related_name="deadline_crossings")
+    deadline = models.CharField(max_length=20)  # acknowledge / response / close
+    state = models.CharField(max_length=20)  # due_soon / overdue
+    due = models.DateField()
+    event = models.ForeignKey(CaseEvent, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["case", "deadline", "state", "due"],
+                                               name="deadline_crossing_once")]
+
+    def __str__(self) -> str:
+        return f"{self.case_id} {self.deadline} {self.state} {self.due}"

@@ -9,12 +9,17 @@ from collections.abc import Iterable
 REPLAYED_FIELDS = (
     "reference", "title", "product", "sub_product", "issue", "sub_issue", "company", "consumer_state",
     "tags", "status", "risk_level", "assigned_team", "assignee_id", "resolution", "version",
+    # Deadlines (issue 7): ISO dates in events; cases opened before them replay as None.
+    "acknowledge_due", "response_due", "close_due", "deadline_policy_version", "deadline_paused_on",
 )
+DEADLINE_STATE_FIELDS = ("acknowledge_due", "response_due", "close_due", "deadline_policy_version",
+                         "deadline_paused_on")
 
 # Events that change the case row (and so bump its version). Others (notice.*, proposal.*) are
 # recorded for the timeline but leave the case as it is.
 VERSIONED_EVENTS = frozenset({
     "case.created", "case.transitioned", "case.risk_changed", "case.assigned", "evidence.added",
+    "case.deadlines_changed",
 })
 
 
@@ -29,6 +34,8 @@ def apply_event(state: dict, event_type: str, payload: dict) -> dict:
             raise ReplayError("case.created must be the first event")
         state = {field: payload.get(field, "") for field in REPLAYED_FIELDS}
         state["assignee_id"] = payload.get("assignee_id")
+        for field in DEADLINE_STATE_FIELDS:
+            state[field] = payload.get(field)
         state["version"] = 1
         return state
     if not state:
@@ -45,6 +52,9 @@ def apply_event(state: dict, event_type: str, payload: dict) -> dict:
     elif event_type == "case.assigned":
         state["assigned_team"] = payload.get("team", "")
         state["assignee_id"] = payload.get("assignee_id")
+    elif event_type == "case.deadlines_changed":
+        for field in DEADLINE_STATE_FIELDS:
+            state[field] = payload.get(field)
     if event_type in VERSIONED_EVENTS:
         state["version"] += 1
     return state
@@ -63,7 +73,12 @@ def reduce_events(events: Iterable) -> dict:
 
 
 def case_state(case) -> dict:
-    return {field: getattr(case, field) for field in REPLAYED_FIELDS}
+    """The replayed fields of a stored case, as JSON values (dates as ISO strings, like events)."""
+    state = {}
+    for field in REPLAYED_FIELDS:
+        value = getattr(case, field)
+        state[field] = value.isoformat() if hasattr(value, "isoformat") else value
+    return state
 
 
 def diff_case(case) -> dict[str, tuple]:

@@ -236,7 +236,11 @@ def review_inbox_for_user(*, user, section: str = "decide", kind: str | None = N
     if proposer_type:
         proposals = proposals.filter(proposer_type=proposer_type)
         notices = notices.filter(drafted_by__startswith=f"{proposer_type}:")
-    return {"proposals": proposals.order_by("created_at", "id"), "notices": notices.order_by("created_at", "id")}
+    # Whether each item's case has a sent notice (what meets the acknowledgement and response
+    # deadlines, issue 7): their due dates need no query per row (deadline_rows_for_inbox).
+    case_notice_sent = Exists(Notice.objects.filter(case=OuterRef("case_id"), status=NoticeStatus.SENT))
+    return {"proposals": proposals.annotate(case_notice_sent=case_notice_sent).order_by("created_at", "id"),
+            "notices": notices.annotate(case_notice_sent=case_notice_sent).order_by("created_at", "id")}
 
 
 def previous_notices_for(*, user, notices: list[Notice]) -> dict[int, Notice]:
@@ -254,6 +258,17 @@ def previous_notices_for(*, user, notices: list[Notice]) -> dict[int, Notice]:
         if before:
             found[notice.pk] = before[-1]
     return found
+
+
+def deadline_rows_for_inbox(*, user, items) -> None:
+    """Attach `deadlines` (cases.deadlines.DeadlineState list) to each inbox item (proposal or
+    notice annotated by review_inbox_for_user), with one query for the tenant's due-soon window."""
+    from cases.deadlines import current_policy_due_soon_days
+
+    soon = current_policy_due_soon_days(_tenant_id(user))
+    for item in items:
+        item.case.notice_sent = getattr(item, "case_notice_sent", None)
+        item.deadlines = [d for d in item.case.deadline_states(due_soon_days=soon) if d.due]
 
 
 def case_events_for_user(*, user, case: Case) -> QuerySet[CaseEvent]:

@@ -73,3 +73,29 @@ def notice_dispatch_enqueue(*, notice_id: int, actor_user_id: int | None = None)
     never pick up a notice whose approval has not been committed yet, and a rolled-back approval
     must queue nothing."""
     transaction.on_commit(lambda: notice_dispatch_task.delay(notice_id, actor_user_id))
+
+
+# --- issue 7 (i7): deadlines and evidence extraction --------------------------------------------
+
+@shared_task
+def deadline_crossings_task() -> int:
+    """Beat: record `deadline.due_soon` / `deadline.overdue` once per crossing (the service's
+    unique DeadlineCrossing makes a second run, or two beats at once, record nothing more)."""
+    from cases.services.deadlines import deadline_crossings_record
+
+    return deadline_crossings_record()
+
+
+@shared_task
+def evidence_extract_task(evidence_id: int) -> str:
+    """Extract the text of an uploaded PDF (cases.extraction). May run twice: a done row is left as it is."""
+    from cases.extraction import evidence_extraction_run
+
+    row = evidence_extraction_run(evidence_id=evidence_id)
+    return row.status if row is not None else "none"
+
+
+def evidence_extract_enqueue(*, evidence_id: int) -> None:
+    """Queue the extraction once the upload's transaction commits (the one place it is enqueued,
+    so an outbox can take over here)."""
+    transaction.on_commit(lambda: evidence_extract_task.delay(evidence_id))

@@ -26,3 +26,4 @@ def _configure_filesystem_transport(sender, **kwargs):
 
 
 app.autodiscover_tasks()
+import ops.celery_signals  # noqa: E402,F401  (issue 13: JSON logs with run/step ids, task metrics)

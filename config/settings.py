@@ -236,8 +236,9 @@ ARBITER_RUN_RETRY_BACKOFF_SECONDS = env_int("ARBITER_RUN_RETRY_BACKOFF_SECONDS",
 ARBITER_CHECKPOINT_SNAPSHOT_EVERY = env_int("ARBITER_CHECKPOINT_SNAPSHOT_EVERY", 10, minimum=1)
 # Token budget for evidence excerpts in one model context.
 ARBITER_CONTEXT_EVIDENCE_TOKENS = env_int("ARBITER_CONTEXT_EVIDENCE_TOKENS", 6000, minimum=100)
-# Dotted path of the function that redacts personal data from evidence text in model contexts.
-ARBITER_CONTEXT_REDACTOR = env_str("ARBITER_CONTEXT_REDACTOR", "runs.context.redact_personal_data")
+# Dotted path of the function that redacts personal data from everything in model contexts
+# (issue 13: one redactor, core.redaction, for evidence, case fields, messages, memory ...).
+ARBITER_CONTEXT_REDACTOR = env_str("ARBITER_CONTEXT_REDACTOR", "core.redaction.redact_personal_data")
 ARBITER_MEMORY_DEFAULT_TTL_DAYS = env_int("ARBITER_MEMORY_DEFAULT_TTL_DAYS", 180, minimum=1)
 ARBITER_REAP_INTERVAL_SECONDS = env_int("ARBITER_REAP_INTERVAL_SECONDS", 30, minimum=1)
 # Per-task time limits (seconds): a step holds a lease of ARBITER_RUN_LEASE_SECONDS, so the hard
@@ -255,6 +256,17 @@ CELERY_BEAT_SCHEDULE = {
     },
     "purge-expired-state": {"task": "runs.tasks.retention_purge_task", "schedule": float(24 * 60 * 60)},
 }
+
+# --- Deadlines and evidence extraction (issue 7, i7: cases/deadlines.py, cases/extraction.py) -----
+# How often the beat task records due-soon / overdue crossings (once per crossing, whatever the rate).
+ARBITER_DEADLINE_SCAN_INTERVAL_SECONDS = env_int("ARBITER_DEADLINE_SCAN_INTERVAL_SECONDS", 3600, minimum=60)
+CELERY_BEAT_SCHEDULE["record-deadline-crossings"] = {
+    "task": "cases.tasks.deadline_crossings_task", "schedule": float(ARBITER_DEADLINE_SCAN_INTERVAL_SECONDS)}
+# PDF evidence the worker reads for the agents; a larger one is kept but marked "not readable by
+# the agents" with the reason.
+ARBITER_PDF_MAX_BYTES = env_int("ARBITER_PDF_MAX_BYTES", 5 * 1024 * 1024, minimum=1)
+ARBITER_PDF_MAX_PAGES = env_int("ARBITER_PDF_MAX_PAGES", 200, minimum=1)
+ARBITER_PDF_MAX_CHARS = env_int("ARBITER_PDF_MAX_CHARS", 500_000, minimum=1)
 
 # --- REST API for runs, memory and threads (runs/api, conversations/api) ----------------------
 # Their models have a `status` too; name each choice set after its model (as for cases above).
@@ -284,3 +296,107 @@ ARBITER_RETENTION_MODEL_CONTEXT_DAYS = env_int("ARBITER_RETENTION_MODEL_CONTEXT_
 ARBITER_RETENTION_MEMORY_DAYS = env_int("ARBITER_RETENTION_MEMORY_DAYS", 30, minimum=0)
 # Rows read per query while purging: bounds the job's memory (each tenant's purge is one transaction).
 ARBITER_RETENTION_BATCH_SIZE = env_int("ARBITER_RETENTION_BATCH_SIZE", 500, minimum=1)
+
+# --- Security (issue 13): HTTPS, cookies, HSTS, proxy header -----------------------------------
+# Secure by default without DEBUG; each can be turned off explicitly (e.g. SECURE_SSL_REDIRECT=0
+# when a proxy in front already redirects). `manage.py check --deploy` is clean with the README's
+# production settings (tests/ops/test_deploy_settings.py runs it).
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not DEBUG)
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG)
+# HSTS: browsers refuse plain HTTP to this host for that many seconds once they saw the header over
+# HTTPS. Preload only matters once the domain is submitted to the browsers' preload list.
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 31_536_000, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", not DEBUG)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", not DEBUG)
+# Opt-in, only behind a proxy that sets it and strips it from clients: "HEADER,value", e.g.
+# HTTP_X_FORWARDED_PROTO,https. Without it, requests the proxy received over HTTPS look like HTTP.
+_proxy_ssl_header = env_list("SECURE_PROXY_SSL_HEADER", [])
+if _proxy_ssl_header:
+    if len(_proxy_ssl_header) != 2 or not _proxy_ssl_header[0].startswith("HTTP_"):
+        raise ImproperlyConfigured("SECURE_PROXY_SSL_HEADER must be 'HTTP_<HEADER>,<value>', e.g. "
+                                   "HTTP_X_FORWARDED_PROTO,https.")
+    SECURE_PROXY_SSL_HEADER = tuple(_proxy_ssl_header)
+
+# --- Content-Security-Policy (issue 13; django-csp 4) ----------------------------------------------
+# No inline script or style except with the per-request nonce (the Swagger UI page, ops/templates);
+# htmx's own indicator <style> is turned off in templates/base.html. CSP_REPORT_ONLY=1 sends the
+# policy as Content-Security-Policy-Report-Only (to try a change without breaking pages).
+from csp.constants import NONCE, NONE, SELF  # noqa: E402
+
+_csp = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF, NONCE],
+        # + the hash of templates/500.html's inline style (rendered without a request, so no nonce;
+        # tests/ops/test_probes_and_metrics.py fails if that style changes without this hash).
+        "style-src": [SELF, NONCE, "'sha256-SlPdcaoFrHx4FSrJO/vLwa6hRjKVc3rJCmZMn7l5p/c='"],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    },
+}
+if env_bool("CSP_REPORT_ONLY", False):
+    CONTENT_SECURITY_POLICY_REPORT_ONLY = _csp
+    CONTENT_SECURITY_POLICY = None
+else:
+    CONTENT_SECURITY_POLICY = _csp
+INSTALLED_APPS = [*INSTALLED_APPS, "csp"]
+TEMPLATES[0]["OPTIONS"]["context_processors"].append("csp.context_processors.nonce")
+
+# --- Login throttling and lockout (issue 13; django-axes) --------------------------------------
+# After AXES_FAILURE_LIMIT failed logins for one username from one address (login page, admin,
+# HTTP Basic on the API), that pair is locked out — the right password included — for
+# AXES_COOLOFF_MINUTES; the lockout is written to the audit ledger (ops/security.py).
+from datetime import timedelta  # noqa: E402
+
+INSTALLED_APPS = [*INSTALLED_APPS, "axes"]
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_ENABLED = env_bool("AXES_ENABLED", True)
+AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("AXES_COOLOFF_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False
+AXES_LOCKOUT_CALLABLE = "ops.security.lockout_response"  # 429 + Retry-After; {code, detail} under /api/
+
+# --- Operations (issue 13): request ids, JSON logs, health probes, metrics, static files ----------
+# Outermost: Prometheus timing, then the request id (on every response, the probes' and lockouts'
+# included), then /healthz and /readyz (answered before host checks and the HTTPS redirect).
+# WhiteNoise serves STATIC_ROOT (`manage.py collectstatic`) from the app server; CSP sits right
+# inside the security middleware; axes must be last (before Prometheus' closing half).
+INSTALLED_APPS = [*INSTALLED_APPS, "django_prometheus", "ops"]
+MIDDLEWARE = [
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
+    "ops.middleware.RequestContextMiddleware",
+    "ops.middleware.HealthProbeMiddleware",
+    *MIDDLEWARE,
+]
+_security_index = MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1
+MIDDLEWARE[_security_index:_security_index] = ["whitenoise.middleware.WhiteNoiseMiddleware",
+                                               "csp.middleware.CSPMiddleware"]
+MIDDLEWARE += ["axes.middleware.AxesMiddleware", "django_prometheus.middleware.PrometheusAfterMiddleware"]
+# Structured logs (ops/logging.py): json (one object per line) or console; both carry request_id,
+# user_id, tenant_id, case, run_id and step where known, in the web and in the worker.
+LOG_FORMAT = env_str("LOG_FORMAT", "console" if DEBUG else "json")
+from ops.logging import LOG_FORMATS, configure_structlog, logging_config  # noqa: E402
+
+if LOG_FORMAT not in LOG_FORMATS:
+    raise ImproperlyConfigured(f"LOG_FORMAT={LOG_FORMAT!r}: use json or console.")
+
+LOGGING = logging_config(level=LOG_LEVEL, fmt=LOG_FORMAT)
+configure_structlog()
+# /readyz: the registered checks to run (default: all registered — database, broker, and whatever
+# other apps register, e.g. the worker heartbeat and outbox lag) and the time each may take.
+ARBITER_READYZ_CHECKS = env_list("ARBITER_READYZ_CHECKS", [])
+ARBITER_READYZ_TIMEOUT_SECONDS = env_int("ARBITER_READYZ_TIMEOUT_SECONDS", 3, minimum=1)
+# /metrics is for staff and admin users, or a scraper sending `Authorization: Bearer <token>`.
+ARBITER_METRICS_TOKEN = env_str("ARBITER_METRICS_TOKEN", "")
+# var/ and the beat schedule's folder exist whatever the database and broker (celery beat cannot
+# create its schedule file otherwise).
+for _directory in (VAR_DIR, Path(CELERY_BEAT_SCHEDULE_FILENAME).parent):
+    _directory.mkdir(parents=True, exist_ok=True)

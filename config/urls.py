@@ -4,6 +4,7 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from cases.api.views import api_not_found
+from ops import views as ops_views
 
 urlpatterns = [
     path("admin/", admin.site.urls),
@@ -16,7 +17,11 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="api_schema"),
     # Swagger UI's assets come from drf-spectacular-sidecar's static files: no CDN, works offline.
     # (No Redoc page: drf-spectacular's Redoc template loads web fonts from an external host.)
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api_schema"), name="api_docs"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api_schema", template_name="ops/swagger_ui.html"),
+         name="api_docs"),  # ops/swagger_ui.html: the same page with CSP nonces (issue 13)
+    # Operations (issue 13): Prometheus metrics, operators only. /healthz and /readyz are answered by
+    # ops.middleware.HealthProbeMiddleware before host checks and the HTTPS redirect.
+    path("metrics", ops_views.metrics, name="metrics"),
     # Keep last among the api/ routes: any other address under api/ is a JSON 404.
     re_path(r"^api/", api_not_found),
     path("", include("web.urls")),

@@ -3,7 +3,8 @@ a token budget.
 
 Cost is bounded independently of the thread's length: one query for the latest summary and one
 for at most CONVERSATIONS_CONTEXT_MAX_ROWS (+1) messages after it, newest first, with their
-redactions joined in. The whole thread is never loaded. When the messages after the summary do
+redactions joined in. The whole thread is never loaded. Personal data in the turns and the summary
+is replaced by the one redactor (core.redaction) before anything is measured or returned. When the messages after the summary do
 not all fit, the context says so (`needs_compaction`) and the caller starts a compaction run.
 
 Budget arithmetic (so the result always fits): the summary gets at most a quarter of the budget;
@@ -18,6 +19,7 @@ from django.conf import settings
 from django.db.models import Q
 
 from conversations.models import REDACTED_PLACEHOLDER, Message, Thread, ThreadSummary
+from core.redaction import configured_redactor
 from core.tokens import count_tokens, truncate_to_tokens
 
 MESSAGE_OVERHEAD_TOKENS = 4  # role and separators, as chat formats add per message
@@ -94,10 +96,13 @@ def thread_context_build(*, thread: Thread, answering_sequence: int | None = Non
     keep = settings.CONVERSATIONS_KEEP_RECENT
     max_rows = settings.CONVERSATIONS_CONTEXT_MAX_ROWS
     context = ThreadContext(thread_id=thread.pk, budget=budget)
+    # Personal data never reaches a model (core.redaction): turns and the summary are redacted
+    # here, before they are measured against the budget; build_context redacts the whole again.
+    redact = configured_redactor()
 
     summary = ThreadSummary.objects.filter(thread=thread).order_by("-to_sequence").first()
     if summary is not None:
-        text, _ = _truncate(summary.content, budget // 4)
+        text, _ = _truncate(redact(summary.content, names=()), budget // 4)
         context.summary_id = summary.pk
         context.summary_text = text
         context.summary_to_sequence = summary.to_sequence
@@ -121,7 +126,7 @@ def thread_context_build(*, thread: Thread, answering_sequence: int | None = Non
     chosen: list[ThreadTurn] = []
     for index, message in enumerate(rows):  # newest first
         redacted = message.is_redacted
-        content = REDACTED_PLACEHOLDER if redacted else message.content
+        content = REDACTED_PLACEHOLDER if redacted else redact(message.content, names=())
         if index < keep:
             content, truncated = _truncate(content, per_recent)
         else:

@@ -7,8 +7,8 @@ policy rules and evidence excerpts within a token budget, and returns the contex
 evidence ids + hashes, memory ids, artifact ids, finding ids) that the ModelCall records.
 
 A bounded number of queries regardless of how much evidence, how many findings or memories exist
-(evidence, findings, memory, artifacts: one query each). Personal data is redacted from evidence
-text by the configurable redactor; the complainant's name and email never enter a context.
+(evidence, findings, memory, artifacts: one query each). Personal data is redacted from the whole
+context by the one redactor (core.redaction); the complainant's name and email never enter a context.
 Evidence and conversation text is rendered inside delimited untrusted-data blocks."""
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from datetime import timedelta
 from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
-from django.utils.module_loading import import_string
 
 from cases import policy
+from core import redaction as core_redaction
 from core.tokens import count_tokens, truncate_to_tokens
 from runs.models import Artifact, Finding, MemoryRecord, MemoryStatus
 
@@ -43,27 +43,15 @@ class BuiltContext:
 
 
 # --- redaction ------------------------------------------------------------------------------
+# One redactor for everything that reaches a model: core.redaction. Evidence text is redacted as
+# it is read (so the token budget counts what the model will see); the assembled context is then
+# redacted as a whole, before the messages are rendered and the ModelCall is recorded.
 
-_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
-_SSN = re.compile(r"\b\d{3}-\d{2}-\d{4}\b")
-_PHONE = re.compile(r"(?<![\w$.])(?:\+?1[ .-]?)?\(?\d{3}\)?[ .-]\d{3}[ .-]\d{4}\b")
-_LONG_NUMBER = re.compile(r"(?<![\w$.,])\d{9,}\b")  # account / card numbers; amounts keep their $ and dots
-
-
-def redact_personal_data(text: str, *, names: tuple[str, ...] = ()) -> str:
-    """Default redactor: emails, SSNs, phone numbers, long account numbers, and the given names."""
-    text = _EMAIL.sub("[email]", text)
-    text = _SSN.sub("[ssn]", text)
-    text = _PHONE.sub("[phone]", text)
-    text = _LONG_NUMBER.sub("[number]", text)
-    for name in names:
-        if name and len(name.strip()) >= 3:
-            text = re.sub(re.escape(name.strip()), "[complainant]", text, flags=re.IGNORECASE)
-    return text
+redact_personal_data = core_redaction.redact_personal_data  # the default redactor, under its old name
 
 
 def _redactor():
-    return import_string(settings.ARBITER_CONTEXT_REDACTOR)
+    return core_redaction.configured_redactor()
 
 
 # --- the context dict -------------------------------------------------------------------------
@@ -98,7 +86,8 @@ def _evidence_excerpts(case, budget: int) -> tuple[list[dict], list[dict]]:
         text = redact(text, names=names)
         excerpt = truncate_to_tokens(text, share)
         remaining -= count_tokens(excerpt)
-        excerpts.append({"id": evidence.pk, "title": evidence.title, "sha256": evidence.sha256, "text": excerpt})
+        excerpts.append({"id": evidence.pk, "title": redact(evidence.title, names=names), "sha256": evidence.sha256,
+                         "text": excerpt})
     return excerpts, refs
 
 
@@ -152,6 +141,10 @@ def build_context(*, run, agent: str, state, case, instructions: str, output_sch
                     if case is not None else []),
     }
     context.update(extra_context)
+    # Everything in the context — case fields, evidence titles and text, the thread and the
+    # question, memory, findings, earlier outputs and artifacts — goes through the one redactor.
+    names = tuple(n for n in (getattr(case, "complainant_name", ""),) if n)
+    context = core_redaction.redact_context(context, names=names, redactor=_redactor())
     source_refs = {
         "case_id": case.pk if case is not None else None,
         "case_version": case.version if case is not None else None,

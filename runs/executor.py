@@ -41,6 +41,7 @@ from audit.services import audit_record
 from cases import policy
 from cases.models import Case
 from core.actors import Actor
+from ops import metrics  # issue 13
 from runs.graphs import NodeContext, NodeResult, PendingFinding, UnknownGraph, get_graph
 from runs.models import (
     AgentRun,
@@ -294,6 +295,7 @@ def call_model_for_node(*, ctx: NodeContext, schema, agent: str, extra_context: 
                "provider_attempts": response.attempts}
     ctx.buffer.model_calls.append(record)
     ctx.buffer.tokens += response.prompt_tokens + response.completion_tokens
+    metrics.model_tokens(agent=agent, prompt=response.prompt_tokens, completion=response.completion_tokens)  # issue 13
     ctx.heartbeat()
     return response.output, built.source_refs
 

@@ -33,6 +33,7 @@ from cases import policy
 from cases.models import Approval, ApprovalDecision, Notice, NoticeDispatch, Proposal
 from core.actors import Actor
 from core.errors import DomainError, Invalid, NotFound
+from ops import metrics  # issue 13
 from runs.models import EffectType, MemoryRecord, ToolCall, ToolCallStatus
 
 logger = logging.getLogger(__name__)
@@ -157,6 +158,7 @@ def _finish(row: ToolCall, *, outcome: ToolOutcome | None = None, error: DomainE
         values |= {"status": ToolCallStatus.FAILED, "error": error.message, "error_code": error.code,
                    "result": {"fields": error.fields} if error.fields else None}
     ToolCall.objects.filter(pk=row.pk, status=ToolCallStatus.STARTED).update(**values)
+    metrics.tool_observed(tool=row.tool, outcome=values["status"], seconds=values["duration_ms"] / 1000)  # issue 13
     return ToolCall.objects.get(pk=row.pk)
 
 
@@ -340,7 +342,8 @@ def _notice_draft(inv: ToolInvocation) -> ToolOutcome:
     notice = notice_draft(actor=inv.actor, case=inv.case, subject=str(inv.args.get("subject", "")),
                           body=str(inv.args.get("body", "")), kind=str(inv.args.get("kind") or "response"),
                           run_id=str(inv.run.pk), idempotency_key=inv.idempotency_key,
-                          requested_by=_requested_by(inv))
+                          requested_by=_requested_by(inv),
+                          consumer_request=str(inv.args.get("consumer_request") or ""))  # i7: issue 7 checker
     return _notice_outcome(notice)
 
 
@@ -439,7 +442,7 @@ register_tool(Tool("proposal_create", EffectType.DRAFT, "Propose a status transi
                    "args: kind, payload, rationale, evidence_refs.", perform=_proposal_create,
                    reconcile=_proposal_reconcile))
 register_tool(Tool("notice_draft", EffectType.DRAFT, "Draft a notice to the complainant (nothing is sent); "
-                   "args: subject, body, kind.", perform=_notice_draft, reconcile=_notice_draft_reconcile))
+                   "args: subject, body, kind, consumer_request.", perform=_notice_draft, reconcile=_notice_draft_reconcile))
 register_tool(Tool("notice_submit", EffectType.DRAFT, "Submit a drafted notice for a supervisor's approval; "
                    "args: notice_id.", perform=_notice_submit, reconcile=_notice_submit_reconcile))
 register_tool(Tool("notice_dispatch", EffectType.EXTERNAL_NOTIFICATION, "Send an approved notice; needs a "

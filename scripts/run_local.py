@@ -10,9 +10,17 @@ processes side by side until Ctrl-C:
     beat    celery -A config beat                     (periodic tasks; schedule file in var/)
 
 Each child's output goes to this terminal with a prefix and to var/log/<name>.log. Ctrl-C or
-SIGTERM stops them all and exits 0; if one child dies on its own, the others are stopped and this
-exits 1 naming it. Settings come from the environment like everywhere else (DATABASE_URL,
-CELERY_BROKER_URL, ... see .env.example): the same script runs against PostgreSQL and Redis."""
+SIGTERM stops them all and exits 0; so does the death of the process that started this one
+(`make`, when only make's own process is killed); if one child dies on its own, the others are
+stopped and this exits 1 naming it. Settings come from the environment like everywhere else
+(DATABASE_URL, CELERY_BROKER_URL, ... see .env.example): the same script runs against PostgreSQL
+and Redis. With HOST=0.0.0.0 (other machines) and DEBUG, ALLOWED_HOSTS defaults to "*".
+
+`--serve` (`make serve`) is the production variant: no demo data and no migrations (it refuses to
+start while migrations are unapplied), static files collected for WhiteNoise, and gunicorn
+(WEB_CONCURRENCY workers) instead of runserver, beside the same Celery worker and beat. The
+processes share PROMETHEUS_MULTIPROC_DIR (var/prometheus, emptied at start) so /metrics adds
+them up."""
 
 from __future__ import annotations
 
@@ -34,8 +42,9 @@ def log(message: str) -> None:
     print(f"[run] {message}", flush=True)
 
 
-def prepare() -> dict:
-    """Directories, migrations, demo data, static files. Returns what the banner needs."""
+def prepare(*, serve: bool = False) -> dict:
+    """Directories, migrations, demo data, static files. Returns what the banner needs. With
+    `serve`: directories and static files only; unapplied migrations stop it (SystemExit)."""
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     import django
@@ -52,6 +61,12 @@ def prepare() -> dict:
         directory.mkdir(parents=True, exist_ok=True)
 
     log(f"database: {_safe_url(settings.DATABASE_URL)}")
+    if serve:
+        _refuse_unapplied_migrations()
+        call_command("collectstatic", interactive=False, verbosity=0)
+        connections.close_all()
+        return {"debug": settings.DEBUG, "log_dir": log_dir, "outbox": settings.EMAIL_FILE_PATH,
+                "broker": _safe_url(settings.CELERY_BROKER_URL), "var_dir": var_dir}
     call_command("migrate", interactive=False, verbosity=1)
     log("demo data: manage.py seed_demo")
     call_command("seed_demo")
@@ -66,6 +81,29 @@ def prepare() -> dict:
     return {"debug": settings.DEBUG, "log_dir": log_dir, "outbox": settings.EMAIL_FILE_PATH,
             "broker": _safe_url(settings.CELERY_BROKER_URL), "users": USERS,
             "password_from_env": bool(os.environ.get("DEMO_PASSWORD")), "password": demo_password()}
+
+
+def _refuse_unapplied_migrations() -> None:
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    executor = MigrationExecutor(connection)
+    plan = executor.migration_plan(executor.loader.graph.leaf_nodes())
+    if plan:
+        log(f"{len(plan)} migration(s) not applied (first: {plan[0][0].app_label}.{plan[0][0].name}); "
+            "run `.venv/bin/python manage.py migrate` first")
+        raise SystemExit(2)
+
+
+def _die_with_launcher_parent() -> None:
+    """If whatever started this launcher dies (make, killed alone: `kill <make's pid>`), Linux sends
+    this launcher SIGTERM, and it stops its children like on Ctrl-C instead of leaving them running."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except Exception:  # not Linux: nothing to do
+        pass
 
 
 def _safe_url(url: str) -> str:
@@ -170,6 +208,13 @@ def stop_all(children: list[Child]) -> None:
             child.thread.join(timeout=2)
 
 
+def serve_banner(info: dict, url: str) -> None:
+    print("\n".join(["", f"Arbiter (gunicorn) is serving at {url}",
+                      f"  Celery worker + beat on {info['broker']}",
+                      f"  Logs: {info['log_dir']}/{{web,worker,beat}}.log",
+                      "  Stop with Ctrl-C or SIGTERM.", ""]), flush=True)
+
+
 def banner(info: dict, url: str) -> None:
     users = info["users"]
     password = "the value of DEMO_PASSWORD" if info["password_from_env"] else info["password"]
@@ -191,26 +236,57 @@ def banner(info: dict, url: str) -> None:
     print("\n".join(lines), flush=True)
 
 
-def main() -> int:
+def _share_metrics_directory(var_dir: Path) -> None:
+    """prometheus_client's multiprocess mode: every child writes its samples under one directory
+    (emptied first: files of dead processes from an earlier start would be counted again)."""
+    directory = Path(os.environ.get("PROMETHEUS_MULTIPROC_DIR") or var_dir / "prometheus")
+    directory.mkdir(parents=True, exist_ok=True)
+    for stale in directory.glob("*.db"):
+        stale.unlink()
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(directory)
+
+
+def main(argv: list[str] | None = None) -> int:
+    serve = "--serve" in (sys.argv[1:] if argv is None else argv)
     os.chdir(ROOT)
     host = os.environ.get("HOST") or "127.0.0.1"
     port = int(os.environ.get("PORT") or "8000")
+    target = "make serve" if serve else "make run"
     if not port_is_free(host, port):
-        log(f"port {port} on {host} is already in use (another `make run`?). "
-            f"Stop it, or pick another port: make run PORT={port + 1}")
+        log(f"port {port} on {host} is already in use (another `{target}`?). "
+            f"Stop it, or pick another port: {target} PORT={port + 1}")
         return 2
+    parent = os.getppid()
+    _die_with_launcher_parent()
+    if os.getppid() != parent:  # it died before the line above took effect
+        log("the process that started this one is gone; not starting")
+        return 1
+    if host in ("0.0.0.0", "::", "") and not os.environ.get("ALLOWED_HOSTS") and os.environ.get("DEBUG", "") in (
+            "1", "true", "yes", "on"):
+        # Other machines reach this one by a name or address settings cannot guess (DEBUG only).
+        os.environ["ALLOWED_HOSTS"] = "*"
+        log("HOST=0.0.0.0 with DEBUG: ALLOWED_HOSTS=* (set ALLOWED_HOSTS to restrict it)")
 
     try:
-        info = prepare()
+        info = prepare(serve=serve)
     except KeyboardInterrupt:
         log("interrupted while preparing; nothing was started")
         return 130
+    except SystemExit as exc:
+        return int(exc.code or 2)
 
     python = sys.executable
     celery = str(Path(python).with_name("celery"))
-    web_argv = [python, "manage.py", "runserver", f"{host}:{port}", "--noreload"]
-    if not info["debug"]:
-        web_argv.append("--insecure")
+    if serve:
+        _share_metrics_directory(info["var_dir"])
+        web_argv = [str(Path(python).with_name("gunicorn")), "config.wsgi:application", "--bind", f"{host}:{port}",
+                    "--workers", os.environ.get("WEB_CONCURRENCY") or "2",
+                    "--timeout", os.environ.get("GUNICORN_TIMEOUT") or "60",
+                    "--config", "config/gunicorn.conf.py", "--name", "arbiter-web"]
+    else:
+        web_argv = [python, "manage.py", "runserver", f"{host}:{port}", "--noreload"]
+        if not info["debug"]:
+            web_argv.append("--insecure")
     specs = [
         ("web", web_argv),
         ("worker", [celery, "-A", "config", "worker", "--loglevel=INFO", "--concurrency=1",
@@ -236,7 +312,7 @@ def main() -> int:
 
     url_host = "127.0.0.1" if host in ("0.0.0.0", "") else host
     if wait_for_port(host, port, READY_TIMEOUT_SECONDS, children, stopping):
-        banner(info, f"http://{url_host}:{port}/")
+        (serve_banner if serve else banner)(info, f"http://{url_host}:{port}/")
     elif not stopping.is_set() and all(child.process.poll() is None for child in children):
         log(f"the web server did not answer on port {port} within {READY_TIMEOUT_SECONDS}s; see the log above")
 

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from django import forms
 from django.conf import settings
 from django.forms import Form
 from django.http import HttpRequest
 from django_fsm import can_proceed
 
 from cases import policy, selectors
+from cases.deadlines import notice_sent
 from cases.models import CASE_TRANSITIONS, Case, CaseStatus, NoticeStatus, ProposalKind, ProposalStatus
+from cases.services.case import TRANSITIONS_CONFIRMED_WITHOUT_NOTICE
 from conversations.services import CAN_CHAT
 from core.actors import Actor
 from core.errors import DomainError
@@ -36,6 +39,21 @@ from web.forms import (
 )
 
 TIMELINE_LIMIT = 200
+
+
+class ProposalApproveForm(DecisionNoteForm):
+    """Approve a proposal: carries the case version the approver saw (a change while the page was
+    open is a conflict) and the evidence ids listed on the page (recorded on the approval)."""
+
+    carries_seen_state = True  # after a refusal the page shows a fresh form with the current state
+
+    expected_version = forms.IntegerField(min_value=1, widget=forms.HiddenInput)
+    evidence_seen = forms.RegexField(regex=r"^[0-9]*(,[0-9]+)*$", required=False, max_length=20000,
+                                     widget=forms.HiddenInput)
+
+    def evidence_ids(self) -> list[int]:
+        raw = self.cleaned_data.get("evidence_seen") or ""
+        return [int(part) for part in raw.split(",") if part]
 
 
 @dataclass
@@ -60,6 +78,7 @@ def transitions_for(*, case: Case, role: str | None) -> list[dict]:
     """The transitions from the case's current status that this role may perform, each with the
     conditions still unmet (shown disabled, with the reason, rather than hidden)."""
     items = []
+    without_notice = not notice_sent(case)
     for name in CASE_TRANSITIONS:
         if not policy.role_may_transition(role, name):
             continue
@@ -75,6 +94,8 @@ def transitions_for(*, case: Case, role: str | None) -> list[dict]:
             "reason_label": REASON_LABELS.get(name, "Reason"),
             "unmet": unmet,
             "target_status": CaseStatus(transition.target).label,
+            # Deciding/closing with no notice ever sent needs a confirmation with a reason.
+            "needs_confirmation": without_notice and name in TRANSITIONS_CONFIRMED_WITHOUT_NOTICE,
         })
     return items
 
@@ -89,6 +110,11 @@ def case_page_context(request: HttpRequest, case: Case, outcome: Outcome | None 
     users = list(tenant_users(tenant_id=case.tenant_id))
     usernames = {u.pk: u.username for u in users}
 
+    # Read first: whether a notice was sent decides the deadlines met and the confirmations asked.
+    notices = list(selectors.notice_list_for_user(user=user, case=case)
+                   .prefetch_related("approvals__approver").order_by("-created_at", "-id"))
+    case.notice_sent = any(n.status == NoticeStatus.SENT for n in notices)
+
     # --- status -----------------------------------------------------------------------------
     transitions = transitions_for(case=case, role=role)
     for item in transitions:
@@ -102,7 +128,7 @@ def case_page_context(request: HttpRequest, case: Case, outcome: Outcome | None 
         item["error"] = _error_for(outcome, key)
 
     # --- evidence ---------------------------------------------------------------------------
-    evidence = list(selectors.evidence_list_for_case(user=user, case=case))
+    evidence = list(selectors.evidence_list_for_case(user=user, case=case).select_related("extraction"))
     evidence_text_form = _form_for(outcome, "evidence_text", lambda: EvidenceTextForm(auto_id="id_text_%s"))
     evidence_file_form = _form_for(outcome, "evidence_file", lambda: EvidenceFileForm(auto_id="id_file_%s"))
 
@@ -110,18 +136,23 @@ def case_page_context(request: HttpRequest, case: Case, outcome: Outcome | None 
     proposals = list(selectors.proposal_list_for_user(user=user, case=case)
                      .select_related("proposed_by_user").order_by("-created_at", "-id"))
     may_decide_proposals = role in policy.CAN_APPROVE_PROPOSALS
+    evidence_ids = ",".join(str(e.pk) for e in evidence)
     for proposal in proposals:
         key = f"proposal:{proposal.pk}"
-        proposal.is_stale_now = proposal.status == ProposalStatus.STALE or (
-            proposal.status == ProposalStatus.PENDING and proposal.case_version != case.version)
+        proposal.is_stale_now = proposal.status == ProposalStatus.STALE
+        # Evidence added since the proposal was made does not make it stale; the approver sees it.
+        proposal.evidence_since = [e for e in evidence if e.created_at > proposal.created_at]
         # Whoever proposed, or asked an agent to propose, cannot decide it (four eyes).
         proposal.is_own = actor.identifier in {proposal.proposer_id, proposal.requested_by}
         is_pending = proposal.status == ProposalStatus.PENDING
         proposal.may_decide = is_pending and may_decide_proposals and not proposal.is_own
         proposal.may_withdraw = is_pending and (proposal.is_own or role == policy.SUPERVISOR)
         proposal.four_eyes_note = is_pending and may_decide_proposals and proposal.is_own
-        proposal.approve_form = _item_form(outcome, key, "approve",
-                                           lambda p=proposal: DecisionNoteForm(auto_id=f"id_p{p.pk}_approve_%s"))
+        proposal.approve_form = _item_form(outcome, key, "approve", lambda p=proposal, k=key: ProposalApproveForm(
+            initial={"expected_version": case.version, "evidence_seen": evidence_ids,
+                     **(outcome.typed if outcome.target == k else {})},
+            auto_id=f"id_p{p.pk}_approve_%s"))
+        proposal.may_reask = proposal.is_stale_now and role in CAN_MANAGE_RUNS and is_open
         proposal.reject_form = _item_form(outcome, key, "reject",
                                           lambda p=proposal: DecisionNoteForm(note_required=True,
                                                                               auto_id=f"id_p{p.pk}_reject_%s"))
@@ -140,8 +171,6 @@ def case_page_context(request: HttpRequest, case: Case, outcome: Outcome | None 
     for event in events:
         if event.event_type in ("notice.drafted", "notice.edited"):
             writers.setdefault((event.payload or {}).get("notice_id"), set()).add(event.actor_id)
-    notices = list(selectors.notice_list_for_user(user=user, case=case)
-                   .prefetch_related("approvals__approver").order_by("-created_at", "-id"))
     may_draft = role in policy.CAN_DRAFT_NOTICES
     may_approve_notices = role in policy.CAN_APPROVE_NOTICES
     may_send = role in policy.CAN_DISPATCH_NOTICES
@@ -201,6 +230,7 @@ def case_page_context(request: HttpRequest, case: Case, outcome: Outcome | None 
 
     return {
         "case": case,
+        "deadlines": case.deadline_states(),
         "lifecycle": CaseStatus.choices,
         "transitions": transitions,
         "evidence": evidence,

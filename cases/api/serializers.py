@@ -32,7 +32,8 @@ class CaseOutputSerializer(serializers.ModelSerializer):
         fields = ["reference", "title", "product", "sub_product", "issue", "sub_issue", "company", "consumer_state",
                   "tags", "complainant_name", "complainant_email", "source", "source_reference", "received_at",
                   "status", "risk_level", "assigned_team", "assignee", "resolution", "version", "created_at",
-                  "updated_at"]
+                  "updated_at", "acknowledge_due", "response_due", "close_due", "deadline_policy_version",
+                  "deadline_paused_on"]
         read_only_fields = fields
 
 
@@ -65,19 +66,19 @@ class ProposalOutputSerializer(serializers.ModelSerializer):
     status = serializers.ChoiceField(choices=ProposalStatus.choices)
     summary = serializers.CharField(read_only=True)
     is_stale = serializers.SerializerMethodField(
-        help_text="True when the case changed since the proposal was made: it can no longer be approved.")
+        help_text="True when one of the proposal's preconditions changed: it can no longer be approved.")
     decided_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
 
     class Meta:
         model = Proposal
         fields = ["id", "case", "kind", "payload", "summary", "rationale", "evidence_refs", "proposer_type",
                   "proposer_id", "run_id", "case_version", "is_stale", "policy_version", "status", "decided_by",
-                  "decided_at", "decision_note", "created_at"]
+                  "decided_at", "decision_note", "created_at", "preconditions", "stale_reason"]
         read_only_fields = fields
 
     def get_is_stale(self, proposal: Proposal) -> bool:
         return proposal.status == ProposalStatus.STALE or (
-            proposal.status == ProposalStatus.PENDING and proposal.case_version != proposal.case.version)
+            proposal.status == ProposalStatus.PENDING and bool(proposal.changed_preconditions(proposal.case)))
 
 
 class NoticeOutputSerializer(serializers.ModelSerializer):
@@ -88,7 +89,7 @@ class NoticeOutputSerializer(serializers.ModelSerializer):
         model = Notice
         fields = ["id", "case", "kind", "recipient", "subject", "body", "content_hash", "status", "drafted_by",
                   "last_edited_by", "submitted_by", "run_id", "version", "sent_at", "external_message_id",
-                  "created_at", "updated_at"]
+                  "created_at", "updated_at", "check_flags", "checked_hash"]
         read_only_fields = fields
 
 

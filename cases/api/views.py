@@ -126,6 +126,9 @@ class CaseTransitionApi(APIView):
         expected_version = serializers.IntegerField(
             required=False, min_value=1, allow_null=True, default=None,
             help_text="The version you looked at; if the case changed since, the answer is 409 conflict.")
+        # Issue 7 (i7): deciding/closing a case on which no notice was sent needs a confirmation.
+        confirm_reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000,
+                                               help_text="Why decide/close although no notice was sent.")
 
     @extend_schema(request=CaseTransitionInput, responses={200: CaseOutputSerializer, **refusals(400, 403, 404, 409)},
                    summary="Move a case through its lifecycle")
@@ -268,6 +271,13 @@ class ProposalDetailApi(APIView):
 class ProposalApproveApi(APIView):
     class ProposalApproveInput(serializers.Serializer):
         note = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000)
+        # Issue 7 (i7): the case version the approver saw (a later change is a 409 conflict), the
+        # evidence ids in view (recorded on the approval), and the confirmation deciding/closing
+        # needs when no notice was sent.
+        expected_version = serializers.IntegerField(required=False, min_value=1, default=None, allow_null=True)
+        evidence_seen = serializers.ListField(child=serializers.IntegerField(min_value=1), required=False,
+                                             default=None, allow_null=True, max_length=10000)
+        confirm_reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000)
 
     @extend_schema(request=ProposalApproveInput, responses={200: ProposalOutputSerializer, **refusals(403, 404, 409)},
                    summary="Approve a proposal and apply it to the case (supervisors; not the proposer)")
@@ -377,6 +387,9 @@ class NoticeApproveApi(APIView):
         content_hash = serializers.CharField(max_length=64, help_text="The content_hash of the text you reviewed; "
                                                                       "if the notice changed since, 409 stale.")
         note = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000)
+        # Issue 7 (i7): approving over the notice checker's flags needs a reason.
+        override_reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000,
+                                                help_text="Required when the notice checker flagged the text.")
 
     @extend_schema(request=NoticeApproveInput, responses={200: NoticeOutputSerializer, **refusals(400, 403, 404, 409)},
                    summary="Approve the exact text of a notice (supervisors; not its drafter or editor)")

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import logging
 
+from django.db import transaction
+
 from accounts.models import User
 from audit.services import audit_record
 from cases import policy
 from cases.models import (
+    PRECONDITION_EVENTS,
     Case,
     CaseEvent,
     ProposalStatus,
@@ -15,6 +18,7 @@ from cases.models import (
 from cases.reducer import VERSIONED_EVENTS
 from core.actors import Actor
 from core.errors import Conflict, Forbidden, NotFound
+from ops import metrics  # issue 13
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +70,8 @@ def _record(*, case: Case, actor: Actor, event_type: str, payload: dict, audit_a
             target_type: str = "case", target_id=None, run_id: str = "", decision: str = "",
             evidence_refs: list | None = None) -> CaseEvent:
     """Write the CaseEvent and the AuditEvent of one committed change (caller holds the case lock).
-    A versioned event bumps case.version and saves the case; stale pending proposals follow."""
+    A versioned event bumps case.version and saves the case; a change to a field some pending
+    proposal depends on makes that proposal stale."""
     if event_type in VERSIONED_EVENTS and event_type != "case.created":
         case.version += 1
         case.save()
@@ -82,20 +87,43 @@ def _record(*, case: Case, actor: Actor, event_type: str, payload: dict, audit_a
         run_id=run_id, policy_version=policy.POLICY_VERSION, decision=decision,
         evidence_refs=evidence_refs, payload=payload | {"case_version": case.version},
     )
-    if event_type in VERSIONED_EVENTS and event_type != "case.created":
-        _stale_pending_proposals(case=case, actor=actor)
+    if event_type in PRECONDITION_CHANGING_EVENTS:
+        _stale_proposals_whose_preconditions_changed(case=case, actor=actor, event=event)
+    if decision in ("approved", "rejected") and target_type in ("proposal", "notice"):  # issue 13: metrics
+        transaction.on_commit(lambda: metrics.decision(kind=target_type, decision=decision))
     return event
 
 
-def _stale_pending_proposals(*, case: Case, actor: Actor) -> None:
-    """A proposal made against an older version can no longer be approved (DESIGN §2)."""
-    for proposal in case.proposals.select_for_update().filter(status=ProposalStatus.PENDING,
-                                                              case_version__lt=case.version):
+# Only these events change a field some proposal may depend on (status, risk, assignment).
+PRECONDITION_CHANGING_EVENTS = frozenset(
+    event_type for event_types in PRECONDITION_EVENTS.values() for event_type in event_types)
+
+
+def stale_reason_for(*, field: str, expected, now, event: CaseEvent | None) -> dict:
+    """The stored reason a proposal is stale: which field, from what to what, and which event."""
+    reason = {"field": field, "from": expected, "to": now}
+    if event is not None:
+        reason |= {"event_id": event.pk, "event_sequence": event.sequence, "event_type": event.event_type,
+                   "actor_id": event.actor_id}
+    return reason
+
+
+def _stale_proposals_whose_preconditions_changed(*, case: Case, actor: Actor, event: CaseEvent) -> None:
+    """A pending proposal goes stale only when one of its own preconditions no longer holds
+    (DESIGN §2, ADR 0006): a sibling proposal applied to another field, or evidence added, leaves
+    it pending. The caller holds the case lock; proposals are locked after it (fixed order)."""
+    for proposal in case.proposals.select_for_update().filter(status=ProposalStatus.PENDING).order_by("pk"):
+        changed = proposal.changed_preconditions(case)
+        if not changed:
+            continue
+        field, expected, now = changed[0]
+        proposal.stale_reason = stale_reason_for(field=field, expected=expected, now=now, event=event)
         proposal.mark_stale()
         proposal.save()
         audit_record(
             tenant_id=case.tenant_id, case_id=case.pk, actor_type=actor.kind, actor_id=actor.identifier,
             action="cases.proposal.staled", target_type="proposal", target_id=proposal.pk,
             policy_version=policy.POLICY_VERSION, decision="stale",
-            payload={"proposal_case_version": proposal.case_version, "case_version": case.version},
+            payload={"proposal_case_version": proposal.case_version, "case_version": case.version,
+                     **proposal.stale_reason},
         )

@@ -15,6 +15,8 @@ from django_fsm import can_proceed, has_transition_perm
 
 from accounts.models import Tenant, User
 from cases import policy
+from cases.deadlines import notice_sent
+from cases.extraction import evidence_extraction_create
 from cases.models import (
     CASE_TRANSITIONS,
     Case,
@@ -23,7 +25,7 @@ from cases.models import (
     EvidenceKind,
     Proposal,
 )
-from cases.reducer import REPLAYED_FIELDS
+from cases.reducer import case_state
 from cases.services._common import (
     _check_expected_version,
     _lock_case,
@@ -32,6 +34,7 @@ from cases.services._common import (
     _require_tenant,
     _require_user,
 )
+from cases.services.deadlines import deadlines_on_transition, intake_deadlines
 from core.actors import Actor, coerce_actor
 from core.errors import Conflict, Forbidden, Invalid, NotAllowed
 
@@ -58,8 +61,10 @@ CASE_INPUT_FIELDS = ("product", "sub_product", "issue", "sub_issue", "company", 
 @transaction.atomic
 def case_create(*, actor, tenant: Tenant, title: str, received_at: date | None = None,
                 narrative: str = "", **fields) -> Case:
-    """Open a case (status new, risk unassessed). A narrative becomes the first text evidence.
-    Raises Forbidden for roles that cannot open cases, Invalid for bad input."""
+    """Open a case (status new, risk unassessed) with its due dates computed from `received_at`
+    (or today) under the tenant's current DeadlinePolicy, recorded in `case.created`. A narrative
+    becomes the first text evidence. Raises Forbidden for roles that cannot open cases, Invalid
+    for bad input."""
     actor = coerce_actor(actor)
     _require_role(actor, policy.CAN_CREATE_CASES, "open cases")
     _require_tenant(actor, tenant.pk)
@@ -80,8 +85,9 @@ def case_create(*, actor, tenant: Tenant, title: str, received_at: date | None =
         case.full_clean(exclude=["tenant", "status"])
     except ValidationError as exc:
         raise Invalid("The case could not be opened.", fields=exc.message_dict) from None
+    intake_deadlines(case)  # due dates under the tenant's current deadline policy (issue 7)
     case.save()
-    payload = {f: getattr(case, f) for f in REPLAYED_FIELDS}
+    payload = case_state(case)
     _record(case=case, actor=actor, event_type="case.created", payload=payload,
             audit_action="cases.case.created")
     if narrative.strip():
@@ -117,6 +123,7 @@ def _evidence_create(*, case: Case, actor: Actor, title: str, text: str | None =
                             content_type="text/plain", size=len(raw), sha256=hashlib.sha256(raw).hexdigest(),
                             source=source, added_by=actor.identifier)
     evidence.save()
+    evidence_extraction_create(evidence=evidence)  # a PDF: pending row now, text read by the worker after commit
     _record(case=case, actor=actor, event_type="evidence.added",
             payload={"evidence_id": evidence.pk, "sha256": evidence.sha256, "title": title,
                      "size": evidence.size, "content_type": evidence.content_type},
@@ -158,9 +165,14 @@ def evidence_add(*, actor, case: Case, title: str, text: str | None = None, uplo
     return evidence
 
 
+# Deciding or closing a case no notice was ever sent on needs an explicit confirmation (issue 7).
+TRANSITIONS_CONFIRMED_WITHOUT_NOTICE = frozenset({"decide", "close"})
+
+
 def _apply_transition(*, case: Case, actor: Actor, user: User, transition: str, reason: str,
-                      run_id: str = "", via_proposal: Proposal | None = None) -> None:
-    """Check and apply one FSM transition on a locked case, and record it."""
+                      run_id: str = "", via_proposal: Proposal | None = None, confirm_reason: str = "") -> None:
+    """Check and apply one FSM transition on a locked case, and record it (with the deadline
+    clock's pause or resume where the case's deadline policy says so)."""
     if transition not in CASE_TRANSITIONS:
         raise Invalid(f"Unknown transition {transition!r}.", fields={"transition": ["Unknown transition."]})
     method = getattr(case, transition)
@@ -175,9 +187,16 @@ def _apply_transition(*, case: Case, actor: Actor, user: User, transition: str, 
     if transition in policy.TRANSITIONS_REQUIRING_REASON and not (reason or "").strip():
         raise Invalid(f"{transition.replace('_', ' ').capitalize()} needs a reason.",
                       fields={"reason": ["A reason is required for this transition."]})
+    unconfirmed = transition in TRANSITIONS_CONFIRMED_WITHOUT_NOTICE and not notice_sent(case)
+    if unconfirmed and not (confirm_reason or "").strip():
+        raise Invalid(f"No notice was ever sent to the consumer on {case.reference}. To "
+                      f"{transition.replace('_', ' ')} it anyway, confirm with a reason (it is recorded in the audit).",
+                      fields={"confirm_reason": ["Confirm with a reason why no notice was sent."]})
     source = case.status
     method()
     payload = {"transition": transition, "source": source, "target": case.status, "reason": reason}
+    if unconfirmed:
+        payload["confirmed_without_notice"] = confirm_reason.strip()
     if transition == "decide":
         case.resolution = reason
         payload["resolution"] = reason
@@ -185,6 +204,7 @@ def _apply_transition(*, case: Case, actor: Actor, user: User, transition: str, 
         payload["proposal_id"] = via_proposal.pk
     _record(case=case, actor=actor, event_type="case.transitioned", payload=payload,
             audit_action="cases.case.transitioned", run_id=run_id, decision="allowed")
+    deadlines_on_transition(case=case, actor=actor, source=source, target=case.status)
 
 
 def _why_not(case: Case, transition: str) -> str:
@@ -201,19 +221,22 @@ def _why_not(case: Case, transition: str) -> str:
 
 @transaction.atomic
 def case_transition(*, actor, case: Case, transition: str, reason: str = "",
-                    expected_version: int | None = None) -> Case:
+                    expected_version: int | None = None, confirm_reason: str = "") -> Case:
     """A permitted user moves the case through its lifecycle directly.
 
     Checks: the actor is a person of this tenant whose role may perform `transition`, the FSM
     allows it from the current status with its conditions met, a reason where policy needs one, and
     (when given) that the case is still at `expected_version`. Raises Forbidden / NotAllowed /
-    Invalid / Conflict and changes nothing when a check fails."""
+    Invalid / Conflict and changes nothing when a check fails. Deciding or closing a case on which
+    no notice was ever sent needs `confirm_reason` (Invalid without it); the reason is recorded in
+    the event and the audit as `confirmed_without_notice`."""
     actor = coerce_actor(actor)
     user = _require_user(actor, "change a case's status")
     _require_tenant(actor, case.tenant_id)
     locked = _lock_case(case)
     _check_expected_version(locked, expected_version)
-    _apply_transition(case=locked, actor=actor, user=user, transition=transition, reason=reason)
+    _apply_transition(case=locked, actor=actor, user=user, transition=transition, reason=reason,
+                      confirm_reason=confirm_reason)
     case.refresh_from_db()
     return locked
 

@@ -19,6 +19,7 @@ from cases.models import (
     Notice,
     NoticeStatus,
 )
+from cases.notice_checker import check_notice
 from cases.services._common import _lock_case, _record, _require_role, _require_tenant
 from cases.services.case import _check_same_case
 from core.actors import Actor, coerce_actor
@@ -43,6 +44,9 @@ def _validate_notice_content(*, recipient: str, subject: str, body: str) -> None
         errors["subject"] = ["A notice needs a subject."]
     elif len(subject) > 300:
         errors["subject"] = ["At most 300 characters."]
+    elif any(ch in "\r\n\x85\u2028\u2029" or ord(ch) < 32 or ord(ch) == 127 for ch in subject.strip()):
+        # A subject becomes an email header: a line break in it could never be sent (issue 13).
+        errors["subject"] = ["A subject must be one line: remove the line breaks and control characters."]
     if not (body or "").strip():
         errors["body"] = ["A notice needs a body."]
     if errors:
@@ -53,6 +57,19 @@ def _lock_notice(notice: Notice) -> Notice:
     return Notice.objects.select_for_update().get(pk=notice.pk)
 
 
+def _check(*, notice: Notice, case: Case) -> list[dict]:
+    """Run the notice checker on the notice's current text and store the result with its hash."""
+    notice.check_flags = check_notice(case=case, recipient=notice.recipient, subject=notice.subject,
+                                      body=notice.body, consumer_request=notice.consumer_request)
+    notice.checked_hash = notice.content_hash
+    notice.checked_at = timezone.now()
+    return notice.check_flags
+
+
+def _flag_codes(flags: list[dict]) -> list[str]:
+    return sorted({flag["code"] for flag in flags})
+
+
 def _void_approvals(*, notice: Notice, reason: str) -> int:
     return Approval.objects.filter(notice=notice, voided_at__isnull=True).update(
         voided_at=timezone.now(), void_reason=reason)
@@ -60,8 +77,11 @@ def _void_approvals(*, notice: Notice, reason: str) -> int:
 
 @transaction.atomic
 def notice_draft(*, actor, case: Case, subject: str, body: str, recipient: str = "", kind: str = "response",
-                 run_id: str = "", idempotency_key: str | None = None, requested_by: User | None = None) -> Notice:
-    """Draft a notice to the complainant (agents and analysts/supervisors). Nothing is sent."""
+                 run_id: str = "", idempotency_key: str | None = None, requested_by: User | None = None,
+                 consumer_request: str = "") -> Notice:
+    """Draft a notice to the complainant (agents and analysts/supervisors). Nothing is sent. The
+    notice checker runs on the text (`consumer_request`: the request it must address, kept for
+    later edits) and its flags are stored with the content hash and recorded in the event."""
     actor = coerce_actor(actor)
     if actor.is_user:
         _require_role(actor, policy.CAN_DRAFT_NOTICES, "draft notices")
@@ -81,8 +101,10 @@ def notice_draft(*, actor, case: Case, subject: str, body: str, recipient: str =
     notice = Notice(tenant_id=locked.tenant_id, case=locked, kind=kind, recipient=recipient,
                     subject=subject.strip(), body=body, drafted_by=actor.identifier,
                     last_edited_by=actor.identifier, run_id=run_id, idempotency_key=idempotency_key,
-                    requested_by=f"user:{requested_by.pk}" if requested_by is not None else "")
+                    requested_by=f"user:{requested_by.pk}" if requested_by is not None else "",
+                    consumer_request=(consumer_request or "").strip()[:4000])
     notice.content_hash = notice.compute_content_hash()
+    _check(notice=notice, case=locked)
     try:
         with transaction.atomic():
             notice.save()
@@ -91,7 +113,8 @@ def notice_draft(*, actor, case: Case, subject: str, body: str, recipient: str =
         _check_same_case(existing, locked, idempotency_key)
         return existing
     _record(case=locked, actor=actor, event_type="notice.drafted",
-            payload={"notice_id": notice.pk, "content_hash": notice.content_hash, "kind": kind},
+            payload={"notice_id": notice.pk, "content_hash": notice.content_hash, "kind": kind,
+                     "check_flags": _flag_codes(notice.check_flags)},
             audit_action="cases.notice.drafted", target_type="notice", target_id=notice.pk, run_id=run_id)
     return notice
 
@@ -100,7 +123,8 @@ def notice_draft(*, actor, case: Case, subject: str, body: str, recipient: str =
 def notice_edit(*, actor, notice: Notice, subject: str | None = None, body: str | None = None,
                 recipient: str | None = None) -> Notice:
     """Edit a notice's content. The notice returns to draft and every approval of it is voided:
-    an approval covers the exact content (hash) the approver saw, nothing else."""
+    an approval covers the exact content (hash) the approver saw, nothing else. The notice
+    checker runs again on the new text."""
     actor = coerce_actor(actor)
     _require_role(actor, policy.CAN_DRAFT_NOTICES, "edit notices")
     _require_tenant(actor, notice.tenant_id)
@@ -121,11 +145,13 @@ def notice_edit(*, actor, notice: Notice, subject: str | None = None, body: str 
     locked.edit()
     locked.last_edited_by = actor.identifier
     locked.version += 1
+    _check(notice=locked, case=case)
     locked.save()
     voided = _void_approvals(notice=locked, reason="content edited")
     _record(case=case, actor=actor, event_type="notice.edited",
             payload={"notice_id": locked.pk, "old_hash": old_hash, "content_hash": locked.content_hash,
-                     "previous_status": previous_status, "approvals_voided": voided},
+                     "previous_status": previous_status, "approvals_voided": voided,
+                     "check_flags": _flag_codes(locked.check_flags)},
             audit_action="cases.notice.edited", target_type="notice", target_id=locked.pk)
     notice.refresh_from_db()
     return locked
@@ -133,7 +159,9 @@ def notice_edit(*, actor, notice: Notice, subject: str | None = None, body: str 
 
 @transaction.atomic
 def notice_submit(*, actor, notice: Notice) -> Notice:
-    """Submit a draft for approval (agents and analysts/supervisors)."""
+    """Submit a draft for approval (agents and analysts/supervisors). An agent's draft with a flag
+    from the notice checker is refused (NotAllowed): it stays a flagged draft for a person, who may
+    submit it and approve over the flags with a reason."""
     actor = coerce_actor(actor)
     if actor.is_user:
         _require_role(actor, policy.CAN_DRAFT_NOTICES, "submit notices")
@@ -144,6 +172,13 @@ def notice_submit(*, actor, notice: Notice) -> Notice:
     locked = _lock_notice(notice)
     if not can_proceed(locked.submit):
         raise NotAllowed(f"Only a draft can be submitted; this notice is {locked.get_status_display().lower()}.")
+    if actor.is_agent:
+        flags = locked.check_flags if locked.is_checked else check_notice(
+            case=case, recipient=locked.recipient, subject=locked.subject, body=locked.body,
+            consumer_request=locked.consumer_request)
+        if flags:
+            raise NotAllowed(f"The notice checker flagged this draft ({', '.join(_flag_codes(flags))}); an agent's "
+                             f"flagged draft is not submitted. It stays a draft for a person to revise.")
     locked.submit()
     locked.submitted_by = actor.identifier
     locked.save()
@@ -168,10 +203,15 @@ def _check_notice_approver(*, actor: Actor, notice: Notice, verb: str) -> User:
 
 
 @transaction.atomic
-def notice_approve(*, actor, notice: Notice, content_hash: str, note: str = "") -> Notice:
+def notice_approve(*, actor, notice: Notice, content_hash: str, note: str = "", override_reason: str = "") -> Notice:
     """A supervisor (not its drafter or last editor) approves a notice pending approval. The
     approval is bound to `content_hash`, the content the approver saw: if the notice changed
-    since, it is refused as Stale."""
+    since, it is refused as Stale.
+
+    The notice checker runs again (today's date decides what is past): with any flag — a date
+    before today, an action no event records, … — approving needs `override_reason`, an explicit
+    confirmation recorded on the approval (`flags_overridden`, `override_reason`) and in the audit;
+    without it the approval is refused (Invalid, field `override_reason`) and nothing changes."""
     actor = coerce_actor(actor)
     user = _check_notice_approver(actor=actor, notice=notice, verb="approve")
     case = _lock_case(notice.case_id)
@@ -182,14 +222,22 @@ def notice_approve(*, actor, notice: Notice, content_hash: str, note: str = "") 
                          f"{locked.get_status_display().lower()}.")
     if content_hash != locked.content_hash or locked.compute_content_hash() != locked.content_hash:
         raise Stale("The notice changed since you opened it; review the current text and approve again.")
+    flags = _check(notice=locked, case=case)
+    override_reason = (override_reason or "").strip()
+    if flags and not override_reason:
+        raise Invalid(f"The notice checker flagged this notice ({', '.join(_flag_codes(flags))}). Edit it, or "
+                      f"approve anyway with a reason (recorded on the approval and in the audit).",
+                      fields={"override_reason": [flag["message"] for flag in flags]})
     approval = Approval.objects.create(
         tenant_id=case.tenant_id, notice=locked, approver=user, decision=ApprovalDecision.APPROVED,
         content_hash=locked.content_hash, case_version=case.version, policy_version=policy.POLICY_VERSION,
-        note=note)
+        note=note, flags_overridden=flags if flags else [], override_reason=override_reason if flags else "")
     locked.approve()
     locked.save()
+    overridden = {"flags_overridden": _flag_codes(flags), "override_reason": override_reason} if flags else {}
     _record(case=case, actor=actor, event_type="notice.approved",
-            payload={"notice_id": locked.pk, "approval_id": approval.pk, "content_hash": locked.content_hash},
+            payload={"notice_id": locked.pk, "approval_id": approval.pk, "content_hash": locked.content_hash,
+                     **overridden},
             audit_action="cases.notice.approved", target_type="notice", target_id=locked.pk,
             run_id=locked.run_id, decision="approved")
     notice.refresh_from_db()

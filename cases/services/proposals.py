@@ -12,19 +12,46 @@ from accounts.models import User
 from cases import policy
 from cases.models import (
     CASE_TRANSITIONS,
+    PRECONDITION_EVENTS,
+    PROPOSAL_PRECONDITION_FIELDS,
     Approval,
     ApprovalDecision,
     Case,
+    CaseEvent,
+    CaseStatus,
     Evidence,
     Proposal,
     ProposalKind,
     ProposalStatus,
     RiskLevel,
 )
-from cases.services._common import _lock_case, _record, _require_role, _require_tenant, _require_user
+from cases.services._common import (
+    _check_expected_version,
+    _lock_case,
+    _record,
+    _require_role,
+    _require_tenant,
+    _require_user,
+    stale_reason_for,
+)
 from cases.services.case import _apply_transition, _check_same_case
 from core.actors import Actor, coerce_actor
 from core.errors import Forbidden, Invalid, NotAllowed, Stale
+
+# A decided or closed case takes no risk or assignment change (E): only reopening it.
+SETTLED_STATUSES = frozenset({CaseStatus.DECIDED, CaseStatus.CLOSED})
+
+
+def check_case_not_settled(case: Case, what: str) -> None:
+    """Refuse a risk or assignment change on a decided or closed case (NotAllowed)."""
+    if case.status in SETTLED_STATUSES:
+        raise NotAllowed(f"{case.reference} is {case.get_status_display().lower()}: its {what} can no longer "
+                         f"change. Reopen the case first (a supervisor, with a reason).")
+
+
+def proposal_preconditions(*, case: Case, kind: str) -> dict:
+    """The case fields a proposal of `kind` depends on, with their values now."""
+    return {name: getattr(case, name) for name in PROPOSAL_PRECONDITION_FIELDS.get(kind, ())}
 
 logger = logging.getLogger(__name__)
 
@@ -79,8 +106,9 @@ def _validate_proposal(*, case: Case, kind: str, payload: dict, evidence_refs: l
 def proposal_create(*, actor, case: Case, kind: str, payload: dict, rationale: str,
                     evidence_refs: list | tuple = (), run_id: str = "",
                     idempotency_key: str | None = None, requested_by: User | None = None) -> Proposal:
-    """Record a proposed change against the case's current version. Agents and analysts /
-    supervisors may propose; nothing in the domain changes. With an idempotency key, a repeated
+    """Record a proposed change with its preconditions (the case fields it depends on, with their
+    values now: ADR 0006). Agents and analysts / supervisors may propose; nothing in the domain
+    changes. A risk or assignment proposal on a decided or closed case is refused (NotAllowed). With an idempotency key, a repeated
     call returns the proposal the first call created. `requested_by` names the person who asked an
     agent for this change; like the proposer, they cannot approve it."""
     actor = coerce_actor(actor)
@@ -97,6 +125,8 @@ def proposal_create(*, actor, case: Case, kind: str, payload: dict, rationale: s
     if not (rationale or "").strip():
         raise Invalid("A proposal needs a rationale.", fields={"rationale": ["Explain why."]})
     locked = _lock_case(case)
+    if kind in (ProposalKind.RISK_LEVEL, ProposalKind.ASSIGNMENT):
+        check_case_not_settled(locked, "risk level" if kind == ProposalKind.RISK_LEVEL else "assignment")
     clean = _validate_proposal(case=locked, kind=kind, payload=payload or {}, evidence_refs=list(evidence_refs))
     proposal = Proposal(
         tenant_id=locked.tenant_id, case=locked, kind=kind, payload=clean, rationale=rationale.strip(),
@@ -104,6 +134,7 @@ def proposal_create(*, actor, case: Case, kind: str, payload: dict, rationale: s
         proposed_by_user=actor.user if actor.is_user else None, run_id=run_id, idempotency_key=idempotency_key,
         requested_by=f"user:{requested_by.pk}" if requested_by is not None else "",
         case_version=locked.version, policy_version=policy.POLICY_VERSION,
+        preconditions=proposal_preconditions(case=locked, kind=kind),
     )
     try:
         with transaction.atomic():
@@ -124,13 +155,33 @@ def _lock_proposal(proposal: Proposal) -> Proposal:
     return Proposal.objects.select_for_update().get(pk=proposal.pk)
 
 
+def _changing_event(case: Case, proposal: Proposal, field: str) -> CaseEvent | None:
+    """The latest event that changed `field` since the proposal was made."""
+    return (CaseEvent.objects.filter(case=case, event_type__in=PRECONDITION_EVENTS[field],
+                                     case_version__gt=proposal.case_version)
+            .order_by("-sequence").first())
+
+
+def _stale_error(proposal: Proposal, verb: str) -> Stale:
+    return Stale(f"This proposal is stale: {proposal.stale_message} It can no longer be "
+                 f"{verb.removesuffix('e')}ed — ask the agents again or make a fresh proposal.",
+                 **{"field": proposal.stale_reason.get("field"), "from": proposal.stale_reason.get("from"),
+                    "to": proposal.stale_reason.get("to"), "event_id": proposal.stale_reason.get("event_id")})
+
+
 def _check_proposal_decidable(*, proposal: Proposal, case: Case, actor: Actor, verb: str) -> None:
-    if proposal.status == ProposalStatus.STALE or (proposal.status == ProposalStatus.PENDING
-                                                   and proposal.case_version != case.version):
-        raise Stale(
-            f"This proposal was made against version {proposal.case_version} of {case.reference}, which "
-            f"is now at version {case.version}; the case changed since. It can no longer be "
-            f"{verb.removesuffix('e')}ed — ask for a fresh proposal.")
+    if proposal.status == ProposalStatus.PENDING:
+        # Belt and braces: the write path stales a proposal when one of its preconditions changes,
+        # but the check here is what approval relies on. The proposal is not marked here: a
+        # refusal changes nothing.
+        changed = proposal.changed_preconditions(case)
+        if changed:
+            field, expected, now = changed[0]
+            proposal.stale_reason = stale_reason_for(field=field, expected=expected, now=now,
+                                                     event=_changing_event(case, proposal, field))
+            raise _stale_error(proposal, verb)
+    if proposal.status == ProposalStatus.STALE:
+        raise _stale_error(proposal, verb)
     if proposal.status != ProposalStatus.PENDING:
         raise NotAllowed(f"This proposal is already {proposal.get_status_display().lower()}.")
     if proposal.proposer_id == actor.identifier:
@@ -140,23 +191,51 @@ def _check_proposal_decidable(*, proposal: Proposal, case: Case, actor: Actor, v
                         f"supervisor must (four eyes).")
 
 
+def _evidence_in_view(case: Case, evidence_seen) -> list[int]:
+    """The evidence ids the approver had in view: the ids the page listed (checked to be this
+    case's), or, without them (API, admin), the case's evidence now — the same set, since the
+    approval is bound to the case version the approver saw."""
+    on_case = list(Evidence.objects.filter(case=case).order_by("pk").values_list("pk", flat=True))
+    if evidence_seen is None:
+        return on_case
+    seen = sorted({int(e) for e in evidence_seen if str(e).isdigit()})
+    if len(seen) != len(set(map(str, evidence_seen))) or not set(seen) <= set(on_case):
+        raise Invalid("The evidence in view must be evidence of this case.",
+                      fields={"evidence_seen": ["Unknown evidence for this case."]})
+    return seen
+
+
 @transaction.atomic
-def proposal_approve(*, actor, proposal: Proposal, note: str = "") -> Proposal:
+def proposal_approve(*, actor, proposal: Proposal, note: str = "", expected_version: int | None = None,
+                     evidence_seen: list[int] | None = None, confirm_reason: str = "") -> Proposal:
     """A supervisor approves a pending proposal and it is applied to the case in the same
     transaction, through the FSM and its permission/conditions.
 
+    Only the proposal's own preconditions are re-checked (ADR 0006): a sibling applied to another
+    field, or evidence added since, does not make it stale. `expected_version` is the case version
+    the approver saw (the page's form carries it): a change while the page was open is a Conflict.
+    `evidence_seen` (the evidence ids the page listed) is recorded on the approval.
+    `confirm_reason`: deciding or closing a case on which no notice was ever sent needs it
+    (Invalid without), recorded in the event and the audit.
+
     Refuses (changing nothing): agents and roles without approval rights (Forbidden), the proposer
-    (Forbidden, four eyes), a proposal made against an older case version (Stale), one already
-    decided (NotAllowed), and a change the case can no longer take (NotAllowed)."""
+    (Forbidden, four eyes), a proposal whose precondition changed (Stale, naming the field, from →
+    to and the event), a case changed since the approver's view (Conflict), one already decided
+    (NotAllowed), a risk/assignment change on a decided or closed case and a change the case can
+    no longer take (NotAllowed)."""
     actor = coerce_actor(actor)
     user = _require_role(actor, policy.CAN_APPROVE_PROPOSALS, "approve proposals")
     _require_tenant(actor, proposal.tenant_id)
     case = _lock_case(proposal.case_id)
     locked = _lock_proposal(proposal)
     _check_proposal_decidable(proposal=locked, case=case, actor=actor, verb="approve")
+    _check_expected_version(case, expected_version)
+    if locked.kind in (ProposalKind.RISK_LEVEL, ProposalKind.ASSIGNMENT):
+        check_case_not_settled(case, "risk level" if locked.kind == ProposalKind.RISK_LEVEL else "assignment")
+    in_view = _evidence_in_view(case, evidence_seen)
     approval = Approval.objects.create(
         tenant_id=case.tenant_id, proposal=locked, approver=user, decision=ApprovalDecision.APPROVED,
-        case_version=case.version, policy_version=policy.POLICY_VERSION, note=note,
+        case_version=case.version, policy_version=policy.POLICY_VERSION, note=note, evidence_in_view=in_view,
         content_hash=hashlib.sha256(repr(sorted(locked.payload.items())).encode()).hexdigest(),
     )
     locked.apply()
@@ -165,19 +244,20 @@ def proposal_approve(*, actor, proposal: Proposal, note: str = "") -> Proposal:
     locked.decision_note = note
     locked.save()
     _record(case=case, actor=actor, event_type="proposal.approved",
-            payload={"proposal_id": locked.pk, "approval_id": approval.pk, "note": note},
+            payload={"proposal_id": locked.pk, "approval_id": approval.pk, "note": note,
+                     "evidence_in_view": in_view},
             audit_action="cases.proposal.approved", target_type="proposal", target_id=locked.pk,
             run_id=locked.run_id, decision="approved", evidence_refs=locked.evidence_refs)
-    _apply_proposal(case=case, proposal=locked, actor=actor, user=user)
+    _apply_proposal(case=case, proposal=locked, actor=actor, user=user, confirm_reason=confirm_reason)
     proposal.refresh_from_db()
     return locked
 
 
-def _apply_proposal(*, case: Case, proposal: Proposal, actor: Actor, user: User) -> None:
+def _apply_proposal(*, case: Case, proposal: Proposal, actor: Actor, user: User, confirm_reason: str = "") -> None:
     if proposal.kind == ProposalKind.STATUS_TRANSITION:
         _apply_transition(case=case, actor=actor, user=user, transition=proposal.payload["transition"],
                           reason=proposal.payload.get("reason") or proposal.rationale, run_id=proposal.run_id,
-                          via_proposal=proposal)
+                          via_proposal=proposal, confirm_reason=confirm_reason)
     elif proposal.kind == ProposalKind.RISK_LEVEL:
         previous = case.risk_level
         case.risk_level = proposal.payload["risk_level"]

@@ -12,8 +12,12 @@ runs.schemas; ids a model cites are kept only if they are evidence the model was
 
 from __future__ import annotations
 
+from django.utils import timezone
+
 from cases import policy
+from cases.deadlines import DEADLINE_FIELDS
 from cases.models import CASE_TRANSITIONS, Notice, NoticeStatus, Proposal, ProposalKind, ProposalStatus
+from cases.notice_checker import check_notice, request_statement
 from runs.graphs import Graph, Node, NodeContext, NodeResult
 from runs.schemas import (
     Adjudication,
@@ -171,9 +175,9 @@ def reflect(ctx: NodeContext) -> NodeResult:
 # --- effects: proposals and the notice draft ---------------------------------------------------
 
 def _pending_same(case, kind: str, payload_key: str, value: str) -> Proposal | None:
-    """An identical pending proposal at the case's current version (from this or another run)."""
-    for proposal in Proposal.objects.filter(case=case, kind=kind, status=ProposalStatus.PENDING,
-                                            case_version=case.version):
+    """An identical pending proposal (from this or another run). A pending proposal's
+    preconditions still hold: one whose field changed is marked stale (ADR 0006)."""
+    for proposal in Proposal.objects.filter(case=case, kind=kind, status=ProposalStatus.PENDING):
         if proposal.payload.get(payload_key) == value:
             return proposal
     return None
@@ -250,27 +254,79 @@ def _notice_due(ctx: NodeContext) -> tuple[bool, str]:
     return True, checked.get("notice_reason", "")
 
 
+def _drafting_facts(ctx: NodeContext) -> dict:
+    """What the drafter must ground the notice in (issue 7): the stored due dates, whether a notice
+    was already sent, whether the response is already late, and the consumer's request (triage's
+    `consumer_request["statement"]` when present, else its `requested_remedy`)."""
+    case = ctx.case
+    triaged = ctx.state.observations.get("triage") or {}
+    request = triaged.get("consumer_request") or triaged.get("requested_remedy") or ""
+    today = timezone.localdate()
+    sent = case.notices.filter(status=NoticeStatus.SENT).exists()
+    return {
+        "due_dates": {field: (getattr(case, field).isoformat() if getattr(case, field) else None)
+                      for field in DEADLINE_FIELDS},
+        "notice_sent": sent,
+        "response_late": bool(case.response_due and case.response_due < today and not sent),
+        "consumer_request": request_statement(request),
+    }
+
+
+def _check_draft(ctx: NodeContext, draft: NoticeDraftOutput, facts: dict) -> list[dict]:
+    case = ctx.case
+    return check_notice(case=case, recipient=case.complainant_email or "", subject=draft.subject, body=draft.body,
+                        consumer_request=facts["consumer_request"])
+
+
 def notice_drafter(ctx: NodeContext) -> NodeResult:
     """Draft the response notice and submit it for a supervisor's approval, when one is due. It is
-    never sent from here: sending needs a person's approval of the exact text."""
+    never sent from here: sending needs a person's approval of the exact text.
+
+    The draft is grounded (issue 7): the model gets the stored due dates, and its text goes
+    through the notice checker; a flagged draft is revised once with the flags, and if still
+    flagged it is left as a draft (not submitted) with a finding naming the flags. A response that
+    is already late gets a finding too (the draft says so, without promising a past date)."""
     due, reason = _notice_due(ctx)
     if not due:
         ctx.note(f"notice_drafter: no notice drafted — {reason}.")
         return ctx.end(f"No notice drafted: {reason}.")
-    draft: NoticeDraftOutput = ctx.call_model(schema=NoticeDraftOutput)
+    facts = _drafting_facts(ctx)
+    if facts["response_late"]:
+        ctx.finding(type="deadline_missed", confidence=1.0,
+                    summary=(f"The response was due on {facts['due_dates']['response_due']} and no notice has been "
+                             f"sent: the response is late. The draft says so and promises no past date."),
+                    data={"response_due": facts["due_dates"]["response_due"]})
+    draft: NoticeDraftOutput = ctx.call_model(schema=NoticeDraftOutput, extra_context=facts)
+    flags = _check_draft(ctx, draft, facts)
+    if flags:
+        ctx.note(f"notice_drafter: the checker flagged the draft ({', '.join(f['code'] for f in flags)}); revising.")
+        draft = ctx.call_model(schema=NoticeDraftOutput, extra_context=facts | {"check_flags": flags})
+        flags = _check_draft(ctx, draft, facts)
     drafted = ctx.tool("notice_draft", action="draft-notice",
-                       args={"subject": draft.subject, "body": draft.body, "kind": "response"})
+                       args={"subject": draft.subject, "body": draft.body, "kind": "response",
+                             "consumer_request": facts["consumer_request"]})
     if not drafted.ok:
         ctx.note(f"notice_drafter: the draft was refused: {drafted.error}")
         return ctx.end(f"Notice not drafted: {drafted.error}")
     notice_id = drafted.result["notice_id"]
+    stored_flags = Notice.objects.filter(pk=notice_id).values_list("check_flags", flat=True).first() or []
+    if flags or stored_flags:
+        flagged = stored_flags or flags
+        ctx.finding(type="notice_flagged", confidence=1.0, data={"notice_id": notice_id, "flags": flagged},
+                    summary=f"Draft N{notice_id} is flagged by the notice checker and left as a draft: "
+                            + "; ".join(f["message"] for f in flagged)[:1500])
+        ctx.set("notice_id", notice_id)
+        ctx.artifact(kind="notice_draft", content={"notice_id": notice_id, "subject": draft.subject,
+                                                   "body": draft.body, "status": "draft", "reason_due": reason,
+                                                   "check_flags": flagged})
+        return ctx.end(f"Notice N{notice_id} drafted and left as a flagged draft for a person to revise.")
     submitted = ctx.tool("notice_submit", action="submit-notice", args={"notice_id": notice_id})
     status = submitted.result.get("status") if submitted.ok else drafted.result.get("status")
     if not submitted.ok:
         ctx.note(f"notice_drafter: N{notice_id} drafted but not submitted: {submitted.error}")
     ctx.set("notice_id", notice_id)
     ctx.artifact(kind="notice_draft", content={"notice_id": notice_id, "subject": draft.subject, "body": draft.body,
-                                               "status": status, "reason_due": reason})
+                                               "status": status, "reason_due": reason, "check_flags": []})
     return ctx.end(f"Notice N{notice_id} drafted and {'awaiting approval' if submitted.ok else 'left as a draft'}.")
 
 
@@ -310,8 +366,12 @@ GRAPH = Graph(
             "Review the adjudication. Ask to re-plan only if a dispute is unresolved or confidence is low, and "
             "name the agents to revisit.")),
         Node("proposer", proposer, version="1"),
-        Node("notice_drafter", notice_drafter, version="1", instructions=(
+        Node("notice_drafter", notice_drafter, version="2", instructions=(
             "Draft the response notice to the consumer: acknowledge the complaint, state what will be reviewed "
-            "and by when. Plain, courteous, no promises of outcome, no personal data beyond what is needed.")),
+            "and by when. Plain, courteous, no promises of outcome, no personal data beyond what is needed. "
+            "Use only the dates in due_dates that are today or later (never a past date); if response_late, say "
+            "that the reply is late. Address consumer_request, quoting it in quotation marks. Claim no action "
+            "(\"we have asked / reviewed / refunded / contacted\") that the case's events do not show, and never "
+            "restate evidence text as your own words. If check_flags is given, fix every flag.")),
     ),
 )

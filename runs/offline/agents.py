@@ -434,50 +434,69 @@ def reflect(context: dict) -> dict:
 
 
 # --- notice drafter -------------------------------------------------------------------------
-def _deadline(context: dict, code: str, days: int) -> str | None:
-    policy = prior_of(context, "policy_checker") or {}
-    for rule in policy.get("rules") or []:
-        if rule.get("code") == code and rule.get("deadline"):
-            return rule["deadline"]
-    received = parse_date(case_of(context).get("received_at"))
-    return (received + timedelta(days=days)).isoformat() if received else None
+# The drafter writes only what the case records (issue 7): dates from the stored due dates that
+# are today or later (context "due_dates", given by the graph's notice_drafter node), the case's
+# own product / issue / company / reference, the consumer's request quoted, and no claim of an
+# action the case's events do not show. cases/notice_checker.py checks every draft.
+_DEADLINE_WORDS = {"response_due": "our response", "close_due": "our final response"}
+
+
+def _future_due(context: dict) -> tuple[str, str] | None:
+    """(what, ISO date) of the first stored due date still ahead: response, then final response."""
+    due = context.get("due_dates") or {}
+    today = today_of(context)
+    for field in ("response_due", "close_due"):
+        when = parse_date(due.get(field))
+        if when and when >= today and not (field == "response_due" and context.get("notice_sent")):
+            return _DEADLINE_WORDS[field], when.isoformat()
+    return None
+
+
+def _quotable(statement: str) -> str:
+    """The consumer's words, safe inside quotation marks (no quotation mark of their own)."""
+    return re.sub(r"[\"“”]", "'", " ".join(statement.split()))
 
 
 def notice_drafter(context: dict) -> dict:
     case = case_of(context)
     reference = case.get("reference") or "your complaint"
     triage_out = prior_of(context, "triage") or {}
-    issue = str(triage_out.get("issue") or case.get("issue") or "the matter you raised").strip()
-    product = str(triage_out.get("product") or case.get("product") or "").strip()
+    # The case's recorded fields first: the notice must name what the case records.
+    issue = str(case.get("issue") or triage_out.get("issue") or "the matter you raised").strip()
+    product = str(case.get("product") or triage_out.get("product") or "").strip()
     respondent = str(case.get("company") or triage_out.get("respondent") or "the company concerned").strip().rstrip(".")
-    received = parse_date(case.get("received_at"))
     final = str(case.get("status") or "") in CLOSED_STATUSES and str(case.get("resolution") or "").strip()
     risk = prior_of(context, "risk_assessor") or {}
     codes = {s.get("code") for s in risk.get("signals") or [] if isinstance(s, dict)}
+    statement = str(context.get("consumer_request") or "").strip()
 
     name = str(case.get("complainant_name") or "").strip()
     greeting = f"Dear {name}," if name and not re.search(r"redact|xxxx|\[", name, re.IGNORECASE) else "Dear Sir or Madam,"
     about = f"about {issue[0].lower() + issue[1:]}" + (f" ({product})" if product else "")
-    received_phrase = f" on {received.strftime('%d %B %Y')}" if received else ""
     paragraphs = [greeting]
     if final:
         subject = f"Your complaint {reference}: our response"
         paragraphs += [
-            f"We have completed our review of your complaint {about} concerning {respondent}, which we "
-            f"received{received_phrase} under reference {reference}.",
+            f"We have completed our review of your complaint {about} concerning {respondent}, registered under "
+            f"reference {reference}.",
             f"Our decision: {shorten(str(case['resolution']), 1500)}",
             f"If you disagree with this outcome, please reply quoting {reference} and tell us why.",
         ]
     else:
         subject = f"Your complaint {reference}: acknowledgement of receipt"
-        close_by = _deadline(context, "CLOSE-60", 60)
         paragraphs.append(
-            f"Thank you for your complaint {about} concerning {respondent}, which we received{received_phrase} "
-            f"and registered under reference {reference}. This letter acknowledges its receipt.")
+            f"Thank you for your complaint {about} concerning {respondent}, registered under reference {reference}. "
+            f"This letter acknowledges its receipt.")
+        if context.get("response_late"):
+            paragraphs.append("We are sorry that this reply reaches you later than our deadline for responding to "
+                              "complaints.")
+        if statement:
+            paragraphs.append(f"You asked: “{_quotable(statement)}” We are looking into this request as part of our "
+                              f"review.")
         care = []
         if "FRAUD-ID" in codes:
-            care.append("Because you report possible fraud or identity theft, we have asked for the disputed "
-                        "accounts to be reviewed with priority.")
+            care.append("Because you report possible fraud or identity theft, the accounts you dispute are part of "
+                        "our review with priority.")
         if "SCRA" in codes:
             care.append("As your complaint concerns a servicemember, the protections that apply to servicemembers "
                         "are part of our review.")
@@ -487,8 +506,9 @@ def notice_drafter(context: dict) -> dict:
             care.append("You describe a time-critical situation; please tell us at once of any date by which "
                         "action is required.")
         paragraphs.append(f"We are reviewing the information you provided with {respondent}. " + " ".join(care))
+        ahead = _future_due(context)
         paragraphs.append(
-            (f"You will receive our response by {close_by} at the latest. " if close_by else
+            (f"You will receive {ahead[0]} by {ahead[1]} at the latest. " if ahead else
              "We will send you our response as soon as our review is complete. ")
             + f"If you have documents that support your complaint (statements, letters, records of calls), "
               f"please reply quoting {reference}.")

@@ -110,10 +110,12 @@ def test_the_proposer_cannot_approve_their_own(api, supervisor, case):
 
 def test_approving_a_stale_proposal_is_a_409(api, supervisor, analyst, agent, case):
     proposal = _agent_proposal(agent, case)
-    services.evidence_add(actor=analyst, case=case, title="New", text="Refund arrived.")
+    rival = services.proposal_create(actor=analyst, case=case, kind="risk_level", payload={"risk_level": "medium"},
+                                     rationale="Some loss.")
+    services.proposal_approve(actor=supervisor, proposal=rival)
     with assert_nothing_changed(case):
         response = api(supervisor).post(f"/api/v1/proposals/{proposal.pk}/approve/", {}, format="json")
-    assert "changed since" in assert_error(response, 409, "stale")["detail"]
+    assert "risk level changed from unassessed to medium" in assert_error(response, 409, "stale")["detail"]
     assert api(supervisor).get(f"/api/v1/proposals/{proposal.pk}/").json()["is_stale"] is True
 
 

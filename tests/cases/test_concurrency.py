@@ -182,20 +182,25 @@ def test_concurrent_work_on_two_cases_keeps_both_chains_intact(analyst, analyst_
     call_command("case_replay", "--all")
 
 
-def test_stale_is_raised_not_swallowed_for_a_late_approver(case, agent, analyst, supervisor):
+def test_stale_is_raised_not_swallowed_for_a_late_approver(case, agent, analyst, supervisor, supervisor_b):
+    # Staleness by precondition (ADR 0006): the race is with a change to the field the proposal
+    # depends on (its risk level), not with any change of the case.
     proposal = services.proposal_create(actor=agent, case=case, kind="risk_level", payload={"risk_level": "high"},
                                         rationale="Loss.")
-    plan = [lambda: services.case_transition(actor=analyst, case=Case.objects.get(pk=case.pk),
-                                             transition="triage"),
+    rival = services.proposal_create(actor=analyst, case=case, kind="risk_level", payload={"risk_level": "low"},
+                                     rationale="Small loss.")
+    plan = [lambda: services.proposal_approve(actor=supervisor_b, proposal=Proposal.objects.get(pk=rival.pk)),
             lambda: services.proposal_approve(actor=supervisor, proposal=Proposal.objects.get(pk=proposal.pk))]
     results = race(2, lambda i: plan[i]())
     # Whichever commits first wins; the other is refused cleanly, never half-applied.
-    assert not isinstance(results[0], Exception)
     case.refresh_from_db()
     proposal.refresh_from_db()
+    rival.refresh_from_db()
+    assert sum(isinstance(r, Exception) for r in results) == 1, results
     if isinstance(results[1], Exception):
         assert isinstance(results[1], Stale)
-        assert (proposal.status, case.risk_level) == ("stale", "unassessed")
+        assert (proposal.status, rival.status, case.risk_level) == ("stale", "applied", "low")
     else:
-        assert (proposal.status, case.risk_level) == ("applied", "high")
-    assert case.status == "triaged"
+        assert isinstance(results[0], Stale)
+        assert (proposal.status, rival.status, case.risk_level) == ("applied", "stale", "high")
+    assert case.status == "new"

@@ -6,7 +6,7 @@ from accounts.models import Role
 from audit.models import AuditEvent
 from cases import policy, services
 from cases.models import Approval, Case, Proposal
-from core.errors import Forbidden, Invalid, NotAllowed, NotFound, Stale
+from core.errors import Conflict, Forbidden, Invalid, NotAllowed, NotFound, Stale
 from tests.factories import UserFactory, make_case
 from tests.helpers import CountDelta, assert_nothing_changed, bring_case_to
 
@@ -184,7 +184,7 @@ def test_approving_needs_the_role_for_the_transition_itself(case, agent, supervi
     proposal = services.proposal_create(actor=agent, case=case, kind="status_transition",
                                         payload={"transition": "decide", "reason": "Refund owed."},
                                         rationale="The statements show a double charge.")
-    services.proposal_approve(actor=supervisor, proposal=proposal)
+    services.proposal_approve(actor=supervisor, proposal=proposal, confirm_reason="Notice goes with the decision.")
     case.refresh_from_db()
     assert (case.status, case.resolution) == ("decided", "Refund owed.")
 
@@ -248,50 +248,183 @@ def test_already_decided_proposal_is_not_allowed(case, agent, supervisor, superv
         services.proposal_approve(actor=supervisor_b, proposal=proposal)
 
 
-# --- staleness ---------------------------------------------------------------------------------
+# --- staleness by precondition (DESIGN §2, ADR 0006) -------------------------------------------
 
-def test_pending_proposals_become_stale_when_the_case_changes(case, agent, analyst, supervisor):
-    proposal = propose_risk(agent, case)
-    made_at = proposal.case_version
-    services.case_transition(actor=analyst, case=case, transition="triage")
-    proposal.refresh_from_db()
-    assert proposal.status == "stale"
-    staled = AuditEvent.objects.get(action="cases.proposal.staled")
-    assert (staled.target_id, staled.decision, staled.stream) == (str(proposal.pk), "stale", f"case:{case.pk}")
-    assert staled.payload == {"proposal_case_version": made_at, "case_version": made_at + 1}
-
-    with assert_nothing_changed(case), pytest.raises(Stale) as refused:
-        services.proposal_approve(actor=supervisor, proposal=proposal)
-    assert refused.value.message == (
-        f"This proposal was made against version {made_at} of {case.reference}, which is now at version "
-        f"{made_at + 1}; the case changed since. It can no longer be approved — ask for a fresh proposal.")
-    with assert_nothing_changed(case), pytest.raises(Stale, match="can no longer be rejected"):
-        services.proposal_reject(actor=supervisor, proposal=proposal, note="No.")
+def propose_transition(actor, case, name, **kwargs):
+    return services.proposal_create(actor=actor, case=case, kind="status_transition", payload={"transition": name},
+                                    rationale=f"Next step: {name}.", **kwargs)
 
 
-def test_approving_one_proposal_stales_its_rivals(case, agent, analyst, supervisor):
+def test_a_proposal_records_the_fields_it_depends_on(case, agent, analyst, supervisor):
+    risk = propose_risk(agent, case)
+    transition = propose_transition(agent, case, "triage")
+    assign = services.proposal_create(actor=agent, case=case, kind="assignment", payload={"team": "Fraud"},
+                                      rationale="Fraud team handles identity theft.")
+    assert risk.preconditions == {"risk_level": "unassessed"}
+    assert transition.preconditions == {"status": "new"}
+    assert assign.preconditions == {"assigned_team": "", "assignee_id": None}
+
+
+def test_sibling_proposals_from_one_run_are_approved_in_turn(case, agent, analyst, supervisor):
+    bring_case_to(case, "triaged", supervisor=supervisor)
+    risk = propose_risk(agent, case, "high", run_id="run-9")
+    review = propose_transition(agent, case, "start_review", run_id="run-9")
+    services.proposal_approve(actor=supervisor, proposal=risk)
+    review.refresh_from_db()
+    assert review.status == "pending"  # the risk change does not touch its precondition (status)
+    services.proposal_approve(actor=supervisor, proposal=review)
+    case.refresh_from_db()
+    risk.refresh_from_db()
+    review.refresh_from_db()
+    assert (risk.status, review.status) == ("applied", "applied")
+    assert (case.risk_level, case.status) == ("high", "under_review")
+    assert not AuditEvent.objects.filter(action="cases.proposal.staled").exists()
+
+
+def test_a_conflicting_sibling_goes_stale_naming_the_field_and_the_event(case, agent, analyst, supervisor):
     first = propose_risk(agent, case, "high")
-    rival = propose_risk(analyst, case, "low")
+    rival = propose_risk(analyst, case, "critical")
     services.proposal_approve(actor=supervisor, proposal=first)
+    changed_by = case.events.get(event_type="case.risk_changed")
     rival.refresh_from_db()
     assert rival.status == "stale"
-    with assert_nothing_changed(case), pytest.raises(Stale):
+    assert rival.stale_reason == {"field": "risk_level", "from": "unassessed", "to": "high",
+                                  "event_id": changed_by.pk, "event_sequence": changed_by.sequence,
+                                  "event_type": "case.risk_changed", "actor_id": f"user:{supervisor.pk}"}
+    staled = AuditEvent.objects.get(action="cases.proposal.staled")
+    assert (staled.target_id, staled.decision, staled.stream) == (str(rival.pk), "stale", f"case:{case.pk}")
+    assert staled.payload["field"] == "risk_level" and staled.payload["event_id"] == changed_by.pk
+
+    with assert_nothing_changed(case), pytest.raises(Stale) as refused:
         services.proposal_approve(actor=supervisor, proposal=rival)
+    assert refused.value.message == (
+        f"This proposal is stale: The risk level changed from unassessed to high by event "
+        f"#{changed_by.sequence} (case.risk_changed) after this proposal was made; it assumed unassessed. "
+        f"It can no longer be approved — ask the agents again or make a fresh proposal.")
+    assert refused.value.context["field"] == "risk_level"
+    with assert_nothing_changed(case), pytest.raises(Stale, match="can no longer be rejected"):
+        services.proposal_reject(actor=supervisor, proposal=rival, note="No.")
 
 
-def test_pending_proposal_against_an_older_version_is_refused(case, agent, supervisor):
-    """Belt and braces: even if a proposal was not marked stale, its version is compared."""
-    proposal = propose_risk(agent, case)
-    Case.objects.filter(pk=case.pk).update(version=case.version + 1)
-    with assert_nothing_changed(case), pytest.raises(Stale, match=f"version {proposal.case_version} of"):
+def test_a_transition_whose_source_state_moved_goes_stale(case, agent, analyst, supervisor):
+    proposal = propose_transition(agent, case, "triage")
+    services.case_transition(actor=analyst, case=case, transition="triage")
+    proposal.refresh_from_db()
+    assert (proposal.status, proposal.stale_reason["field"], proposal.stale_reason["from"],
+            proposal.stale_reason["to"]) == ("stale", "status", "new", "triaged")
+    with assert_nothing_changed(case), pytest.raises(Stale, match="status changed from new to triaged"):
         services.proposal_approve(actor=supervisor, proposal=proposal)
 
 
-def test_evidence_added_by_analyst_stales_a_pending_proposal(case, agent, analyst, supervisor):
+def test_a_change_to_another_field_leaves_a_proposal_pending(case, agent, analyst, supervisor):
+    """The old rule (every versioned event stales every pending proposal) is gone."""
     proposal = propose_risk(agent, case)
-    services.evidence_add(actor=analyst, case=case, title="Bank letter", text="We refunded $20.")
+    services.case_transition(actor=analyst, case=case, transition="triage")
     proposal.refresh_from_db()
-    assert proposal.status == "stale"
+    assert proposal.status == "pending"
+    services.proposal_approve(actor=supervisor, proposal=proposal)
+    case.refresh_from_db()
+    assert case.risk_level == "high"
+
+
+def test_a_changed_precondition_not_yet_marked_is_still_refused(case, agent, supervisor):
+    """Belt and braces: approval compares the preconditions itself."""
+    proposal = propose_risk(agent, case)
+    Case.objects.filter(pk=case.pk).update(risk_level="low")
+    with assert_nothing_changed(case), pytest.raises(Stale, match="risk level changed from unassessed to low"):
+        services.proposal_approve(actor=supervisor, proposal=proposal)
+    proposal.refresh_from_db()
+    assert proposal.status == "pending"
+
+
+def test_evidence_added_does_not_stale_and_the_approval_records_the_evidence_in_view(case, agent, analyst,
+                                                                                     supervisor):
+    proposal = propose_risk(agent, case)
+    before = list(case.evidence.values_list("pk", flat=True))
+    added = services.evidence_add(actor=analyst, case=case, title="Bank letter", text="We refunded $20.")
+    proposal.refresh_from_db()
+    assert proposal.status == "pending"
+    case.refresh_from_db()
+    services.proposal_approve(actor=supervisor, proposal=proposal, expected_version=case.version,
+                              evidence_seen=[*before, added.pk])
+    approval = Approval.objects.get(proposal=proposal)
+    assert approval.evidence_in_view == sorted([*before, added.pk])
+    audit = AuditEvent.objects.get(action="cases.proposal.approved")
+    assert audit.payload["evidence_in_view"] == sorted([*before, added.pk])
+
+
+def test_approval_without_a_list_records_the_evidence_on_the_case(case, agent, supervisor):
+    proposal = propose_risk(agent, case)
+    services.proposal_approve(actor=supervisor, proposal=proposal)
+    assert Approval.objects.get(proposal=proposal).evidence_in_view == list(
+        case.evidence.order_by("pk").values_list("pk", flat=True))
+
+
+def test_evidence_in_view_must_be_this_cases(case, agent, analyst, supervisor):
+    other = make_case(actor=analyst, title="Another case", narrative="Another narrative.")
+    foreign = other.evidence.first()
+    proposal = propose_risk(agent, case)
+    with assert_nothing_changed(case), pytest.raises(Invalid, match="evidence in view"):
+        services.proposal_approve(actor=supervisor, proposal=proposal, evidence_seen=[foreign.pk])
+
+
+def test_a_change_while_the_approver_looked_is_a_conflict(case, agent, analyst, supervisor):
+    proposal = propose_risk(agent, case)
+    seen = case.version
+    services.evidence_add(actor=analyst, case=case, title="Late letter", text="Another page.")
+    with assert_nothing_changed(case), pytest.raises(Conflict, match=f"you saw version {seen}"):
+        services.proposal_approve(actor=supervisor, proposal=proposal, expected_version=seen)
+
+
+# --- decided and closed cases (issue 7, E) --------------------------------------------------------
+
+@pytest.mark.parametrize("status", ["decided", "closed"])
+def test_a_settled_case_refuses_risk_and_assignment_proposals(status, case, agent, analyst, supervisor):
+    bring_case_to(case, status, supervisor=supervisor, analyst=analyst)
+    case.refresh_from_db()
+    with assert_nothing_changed(case), pytest.raises(NotAllowed, match="Reopen the case first"):
+        propose_risk(agent, case, "critical")
+    with assert_nothing_changed(case), pytest.raises(NotAllowed, match="Reopen the case first"):
+        services.proposal_create(actor=analyst, case=case, kind="assignment", payload={"team": "Fraud"},
+                                 rationale="Move it.")
+
+
+def test_a_pending_risk_proposal_cannot_be_applied_once_the_case_is_closed(case, agent, analyst, supervisor):
+    bring_case_to(case, "decided", supervisor=supervisor, analyst=analyst)
+    case.refresh_from_db()
+    Case.objects.filter(pk=case.pk).update(status="ready_for_decision")  # proposed before the decision
+    case.refresh_from_db()
+    proposal = propose_risk(agent, case, "critical")
+    Case.objects.filter(pk=case.pk).update(status="closed")
+    case.refresh_from_db()
+    with assert_nothing_changed(case), pytest.raises(NotAllowed, match="closed: its risk level can no longer"):
+        services.proposal_approve(actor=supervisor, proposal=proposal)
+
+
+def test_only_reopen_is_possible_on_a_closed_case(case, agent, analyst, supervisor):
+    bring_case_to(case, "closed", supervisor=supervisor, analyst=analyst)
+    case.refresh_from_db()
+    with assert_nothing_changed(case), pytest.raises(Invalid) as refused:
+        propose_transition(agent, case, "start_review")
+    assert "start_review is not possible from there" in refused.value.fields["payload"][0]
+    reopen = services.proposal_create(actor=analyst, case=case, kind="status_transition",
+                                      payload={"transition": "reopen", "reason": "New facts."}, rationale="New facts.")
+    assert reopen.status == "pending"
+
+
+# --- migration of pending proposals ----------------------------------------------------------------
+
+def test_the_migration_fills_preconditions_from_the_case_at_creation(case, agent, analyst, supervisor):
+    from importlib import import_module
+
+    from django.apps import apps
+
+    proposal = propose_transition(agent, case, "triage")
+    services.proposal_approve(actor=supervisor, proposal=propose_risk(agent, case, "low"))
+    Proposal.objects.filter(pk=proposal.pk).update(preconditions={})
+    import_module("cases.migrations.0005_fill_pending_proposal_preconditions").fill(apps, None)
+    proposal.refresh_from_db()
+    assert proposal.preconditions == {"status": "new"}
 
 
 # --- rejecting and withdrawing ------------------------------------------------------------

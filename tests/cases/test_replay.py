@@ -57,10 +57,10 @@ def long_history_case(analyst, analyst_b, supervisor, supervisor_b, agent):
                    upload=SimpleUploadedFile("s.csv", b"a,b\n1,2\n", content_type="text/csv"))
     stale = s.proposal_create(actor=agent, case=case, kind="risk_level", payload={"risk_level": "critical"},
                               rationale="Large loss.")
-    s.case_transition(actor=analyst_b, case=case, transition="receive_evidence")  # stales the proposal
+    s.case_transition(actor=analyst_b, case=case, transition="receive_evidence")  # leaves it pending (ADR 0006)
     p = s.proposal_create(actor=agent, case=case, kind="risk_level", payload={"risk_level": "high"},
                           rationale="Loss above $1,000 (MONEY-LOSS).")
-    s.proposal_approve(actor=supervisor, proposal=p)
+    s.proposal_approve(actor=supervisor, proposal=p)  # the risk change stales the "critical" proposal
     s.evidence_add(actor=analyst_b, case=case, title="Bank reply", text="We will not refund.")
     s.case_transition(actor=analyst_b, case=case, transition="mark_ready")
     s.case_transition(actor=supervisor, case=case, transition="return_to_review", reason="Check the dates.")

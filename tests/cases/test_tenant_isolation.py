@@ -2,6 +2,7 @@
 with NotFound and changes nothing (issue 2: another tenant's object is a 404, not a 403)."""
 
 import inspect
+from datetime import date
 
 import pytest
 
@@ -35,7 +36,7 @@ def test_every_case_selector_is_covered():
     assert public == {"case_list_for_user", "case_get_for_user", "evidence_list_for_case", "evidence_get_for_user",
                       "proposal_list_for_user", "proposal_get_for_user", "notice_list_for_user",
                       "notice_get_for_user", "review_inbox_for_user", "case_events_for_user",
-                      "previous_notices_for"}
+                      "previous_notices_for", "deadline_rows_for_inbox"}
     audit_public = {name for name, obj in inspect.getmembers(audit_selectors, inspect.isfunction)
                     if obj.__module__ == audit_selectors.__name__}
     assert audit_public == {"audit_events_for_tenant"}
@@ -142,6 +143,11 @@ def _outsider_calls(world, outsider, tenant):
         "notice_withdraw": lambda: services.notice_withdraw(actor=outsider, notice=notice),
         "notice_dispatch": lambda: services.notice_dispatch(actor=outsider, notice=notice),
         "notice_dispatch_request": lambda: services.notice_dispatch_request(actor=outsider, notice=notice),
+        "case_deadline_extend": lambda: services.case_deadline_extend(
+            actor=outsider, case=case, deadline="response", until=date(2099, 1, 1), reason="r"),
+        "case_deadlines_recompute": lambda: services.case_deadlines_recompute(actor=outsider, case=case),
+        "deadline_policy_create": lambda: services.deadline_policy_create(actor=outsider, tenant=tenant,
+                                                                          response_days=20),
     }
 
 

@@ -75,7 +75,7 @@ def test_transition_per_role(transition, source, role, people, ready_case, super
     if transition in ALLOWED_BY_ROLE[role]:
         with CountDelta() as delta:
             result = services.case_transition(actor=actor, case=case, transition=transition, reason="Because.",
-                                              expected_version=version)
+                                              expected_version=version, confirm_reason="No notice: test.")
         assert result.status == TRANSITION_TARGET[transition]
         case.refresh_from_db()
         assert case.status == TRANSITION_TARGET[transition]
@@ -152,7 +152,8 @@ def test_full_lifecycle_with_evidence_loop_and_reopen(case, analyst, supervisor,
     ]
     for actor, transition, target in steps:
         version = case.version
-        services.case_transition(actor=actor, case=case, transition=transition, reason=f"reason for {transition}")
+        services.case_transition(actor=actor, case=case, transition=transition, reason=f"reason for {transition}",
+                                 confirm_reason="No notice in this test.")
         assert (case.status, case.version) == (target, version + 1)
     case.refresh_from_db()
     assert case.resolution == "reason for decide"

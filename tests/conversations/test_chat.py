@@ -70,7 +70,7 @@ def decided_case(case, supervisor, analyst):
 
 def approved_notice(case, *, drafter, approver):
     notice = case_services.notice_draft(actor=drafter, case=case, subject="Our response",
-                                        body="We have reviewed your complaint.")
+                                        body="We received your complaint and are reviewing it.")
     case_services.notice_submit(actor=drafter, notice=notice)
     return case_services.notice_approve(actor=approver, notice=notice, content_hash=notice.content_hash)
 

@@ -61,7 +61,7 @@ def world(case, analyst, supervisor, outsider):
     applied = services.proposal_create(actor=analyst, case=case, kind="assignment",
                                        payload={"team": "billing"}, rationale="Billing team owns this.")
     services.proposal_approve(actor=supervisor, proposal=applied, note="ok")
-    pending.refresh_from_db()  # staled by the assignment: the case moved on
+    pending.refresh_from_db()  # still pending: the assignment does not touch its risk level (ADR 0006)
     sent = services.notice_draft(actor=analyst, case=case, subject="Received", body="We have your complaint.")
     services.notice_submit(actor=analyst, notice=sent)
     services.notice_approve(actor=supervisor, notice=sent, content_hash=sent.content_hash)
@@ -70,6 +70,15 @@ def world(case, analyst, supervisor, outsider):
     services.notice_submit(actor=analyst, notice=waiting)
     mail.outbox.clear()
     other_case = make_case(actor=outsider, title="Another tenant's secret case")
+    from datetime import date
+
+    from cases.services.deadlines import deadline_crossings_record
+
+    deadline_crossings_record(today=date(2100, 1, 1))  # a DeadlineCrossing (and its events) per case (issue 7)
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    services.evidence_add(actor=analyst, case=case, title="Scan", upload=SimpleUploadedFile(
+        "scan.pdf", b"%PDF-1.4 not really", content_type="application/pdf"))  # an EvidenceExtraction (issue 7)
     return {"case": case, "waiting_notice": waiting, "sent_notice": sent, "other_case": other_case}
 
 
@@ -139,10 +148,10 @@ def test_status_fields_are_read_only_on_the_change_page(client, root, world):
         assert 'name="status"' not in response.content.decode()
 
 
-def _act(client, model, action, objs, reason=""):
+def _act(client, model, action, objs, reason="", confirm_reason=""):
     return client.post(_url(model, "changelist"), {
         "action": action, "_selected_action": [obj.pk for obj in objs], "index": 0, "select_across": 0,
-        "reason": reason}, follow=True)
+        "reason": reason, "confirm_reason": confirm_reason}, follow=True)
 
 
 def test_a_transition_action_calls_the_service_and_writes_an_audit_event(client, staff_supervisor, case):
@@ -197,7 +206,12 @@ def test_a_transition_that_needs_a_reason_takes_it_from_the_action_bar(client, s
     [(level, text)] = _messages(refused)
     assert level == messages.ERROR and "Decide needs a reason" in text
 
-    _act(client, Case, "transition_decide", [case], reason="Upheld; refund ordered.")
+    with assert_nothing_changed(case):  # issue 7: no notice was sent, so it needs a confirmation
+        refused = _act(client, Case, "transition_decide", [case], reason="Upheld; refund ordered.")
+    [(level, text)] = _messages(refused)
+    assert level == messages.ERROR and "No notice was ever sent" in text
+    _act(client, Case, "transition_decide", [case], reason="Upheld; refund ordered.",
+         confirm_reason="Consumer answered by phone.")
     case.refresh_from_db()
     assert (case.status, case.resolution) == ("decided", "Upheld; refund ordered.")
 
@@ -290,14 +304,17 @@ def test_proposal_actions_go_through_the_service(client, staff_supervisor, analy
 def test_a_stale_proposal_is_refused_from_the_admin_and_nothing_changes(client, staff_supervisor, analyst, case):
     proposal = services.proposal_create(actor=analyst, case=case, kind="risk_level", payload={"risk_level": "high"},
                                         rationale="Identity theft alleged.")
-    services.case_transition(actor=analyst, case=case, transition="triage")
+    rival = services.proposal_create(actor=staff_supervisor, case=case, kind="risk_level",
+                                     payload={"risk_level": "low"}, rationale="Small amount.")
+    services.proposal_approve(actor=UserFactory(username="sup2", tenant=case.tenant, role=Role.SUPERVISOR),
+                              proposal=rival)  # changes the risk level this proposal depends on (ADR 0006)
     client.force_login(staff_supervisor)
 
     with assert_nothing_changed(case):
         response = _act(client, Proposal, "approve_proposals", [proposal])
 
     [(level, text)] = _messages(response)
-    assert level == messages.ERROR and "the case changed since" in text
+    assert level == messages.ERROR and "risk level changed from unassessed to low" in text
 
 
 # --- tenant scoping -------------------------------------------------------------------------

@@ -83,7 +83,7 @@ def test_full_offline_analysis_yields_findings_proposals_and_a_notice_awaiting_a
     assert proposals.filter(kind="status_transition", payload__transition="start_review").exists()
     notice = Notice.objects.get(run_id=str(run.pk))
     assert notice.status == NoticeStatus.PENDING_APPROVAL
-    assert notice.drafted_by == "agent:notice_drafter@1"
+    assert notice.drafted_by == "agent:notice_drafter@2"
     assert notice.recipient == "consumer@example.org"
 
     # No domain change: only proposal/notice events were added; no approval, no dispatch, no email.
@@ -176,7 +176,10 @@ def test_a_model_obeying_an_injection_still_cannot_send_or_approve(analyst, monk
     assert result.refused and "approval" in result.error
     assert _domain(case) == before
     notice.refresh_from_db()
-    assert notice.status == NoticeStatus.PENDING_APPROVAL
+    # The fake model's draft ignores the consumer's request: the checker flags it, so the agent left
+    # it as a draft (issue 7) — and it cannot be sent either way.
+    assert notice.status == NoticeStatus.DRAFT
+    assert [flag["code"] for flag in notice.check_flags] == ["request_not_addressed"]
     assert not NoticeDispatch.objects.exists() and mail.outbox == []
     assert AuditEvent.objects.filter(action="runs.tool.refused", run_id=str(run.pk), decision="denied").count() == 1
 

@@ -453,15 +453,32 @@ def test_reflect_replans_once_for_an_unresolved_dispute():
 def test_notice_draft_names_reference_issue_respondent_and_deadline():
     context = context_for(OLDER_AMERICAN_ROW, received_at="2026-05-10", status="triaged",
                           complainant_email="someone@example.com")
+    # Issue 7: the dates come from the case's stored due dates (the graph passes them), not from
+    # received + N days.
+    context |= {"today": "2026-05-12", "due_dates": {"acknowledge_due": "2026-05-25", "response_due": "2026-05-25",
+                                                     "close_due": "2026-07-09"}}
     outputs = run_pipeline(context)
     draft = outputs["notice_drafter"].output
     assert "CASE-2026-000042" in draft.subject and "CASE-2026-000042" in draft.body
     assert "problem with a lender" not in draft.body  # issue is the recorded one, lower-cased
     assert ROWS[OLDER_AMERICAN_ROW]["Issue"][1:] in draft.body
     assert "MOHELA" in draft.body
-    assert (date(2026, 5, 10) + timedelta(days=60)).isoformat() in draft.body
+    assert "our response by 2026-05-25" in draft.body
+    assert (date(2026, 5, 10) + timedelta(days=60)).isoformat() not in draft.body
     assert "older consumers" in draft.body
     assert "someone@example.com" not in draft.body and "Dear Sir or Madam" in draft.body
+
+
+def test_a_late_notice_says_so_and_promises_no_past_date():
+    context = context_for(OLDER_AMERICAN_ROW, received_at="2026-01-10", status="triaged")
+    context |= {"today": "2026-03-01", "response_late": True,
+                "due_dates": {"acknowledge_due": "2026-01-25", "response_due": "2026-01-25", "close_due": "2026-03-11"}}
+    body = ask("notice_drafter", context).output.body
+    assert "later than our deadline" in body
+    assert "2026-01-25" not in body and "our final response by 2026-03-11" in body
+    context["today"] = "2026-04-01"  # every due date passed: no date is promised at all
+    body = ask("notice_drafter", context).output.body
+    assert "2026-03-11" not in body and "as soon as our review is complete" in body
 
 
 def test_final_response_letter_when_decided():

@@ -217,7 +217,9 @@ def test_a_supervisor_approves_an_agent_proposal_and_the_case_changes(client, su
     proposal = services.proposal_create(actor=agent, case=case, kind="risk_level", payload={"risk_level": "high"},
                                         rationale="Large loss.")
     client.force_login(supervisor)
-    response = client.post(url("proposal_approve", case, proposal.pk), {"note": "Agreed."}, **HTMX)
+    evidence = ",".join(str(pk) for pk in case.evidence.values_list("pk", flat=True))
+    response = client.post(url("proposal_approve", case, proposal.pk),
+                           {"note": "Agreed.", "expected_version": case.version, "evidence_seen": evidence}, **HTMX)
     assert response.status_code == 200
     case.refresh_from_db()
     proposal.refresh_from_db()
@@ -230,7 +232,8 @@ def test_the_proposer_cannot_approve_their_own_proposal(client, supervisor, case
                                         payload={"risk_level": "low"}, rationale="Minor.")
     client.force_login(supervisor)
     with assert_nothing_changed(case):
-        response = client.post(url("proposal_approve", case, proposal.pk), {}, **HTMX)
+        response = client.post(url("proposal_approve", case, proposal.pk), {"expected_version": case.version},
+                               **HTMX)
     assert response.status_code == 403
     assert "four eyes" in response.content.decode()
 
@@ -239,13 +242,64 @@ def test_approving_a_stale_proposal_is_a_409_that_explains_and_changes_nothing(
         client, supervisor, analyst, agent, case):
     proposal = services.proposal_create(actor=agent, case=case, kind="risk_level", payload={"risk_level": "high"},
                                         rationale="Large loss.")
+    rival = services.proposal_create(actor=analyst, case=case, kind="risk_level", payload={"risk_level": "low"},
+                                     rationale="Small loss.")
+    services.proposal_approve(actor=supervisor, proposal=rival)
+    case.refresh_from_db()
+    client.force_login(supervisor)
+    with assert_nothing_changed(case):
+        response = client.post(url("proposal_approve", case, proposal.pk), {"expected_version": case.version},
+                               **HTMX)
+    assert response.status_code == 409
+    html = response.content.decode()
+    assert "risk level changed from unassessed to low" in html and "Stale: risk_level changed" in html
+    assert "Ask the agents again" in html
+
+
+def test_a_change_while_the_page_was_open_is_a_409_conflict(client, supervisor, analyst, agent, case):
+    proposal = services.proposal_create(actor=agent, case=case, kind="risk_level", payload={"risk_level": "high"},
+                                        rationale="Large loss.")
+    seen = case.version
     services.evidence_add(actor=analyst, case=case, title="New fact", text="The bank refunded half.")
     client.force_login(supervisor)
     with assert_nothing_changed(case):
-        response = client.post(url("proposal_approve", case, proposal.pk), {}, **HTMX)
+        response = client.post(url("proposal_approve", case, proposal.pk), {"expected_version": seen}, **HTMX)
     assert response.status_code == 409
-    html = response.content.decode()
-    assert "the case changed since" in html and "Stale: made against v" in html
+    assert f"you saw version {seen}" in response.content.decode()
+
+
+def test_evidence_added_since_a_proposal_is_listed_on_its_card(client, supervisor, analyst, agent, case):
+    proposal = services.proposal_create(actor=agent, case=case, kind="risk_level", payload={"risk_level": "high"},
+                                        rationale="Large loss.")
+    added = services.evidence_add(actor=analyst, case=case, title="Bank reply", text="The bank refunded half.")
+    client.force_login(supervisor)
+    html = client.get(reverse("web:case_detail", kwargs={"reference": case.reference})).content.decode()
+    card = html[html.index(f'id="proposal-{proposal.pk}"'):]
+    card = card[:card.index("</article>")]
+    assert "Evidence added since this proposal" in card and f'href="#evidence-{added.pk}"' in card
+    assert "badge--stale" not in card
+
+
+def test_ask_the_agents_again_starts_a_focused_audited_run(client, supervisor, analyst, agent, case):
+    from audit.models import AuditEvent
+    from runs.models import AgentRun
+
+    proposal = services.proposal_create(actor=agent, case=case, kind="risk_level", payload={"risk_level": "high"},
+                                        rationale="Large loss.")
+    rival = services.proposal_create(actor=analyst, case=case, kind="risk_level", payload={"risk_level": "low"},
+                                     rationale="Small loss.")
+    services.proposal_approve(actor=supervisor, proposal=rival)
+    client.force_login(supervisor)
+    with assert_nothing_changed(case, extra={"runs": lambda: AgentRun.objects.count()}):
+        response = client.post(url("proposal_reask", case, rival.pk), **HTMX)  # applied, not stale
+    assert response.status_code == 409
+    response = client.post(url("proposal_reask", case, proposal.pk), **HTMX)
+    assert response.status_code == 200
+    run = AgentRun.objects.get()
+    assert (run.graph, run.case_id, run.input["reask_proposal_id"]) == ("case_analysis", case.pk, proposal.pk)
+    assert "risk level changed from unassessed to low" in run.input["question"]
+    started = AuditEvent.objects.get(action="runs.run.started")
+    assert started.payload["input"]["reask_proposal_id"] == proposal.pk
 
 
 def test_rejecting_needs_a_note(client, supervisor, agent, case):
@@ -420,14 +474,16 @@ def test_after_a_conflict_the_button_carries_the_new_version_and_keeps_the_reaso
     services.evidence_add(actor=supervisor_b, case=case, title="Late fact", text="Refund issued.")  # meanwhile
     client.force_login(supervisor)
     response = client.post(url("case_transition", case), {"transition": "decide", "expected_version": seen,
-                                                          "reason": "Complaint upheld; refund due."}, **HTMX)
+                                                          "reason": "Complaint upheld; refund due.",
+                                                          "confirm_reason": "Notice follows."}, **HTMX)
     assert response.status_code == 409
     html = response.content.decode()
     case.refresh_from_db()
     assert f'name="expected_version" value="{case.version}" id="id_decide_expected_version"' in html
     assert "Complaint upheld; refund due.</textarea>" in html
     retry = client.post(url("case_transition", case), {"transition": "decide", "expected_version": case.version,
-                                                       "reason": "Complaint upheld; refund due."}, **HTMX)
+                                                       "reason": "Complaint upheld; refund due.",
+                                                       "confirm_reason": "Notice follows."}, **HTMX)
     assert retry.status_code == 200
 
 
@@ -484,3 +540,51 @@ def test_the_person_who_asked_an_agent_for_a_proposal_is_not_offered_the_decisio
     client.force_login(supervisor)
     html = client.get(reverse("web:case_detail", args=[case.reference])).content.decode()
     assert "Approve and apply" not in html and "at the request of <strong>supervisor</strong>" in html
+
+
+# --- issue 7: grounded notices on the card ----------------------------------------------------
+
+def test_the_notice_card_shows_the_checker_flags_and_approval_needs_a_reason(client, supervisor, analyst, case):
+    from cases.models import Approval
+    from core.actors import Actor
+
+    drafter = Actor.agent("notice_drafter", "2")
+    notice = services.notice_draft(actor=drafter, case=case, subject="Acknowledgement",
+                                   body="We have refunded the double charge. Our response follows by 2019-03-01.")
+    services.notice_submit(actor=analyst, notice=notice)
+    client.force_login(supervisor)
+    page = client.get(reverse("web:case_detail", kwargs={"reference": case.reference})).content.decode()
+    card = page[page.index(f'id="notice-{notice.pk}"'):]
+    card = card[:card.index("</article>")]
+    assert "Notice checker: 2 flags" in card and "unrecorded_action" in card and "past_date" in card
+    assert 'name="confirm_reason"' in card
+    with assert_nothing_changed(case):
+        refused = client.post(url("notice_approve", case, notice.pk), {"content_hash": notice.content_hash}, **HTMX)
+    assert refused.status_code == 400 and "flagged this notice" in refused.content.decode()
+    response = client.post(url("notice_approve", case, notice.pk),
+                           {"content_hash": notice.content_hash, "confirm_reason": "Refund confirmed by phone."},
+                           **HTMX)
+    assert response.status_code == 200
+    approval = Approval.objects.get(notice=notice)
+    assert approval.override_reason == "Refund confirmed by phone."
+    assert "Approved over 2 checker flags" in response.content.decode()
+
+
+def test_the_review_inbox_shows_each_cases_due_dates(client, supervisor, analyst, agent, django_assert_max_num_queries):
+    from datetime import date
+
+    from cases.models import Case
+    from tests.factories import make_case
+
+    late = make_case(actor=analyst, title="Late", received_at=date(2020, 1, 6))
+    services.proposal_create(actor=agent, case=late, kind="risk_level", payload={"risk_level": "high"},
+                             rationale="Loss.")
+    for i in range(5):  # the inbox reads a bounded number of queries, however many rows
+        other = make_case(actor=analyst, title=f"Other {i}")
+        services.proposal_create(actor=agent, case=other, kind="risk_level", payload={"risk_level": "low"},
+                                 rationale="Small.")
+    client.force_login(supervisor)
+    with django_assert_max_num_queries(12):
+        html = client.get(reverse("web:review_inbox")).content.decode()
+    late = Case.objects.get(pk=late.pk)
+    assert f"Response due {late.response_due:%Y-%m-%d}" in html and "deadline-state--overdue" in html

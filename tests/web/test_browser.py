@@ -38,7 +38,8 @@ def browser():
 
 
 @pytest.fixture
-def new_page(browser, live_server):
+def new_page(browser, quiet_live_server):  # tests/web/conftest.py: no request outlives the test
+    live_server = quiet_live_server
     contexts = []
 
     def make(*, javascript: bool = True):
@@ -162,3 +163,40 @@ def test_the_case_page_works_without_javascript(new_page, analyst):
     assert page.locator("#case-status").inner_text() == "Triaged"
     case.refresh_from_db()
     assert case.status == "triaged"
+
+
+def test_a_supervisor_approves_two_sibling_proposals_from_the_review_inbox(new_page, analyst, supervisor, agent):
+    """Issue 7: sibling proposals of one run are approved one after the other (neither stales the
+    other); the approval records the evidence listed on the page."""
+    from cases.models import Approval
+
+    case = make_case(actor=analyst, title="Identity theft: two accounts opened in my name")
+    services.case_transition(actor=analyst, case=case, transition="triage")
+    risk = services.proposal_create(actor=agent, case=case, kind="risk_level", payload={"risk_level": "high"},
+                                    rationale="The narrative alleges identity theft (rule FRAUD-ID).", run_id="41")
+    review = services.proposal_create(actor=agent, case=case, kind="status_transition",
+                                      payload={"transition": "start_review"}, rationale="Ready for review.",
+                                      run_id="41")
+    page = new_page()
+    log_in(page, "supervisor")
+    page.get_by_role("link", name="Review", exact=True).first.click()  # the navigation link
+    for proposal, applied_text in ((risk, "Risk: High"), (review, "Under review")):
+        page.wait_for_url("**/review/")
+        row = page.locator(f'tr:has(a[href$="#proposal-{proposal.pk}"])')
+        row.get_by_role("link", name="Review").click()
+        page.wait_for_url(f"**/cases/{case.reference}/#proposal-{proposal.pk}")
+        item = page.locator(f"#proposal-{proposal.pk}")
+        assert "Stale" not in item.inner_text()
+        item.get_by_role("button", name="Approve and apply").click()
+        page.locator(f"#proposal-{proposal.pk} .badge", has_text="Applied").wait_for()
+        assert applied_text in page.locator(".case-meta").inner_text()
+        page.goto("/review/")
+
+    assert "No proposal is waiting." in page.content()
+    risk.refresh_from_db()
+    review.refresh_from_db()
+    case.refresh_from_db()
+    assert (risk.status, review.status) == (ProposalStatus.APPLIED, ProposalStatus.APPLIED)
+    assert (case.risk_level, case.status) == ("high", "under_review")
+    evidence = sorted(case.evidence.values_list("pk", flat=True))
+    assert [a.evidence_in_view for a in Approval.objects.order_by("pk")] == [evidence, evidence]

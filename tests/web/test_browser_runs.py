@@ -54,7 +54,8 @@ def browser():
 
 
 @pytest.fixture
-def new_page(browser, live_server):
+def new_page(browser, quiet_live_server):  # tests/web/conftest.py: no request outlives the test
+    live_server = quiet_live_server
     contexts = []
 
     def make():

@@ -243,15 +243,15 @@ def test_review_inbox_lists_pending_proposals_and_notices(client, supervisor, an
     assert "We received your complaint" in html and "version 2 <span class=\"muted small\">(current)</span>" in html
 
 
-def test_review_inbox_marks_a_proposal_made_against_an_older_version(client, supervisor, analyst, agent, case):
-    from cases.models import Proposal
-
+def test_review_inbox_keeps_a_proposal_whose_preconditions_hold(client, supervisor, analyst, agent, case):
+    """Staleness by precondition (ADR 0006): a newer case version alone does not mark it stale."""
     proposal = services.proposal_create(actor=agent, case=case, kind="risk_level", payload={"risk_level": "low"},
                                         rationale="Small amount.")
-    # The proposal stays pending while the case moved on (as when the version bump raced the proposal).
-    Proposal.objects.filter(pk=proposal.pk).update(case_version=case.version - 1)
+    services.evidence_add(actor=analyst, case=case, title="Letter", text="More detail.")
+    case.refresh_from_db()
+    assert case.version > proposal.case_version
     html = page(client, supervisor, reverse("web:review_inbox")).content.decode()
-    assert f"out of date: the case is at version {case.version}" in html
+    assert f"#proposal-{proposal.pk}" in html and "badge--stale" not in html
 
 
 def test_review_inbox_is_tenant_scoped(client, outsider, agent, case):

@@ -272,8 +272,10 @@ def test_an_intent_shows_the_proposal_and_that_approval_is_required(client, anal
     assert f"as <strong>decided</strong>, version {case.version}" in html
     assert case.status == "decided"  # the intent changed nothing
     assert f'href="/runs/{run.pk}/"' in html  # how the answer was made
-    # The supervisor who asked is told another supervisor decides (four eyes).
-    own_thread = services.thread_create(actor=supervisor, tenant=supervisor.tenant, case=case, title="Mine")
+    # The supervisor who asked is told another supervisor decides (four eyes). On an open case: a
+    # decided one takes no risk proposal any more (issue 7, E).
+    open_case = make_case(actor=analyst, title="Still open")
+    own_thread = services.thread_create(actor=supervisor, tenant=supervisor.tenant, case=open_case, title="Mine")
     _q, _r, run2 = post_and_answer(own_thread, supervisor, "set the risk level to high")
     html = get(client, supervisor, thread_url(own_thread)).content.decode()
     assert "Not by you: you asked for it (four eyes)." in html
@@ -286,7 +288,8 @@ def test_an_answer_whose_cited_facts_changed_is_marked_out_of_date(client, analy
     assert "Out of date" not in html
     cited_version = reply.cited_case_version
     proposal = Proposal.objects.get(run_id=str(run.pk))
-    case_services.proposal_approve(actor=supervisor, proposal=proposal, note="Agreed")
+    case_services.proposal_approve(actor=supervisor, proposal=proposal, note="Agreed",
+                                   confirm_reason="No notice: test.")  # issue 7: closing without a notice
     assert Proposal.objects.get(pk=proposal.pk).status == ProposalStatus.APPLIED
     case.refresh_from_db()
     html = get(client, analyst, thread_url(thread)).content.decode()

@@ -20,10 +20,10 @@ from django.views.decorators.http import require_POST
 
 from cases import selectors, services
 from cases.models import Case
-from core.errors import DomainError, NotFound
+from core.errors import DomainError, NotAllowed, NotFound
 from web.access import member_required
 from web.actors import tenant_users
-from web.case_page import Outcome, case_page_context
+from web.case_page import Outcome, ProposalApproveForm, case_page_context
 from web.errors import add_to_form, status_for
 from web.forms import (
     TRANSITION_LABELS,
@@ -75,6 +75,12 @@ def _answer(request, case: Case, *, target: str, form: Form | None, call: Callab
     return response
 
 
+def _confirm_reason(request) -> str:
+    """The explicit confirmation some actions need (deciding/closing with no notice sent,
+    approving a notice with a past date or flags): a reason, recorded in the audit by the service."""
+    return (request.POST.get("confirm_reason") or "")[:5000].strip()
+
+
 def _case(request, reference: str) -> Case:
     return selectors.case_get_for_user(user=request.user, reference=reference)
 
@@ -91,7 +97,8 @@ def case_transition(request, reference: str):
     def call():
         data = form.cleaned_data
         updated = services.case_transition(actor=request.user, case=case, transition=data["transition"],
-                                           reason=data["reason"].strip(), expected_version=data["expected_version"])
+                                           reason=data["reason"].strip(), expected_version=data["expected_version"],
+                                           confirm_reason=_confirm_reason(request))
         return f"{TRANSITION_LABELS[data['transition']]}: {updated.reference} is now {updated.get_status_display().lower()}."
 
     return _answer(request, case, target=f"transition:{name}", form=form, call=call, anchor="#status")
@@ -159,10 +166,12 @@ def _proposal_action(request, reference: str, pk: int, *, form_key: str, form: F
 @require_POST
 @member_required
 def proposal_approve(request, reference: str, pk: int):
-    form = DecisionNoteForm(request.POST, auto_id=f"id_p{pk}_approve_%s")
+    form = ProposalApproveForm(request.POST, auto_id=f"id_p{pk}_approve_%s")
 
     def call(proposal):
-        services.proposal_approve(actor=request.user, proposal=proposal, note=form.cleaned_data["note"].strip())
+        services.proposal_approve(actor=request.user, proposal=proposal, note=form.cleaned_data["note"].strip(),
+                                  expected_version=form.cleaned_data["expected_version"],
+                                  evidence_seen=form.evidence_ids(), confirm_reason=_confirm_reason(request))
         return "Proposal approved and applied to the case."
 
     return _proposal_action(request, reference, pk, form_key="approve", form=form, call=call)
@@ -188,6 +197,31 @@ def proposal_withdraw(request, reference: str, pk: int):
         return "Proposal withdrawn."
 
     return _proposal_action(request, reference, pk, form_key="", form=None, call=call)
+
+
+@require_POST
+@member_required
+def proposal_reask(request, reference: str, pk: int):
+    """"Ask the agents again" on a stale proposal: a case_analysis run focused on that question,
+    started (and audited, with this input) by runs.services.run_start."""
+    from runs.services import run_start
+
+    def call(proposal):
+        if not proposal.is_stale:
+            raise NotAllowed("Only a stale proposal can be asked again; this one is "
+                             f"{proposal.get_status_display().lower()}.")
+        run = run_start(actor=request.user, case=proposal.case, graph="case_analysis",
+                        input=reask_input(proposal))
+        return f"Asked the agents again: run R{run.pk} re-examines “{proposal.summary}”."
+
+    return _proposal_action(request, reference, pk, form_key="", form=None, call=call)
+
+
+def reask_input(proposal) -> dict:
+    """The run input of a focused re-run: the question, and the stale proposal it comes from."""
+    return {"question": f"Proposal P{proposal.pk} ({proposal.summary}) went stale: {proposal.stale_message} "
+                        f"Reconsider this question with the case as it is now.",
+            "reask_proposal_id": proposal.pk, "kind": proposal.kind, "stale_reason": proposal.stale_reason}
 
 
 # --- notices ----------------------------------------------------------------------------------
@@ -251,7 +285,7 @@ def notice_approve(request, reference: str, pk: int):
 
     def call(notice):
         services.notice_approve(actor=request.user, notice=notice, content_hash=form.cleaned_data["content_hash"],
-                                note=form.cleaned_data["note"].strip())
+                                note=form.cleaned_data["note"].strip(), override_reason=_confirm_reason(request))
         return "Notice approved. It can now be sent."
 
     return _notice_action(request, reference, pk, form_key="approve", form=form, call=call)

@@ -185,12 +185,17 @@ class Command(BaseCommand):
 # --- the little stories that give the queue some variety ---------------------------------------
 # Each step calls the services with the person who would do it in real life.
 
+# Deciding/closing a case with no notice sent needs a confirmation with a reason (issue 7).
+DEMO_CONFIRMATION = "Demo data: the consumer was answered before the case was loaded into Arbiter."
+
+
 def _transition(name: str, by: str = "analyst", reason: str = ""):
     def step(*, case, analyst, supervisor):
         from cases.services import case_transition
 
         actor = analyst if by == "analyst" else supervisor
-        case_transition(actor=actor, case=case, transition=name, reason=reason)
+        case_transition(actor=actor, case=case, transition=name, reason=reason,
+                        confirm_reason=DEMO_CONFIRMATION if name in ("decide", "close") else "")
 
     return step
 

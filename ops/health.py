@@ -1,0 +1,113 @@
+"""Health probes for load balancers and orchestrators.
+
+/healthz: the process is up and serving (no dependency is touched; never fails while it can answer).
+/readyz: this instance can do its work: every registered readiness check passes. 200 with the
+results when all pass, 503 naming the failing ones otherwise. Each check is bounded in time.
+
+Checks are pluggable: `register_readiness_check(name, function)` (a function returning None when
+ready, or raising / returning a message when not), typically from an app's AppConfig.ready(). The
+database and the broker are registered here. The worker heartbeat and the outbox lag belong to the
+apps that own them: they register themselves under the names READINESS_WORKER_HEARTBEAT and
+READINESS_OUTBOX_LAG. ARBITER_READYZ_CHECKS limits which registered checks run (default: all)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from django.conf import settings
+from django.http import JsonResponse
+
+# Hook names for the checks other apps provide (the outbox app: its lag and the worker heartbeat).
+READINESS_WORKER_HEARTBEAT = "worker_heartbeat"
+READINESS_OUTBOX_LAG = "outbox_lag"
+
+ReadinessCheck = Callable[[], "str | None"]
+_CHECKS: dict[str, ReadinessCheck] = {}
+
+
+def register_readiness_check(name: str, check: ReadinessCheck) -> None:
+    """Add (or replace) a readiness check. It returns None when ready, a short reason when not,
+    or raises; it must answer within ARBITER_READYZ_TIMEOUT_SECONDS."""
+    _CHECKS[name] = check
+
+
+def registered_checks() -> dict[str, ReadinessCheck]:
+    wanted = settings.ARBITER_READYZ_CHECKS
+    return {name: check for name, check in _CHECKS.items() if not wanted or name in wanted}
+
+
+def check_database() -> str | None:
+    from django.db import connections
+
+    for alias in connections:
+        with connections[alias].cursor() as cursor:
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+    return None
+
+
+def check_broker() -> str | None:
+    """Open (and close) a connection to the Celery broker."""
+    from config.celery import app
+
+    timeout = settings.ARBITER_READYZ_TIMEOUT_SECONDS
+    with app.connection_for_write() as connection:
+        connection.ensure_connection(max_retries=1, interval_start=0, interval_step=0, timeout=timeout)
+    return None
+
+
+register_readiness_check("database", check_database)
+register_readiness_check("broker", check_broker)
+
+
+def _bounded(check: ReadinessCheck, timeout: float) -> str | None:
+    """Run a check in a thread of its own and give up after `timeout` seconds: a database or broker
+    that does not answer (a dropped packet, not a refused connection) must not hang the probe. The
+    thread closes the database connections it opened."""
+    from django.db import connections
+
+    outcome: dict[str, str | None] = {}
+
+    def target() -> None:
+        try:
+            outcome["problem"] = check()
+        except Exception as exc:  # a probe reports; it never raises
+            outcome["problem"] = f"{type(exc).__name__}: {exc}"
+        finally:
+            connections.close_all()
+
+    worker = threading.Thread(target=target, name="readyz-check", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        return f"no answer within {timeout}s"
+    return outcome.get("problem")
+
+
+def run_checks() -> tuple[bool, dict[str, dict]]:
+    results: dict[str, dict] = {}
+    timeout = settings.ARBITER_READYZ_TIMEOUT_SECONDS
+    for name, check in registered_checks().items():
+        started = time.monotonic()
+        problem = _bounded(check, timeout)
+        results[name] = {"ok": not problem, "ms": int((time.monotonic() - started) * 1000)}
+        if problem:
+            results[name]["error"] = str(problem)[:300]
+    missing = [name for name in settings.ARBITER_READYZ_CHECKS if name not in _CHECKS]
+    for name in missing:
+        results[name] = {"ok": False, "ms": 0, "error": "no such check is registered"}
+    return all(result["ok"] for result in results.values()), results
+
+
+def healthz_response() -> JsonResponse:
+    return JsonResponse({"status": "ok"})
+
+
+def readyz_response() -> JsonResponse:
+    ready, results = run_checks()
+    response = JsonResponse({"status": "ready" if ready else "not ready", "checks": results},
+                            status=200 if ready else 503)
+    response["Cache-Control"] = "no-store"
+    return response

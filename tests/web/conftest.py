@@ -1,0 +1,78 @@
+"""Browser-test support: the live server is quiet before the database is flushed.
+
+Root cause of the flaky "database table is locked" at teardown (issue 13): on SQLite the live
+server thread shares the test's in-memory database connection (pytest-django's
+connections_override). A page keeps talking to the server after the last assertion — a swap
+brings `hx-trigger="load"` sections (agents, threads) that fetch themselves, polls run every 2s —
+and closing the browser context does not stop a request the server thread is already serving.
+The `transactional_db` flush then ran on the same connection while that thread was inside a
+query. `quiet_live_server` counts the live server's connections (from accept to the end of
+their thread) and, after the pages are closed, waits for the count to reach zero, so the flush
+starts only when no request can still touch the database."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+IDLE_TIMEOUT_SECONDS = 15
+
+
+class InFlightConnections:
+    """Connections the live server accepted and has not finished serving."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.condition = threading.Condition()
+
+    def _done(self) -> None:
+        with self.condition:
+            self.count -= 1
+            self.condition.notify_all()
+
+    @classmethod
+    def install(cls, httpd) -> InFlightConnections:
+        """Wrap the server's request dispatch once (the live server lives for the whole session).
+        ThreadingMixIn.process_request starts a thread on self.process_request_thread, looked up
+        on the instance, so both wrappers take effect for the next connection."""
+        tracker = getattr(httpd, "_in_flight_connections", None)
+        if tracker is not None:
+            return tracker
+        tracker = cls()
+        accept, serve = httpd.process_request, httpd.process_request_thread
+
+        def process_request(request, client_address):
+            with tracker.condition:
+                tracker.count += 1  # counted at accept: no gap before its thread starts
+            try:
+                accept(request, client_address)
+            except BaseException:
+                tracker._done()
+                raise
+
+        def process_request_thread(request, client_address):
+            try:
+                serve(request, client_address)
+            finally:
+                tracker._done()
+
+        httpd.process_request = process_request
+        httpd.process_request_thread = process_request_thread
+        httpd._in_flight_connections = tracker
+        return tracker
+
+    def wait_idle(self, timeout: float) -> bool:
+        with self.condition:
+            return self.condition.wait_for(lambda: self.count <= 0, timeout=timeout)
+
+
+@pytest.fixture
+def quiet_live_server(live_server):
+    """The live server; at teardown (after the pages using it are closed, since those fixtures
+    depend on this one) wait until it serves no connection, before the database is flushed."""
+    tracker = InFlightConnections.install(live_server.thread.httpd)
+    yield live_server
+    if not tracker.wait_idle(IDLE_TIMEOUT_SECONDS):
+        pytest.fail(f"the live server still served {tracker.count} connection(s) {IDLE_TIMEOUT_SECONDS}s after "
+                    "the pages were closed; the database flush would race them")
