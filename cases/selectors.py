@@ -21,6 +21,7 @@ from django.db.models import (
     When,
 )
 from django.db.models.functions import Coalesce
+from django.utils import timezone
 
 from cases import policy
 from cases.models import Case, CaseEvent, Evidence, Notice, NoticeStatus, Proposal, ProposalStatus
@@ -56,9 +57,12 @@ CASE_SORTS = {
     "received": (lambda: Coalesce("received_at", Value(date(1, 1, 1)), output_field=DateField()), True),
     "risk": (lambda: _rank("risk_level", RISK_RANK), True),
     "status": (lambda: _rank("status", STATUS_RANK), False),
+    # The earliest due date still open (cases.models.CaseQuerySet.with_deadlines; issue 7), soonest
+    # first, cases with none last.
+    "due": (lambda: Coalesce("next_due", Value(date(9999, 12, 31)), output_field=DateField()), False),
 }
 
-QUICK_VIEWS = ("mine", "decide", "unassigned")
+QUICK_VIEWS = ("mine", "decide", "overdue", "unassigned")
 
 
 def _search_filter(qs: QuerySet[Case], *, tenant_id, search: str) -> QuerySet[Case]:
@@ -115,7 +119,8 @@ def case_list_for_user(*, user, status: str | None = None, search: str | None = 
     the rows fetched pay for it). `view` is a quick view (QUICK_VIEWS); `sort` a CASE_SORTS name,
     which annotates `sort_key` (ordering is the caller's: keyset pages order by it and the id)."""
     tenant_id = _tenant_id(user)
-    qs = Case.objects.filter(tenant_id=tenant_id).select_related("assignee")
+    # `next_due` on every row (shown in the queue; a per-row expression unless sorted or filtered by it).
+    qs = Case.objects.filter(tenant_id=tenant_id).select_related("assignee").with_deadlines()
     if status:
         qs = qs.filter(status=status)
     if risk_level:
@@ -132,6 +137,8 @@ def case_list_for_user(*, user, status: str | None = None, search: str | None = 
         qs = qs.filter(_pending_work())
     if view == "mine":
         qs = qs.filter(assignee_id=getattr(user, "pk", None))
+    elif view == "overdue":
+        qs = qs.filter(next_due__lt=timezone.localdate())
     elif view == "unassigned":
         qs = qs.filter(assignee__isnull=True).exclude(status="closed")
     elif view == "decide":

@@ -28,10 +28,10 @@ REASON_LABELS = {
 
 
 QUICK_VIEW_CHOICES = [("", "All cases"), ("mine", "My cases"), ("decide", "Needs my decision"),
-                      ("unassigned", "Unassigned")]
+                      ("overdue", "Overdue"), ("unassigned", "Unassigned")]
 
 # The queue's sortable columns: the value in the URL -> its label. "-x" is descending.
-SORT_LABELS = {"created": "Opened", "updated": "Updated", "received": "Received", "risk": "Risk",
+SORT_LABELS = {"created": "Opened", "due": "Due", "updated": "Updated", "received": "Received", "risk": "Risk",
                "status": "Status"}
 DEFAULT_SORT = "-created"
 
@@ -41,7 +41,9 @@ def sort_choices() -> list[tuple[str, str]]:
 
     choices = []
     for name, label in SORT_LABELS.items():
-        if name in CASE_SORTS:
+        if name == "due":
+            choices += [("due", "Due (soonest first)"), ("-due", "Due (latest first)")]
+        elif name in CASE_SORTS:
             choices += [(f"-{name}", f"{label} (newest / highest first)"), (name, f"{label} (oldest / lowest first)")]
     return choices
 

@@ -119,6 +119,24 @@ def test_sorting_the_queue_by_a_column(new_page, analyst, supervisor, agent):
     assert queue_references(page) == [levels["low"], levels["medium"], levels["critical"]]
 
 
+def test_sorting_the_queue_by_due_date(new_page, analyst):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    today = timezone.localdate()
+    cases = {days: make_case(actor=analyst, title=f"Received {days} days ago", narrative="",
+                             received_at=today - timedelta(days=days)).reference for days in (5, 90, 30)}
+    page = new_page()
+    log_in(page, "analyst")
+    page.locator("#case-results th", has_text="Due").get_by_role("link").click()
+    page.locator('#case-results th[aria-sort="ascending"]', has_text="Due").wait_for()
+    assert queue_references(page) == [cases[90], cases[30], cases[5]]  # soonest (most overdue) first
+    page.get_by_role("link", name="Overdue").click()
+    page.wait_for_url("**/?view=overdue")
+    assert cases[90] in queue_references(page)
+
+
 def test_taking_a_case_moves_the_focus_to_its_message(new_page, analyst):
     case = make_case(actor=analyst, title="Nobody's yet", narrative="")
     page = new_page()

@@ -168,3 +168,20 @@ def test_a_saved_view_without_a_name_is_refused(client, analyst):
     response = client.post(reverse("web:saved_view_save"), {"name": "  ", "query": "status=new"}, follow=True)
     assert not SavedView.objects.exists()
     assert "give it a name" in response.content.decode() or "Give the view a name" in response.content.decode()
+
+
+def test_sorting_by_due_date_and_the_overdue_view(client, analyst):
+    from datetime import date, timedelta
+
+    from django.utils import timezone
+
+    today = timezone.localdate()
+    late = make_case(actor=analyst, title="Late", narrative="", received_at=today - timedelta(days=200))
+    soon = make_case(actor=analyst, title="Soon", narrative="", received_at=today - timedelta(days=1))
+    undated = make_case(actor=analyst, title="Undated", narrative="")
+    Case.objects.filter(pk=undated.pk).update(acknowledge_due=None, response_due=None, close_due=None)
+    assert listed(client, analyst, "/?sort=due") == [late.reference, soon.reference, undated.reference]
+    assert listed(client, analyst, "/?sort=-due") == [undated.reference, soon.reference, late.reference]
+    assert listed(client, analyst, "/?view=overdue") == [late.reference]
+    html = client.get("/?view=overdue").content.decode()
+    assert "deadline-state--overdue" in html and date.min.isoformat() not in html

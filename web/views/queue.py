@@ -9,6 +9,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 from django.views.decorators.vary import vary_on_headers
 
@@ -84,7 +85,7 @@ def queue_context(request, *, form: CaseFilterForm) -> tuple[dict, int]:
         "form": form, "page": page, "query": query.urlencode(), "total": total,
         "total_is_capped": total > COUNT_LIMIT, "count_limit": COUNT_LIMIT, "notes": notes,
         "is_filtered": form.is_filtered, "sort": sort, "sort_links": _sort_links(request, sort),
-        "view": view or "", "may_take": may_take(request.user),
+        "view": view or "", "may_take": may_take(request.user), "today": timezone.localdate(),
         "may_decide": request.user.role in (policy.CAN_APPROVE_PROPOSALS | policy.CAN_APPROVE_NOTICES),
     }, status
 
@@ -123,7 +124,7 @@ def case_take(request, reference: str):
         back = request.POST.get("next") or ""
         return redirect(back if back.startswith("/") and not back.startswith("//") else reverse("web:case_list"))
     row = selectors.case_list_for_user(user=request.user).get(pk=case.pk)
-    context = {"case": row, "may_take": may_take(request.user), "row_message": (
+    context = {"case": row, "may_take": may_take(request.user), "today": timezone.localdate(), "row_message": (
         {"code": "ok", "title": f"{case.reference} is now yours.", "message": ""} if error is None
         else error_context(error))}
     return render(request, "web/cases/_row.html", context, status=200 if error is None else status_for(error))
