@@ -107,6 +107,9 @@ def seed_tenant(*, slug: str, cases: int, events_per_case: int, pending: int, lo
                        now() - (%s - g) * interval '37 seconds', now() - (%s - g) * interval '29 seconds'
                 FROM generate_series(1, %s) g JOIN bench_narrative n ON n.i = g %% {n_texts}
             """, [tenant.pk, STATUSES, RISKS, analyst.pk, other.pk, cases, cases, cases])
+            # Due dates as issue 7's default policy sets them from the received date (calendar days).
+            cursor.execute("UPDATE cases_case SET acknowledge_due = received_at + 15, response_due = received_at + 15, "
+                           "close_due = received_at + 60 WHERE tenant_id = %s", [tenant.pk])
             cursor.execute("""
                 INSERT INTO cases_evidence (tenant_id, case_id, kind, title, text, file, filename, content_type, size,
                     sha256, source, added_by, created_at)
