@@ -318,6 +318,9 @@ def main() -> int:
         print("Set DATABASE_URL to a PostgreSQL database of the benchmark's own (it is seeded with 100,000 cases).")
         return 2
     setup_django()
+    import logging
+
+    logging.disable(logging.INFO)  # the request log (ops.logging) would drown the table
     from django.conf import settings
     from django.core.management import call_command
     from django.db import connection
