@@ -2,8 +2,28 @@
 
 from __future__ import annotations
 
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+from datetime import date
 
+from django.contrib.postgres.search import SearchQuery
+from django.db import connection
+from django.db.models import Case as DjangoCase
+from django.db.models import (
+    Count,
+    DateField,
+    Exists,
+    F,
+    IntegerField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Value,
+    When,
+)
+from django.db.models.functions import Coalesce, Least
+from django.utils import timezone
+
+from cases import policy
 from cases.models import Case, CaseEvent, Evidence, Notice, NoticeStatus, Proposal, ProposalStatus
 from core.errors import NotFound
 
@@ -12,17 +32,143 @@ def _tenant_id(user) -> int | None:
     return getattr(user, "tenant_id", None)
 
 
+# --- the case queue (issue 8): search, filters, quick views, sorts --------------------------------
+
+NARRATIVE_TITLE = "Complaint narrative"  # the evidence case_create makes of the narrative
+SEARCH_CONFIG = "simple"  # words as written (lower-cased): no stemming, no stop words, like the SQLite match
+SEARCH_MAX_WORDS = 8
+SEARCH_ID_LIMIT = 2000
+
+RISK_RANK = {"unassessed": 0, "low": 1, "medium": 2, "high": 3, "critical": 4}
+STATUS_RANK = {"new": 0, "triaged": 1, "under_review": 2, "waiting_for_evidence": 3, "ready_for_decision": 4,
+               "decided": 5, "closed": 6}
+
+
+def _rank(field: str, ranks: dict[str, int]) -> DjangoCase:
+    return DjangoCase(*[When(**{field: value}, then=Value(rank)) for value, rank in ranks.items()],
+                      default=Value(0), output_field=IntegerField())
+
+
+def _least_date(a, b):
+    """LEAST ignoring NULLs on every database (as cases.models' with_deadlines does)."""
+    return Least(Coalesce(a, b), Coalesce(b, a), output_field=DateField())
+
+
+def _next_due(tenant_id) -> DjangoCase:
+    """The earliest due date still open — the same rule as Case.objects.with_deadlines() (issue 7):
+    acknowledgement and response until a notice is sent, closure until the case is decided or
+    closed. "A notice was sent" is `id IN (cases with a sent notice)`, which PostgreSQL evaluates
+    once as a hashed set; the EXISTS of with_deadlines is a probe per row, 3 s to sort 100,000
+    cases by it."""
+    sent = Q(pk__in=Notice.objects.filter(tenant_id=tenant_id, status=NoticeStatus.SENT).order_by()
+             .values("case_id"))
+    open_notice = DjangoCase(When(sent, then=Value(None)), default=_least_date("acknowledge_due", "response_due"),
+                             output_field=DateField())
+    open_close = DjangoCase(When(status__in=["decided", "closed"], then=Value(None)), default=F("close_due"),
+                            output_field=DateField())
+    return _least_date(open_notice, open_close)
+
+
+# Sort keys the queue offers: name -> (expression, descending by default). Each is non-null, so a
+# keyset cursor can compare it; the PostgreSQL indexes (tenant, key, id) are in web/migrations.
+CASE_SORTS = {
+    "created": (lambda: F("created_at"), True),
+    "updated": (lambda: F("updated_at"), True),
+    "received": (lambda: Coalesce("received_at", Value(date(1, 1, 1)), output_field=DateField()), True),
+    "risk": (lambda: _rank("risk_level", RISK_RANK), True),
+    "status": (lambda: _rank("status", STATUS_RANK), False),
+    # The earliest due date still open (_next_due; issue 7), soonest first, cases with none last.
+    "due": (lambda: Coalesce("next_due", Value(date(9999, 12, 31)), output_field=DateField()), False),
+}
+
+QUICK_VIEWS = ("mine", "decide", "overdue", "unassigned")
+
+
+def _search_filter(qs: QuerySet[Case], *, tenant_id, search: str) -> QuerySet[Case]:
+    """Every word must match the reference, title, company, product or narrative (each word may
+    match a different one). PostgreSQL: one GIN lookup in the per-case words the web app's
+    triggers keep (web.models.CaseWords); elsewhere a case-insensitive substring match per word."""
+    words = search.split()[:SEARCH_MAX_WORDS]
+    if connection.vendor == "postgresql":
+        from web.models import CaseWords  # the search document is the UI's; cases does not depend on web
+
+        query = SearchQuery(" ".join(words), config=SEARCH_CONFIG, search_type="plain")
+        matching = CaseWords.objects.filter(tenant_id=tenant_id, words=query).values_list("case_id", flat=True)
+        # One bounded read first (the planner serves a LIMIT well either way: the GIN index for rare
+        # words, an early-stopping scan for common ones). Up to SEARCH_ID_LIMIT matches, the page is
+        # read by id; past it the words are common, and walking the cases in order while probing
+        # each one's words stops after a page (a join the planner picks, and fast exactly then).
+        ids = list(matching.order_by()[:SEARCH_ID_LIMIT + 1])
+        if len(ids) <= SEARCH_ID_LIMIT:
+            return qs.filter(pk__in=ids)
+        return qs.filter(pk__in=matching)
+    narratives = Evidence.objects.filter(tenant_id=tenant_id, title=NARRATIVE_TITLE)
+    for word in words:
+        told = narratives.filter(text__icontains=word).order_by().values("case_id")
+        qs = qs.filter(Q(reference__icontains=word) | Q(title__icontains=word) | Q(company__icontains=word)
+                       | Q(product__icontains=word) | Q(pk__in=told))
+    return qs
+
+
+def _pending_work() -> Q:
+    """A proposal waiting for a decision, or a notice waiting for approval or to be sent."""
+    return Q(Exists(Proposal.objects.filter(case=OuterRef("pk"), status=ProposalStatus.PENDING))) | Q(
+        Exists(Notice.objects.filter(case=OuterRef("pk"), status__in=NoticeStatus.in_flight())))
+
+
+def _needs_decision_of(user) -> Q:
+    """Cases with a proposal or notice this person may decide: their role approves it and they did
+    not make or ask for it (four eyes). Nothing for roles that do not approve."""
+    me = f"user:{user.pk}"
+    condition = Q(pk__in=[])
+    if getattr(user, "role", None) in policy.CAN_APPROVE_PROPOSALS:
+        condition |= Q(Exists(Proposal.objects.filter(case=OuterRef("pk"), status=ProposalStatus.PENDING)
+                              .exclude(proposer_id=me).exclude(requested_by=me)))
+    if getattr(user, "role", None) in policy.CAN_APPROVE_NOTICES:
+        condition |= Q(Exists(Notice.objects.filter(case=OuterRef("pk"), status=NoticeStatus.PENDING_APPROVAL)
+                              .exclude(drafted_by=me).exclude(last_edited_by=me).exclude(requested_by=me)))
+    return condition
+
+
 def case_list_for_user(*, user, status: str | None = None, search: str | None = None,
-                       risk_level: str | None = None) -> QuerySet[Case]:
-    qs = Case.objects.filter(tenant_id=_tenant_id(user)).select_related("assignee")
+                       risk_level: str | None = None, product: str | None = None, company: str | None = None,
+                       assignee_id: int | None = None, tag: str | None = None, has_pending_work: bool = False,
+                       view: str | None = None, sort: str | None = None) -> QuerySet[Case]:
+    """The tenant's cases, filtered. Every case carries `pending_proposals` (a per-row count, so only
+    the rows fetched pay for it). `view` is a quick view (QUICK_VIEWS); `sort` a CASE_SORTS name,
+    which annotates `sort_key` (ordering is the caller's: keyset pages order by it and the id)."""
+    tenant_id = _tenant_id(user)
+    qs = Case.objects.filter(tenant_id=tenant_id).select_related("assignee").annotate(next_due=_next_due(tenant_id))
     if status:
         qs = qs.filter(status=status)
     if risk_level:
         qs = qs.filter(risk_level=risk_level)
-    if search:
-        qs = qs.filter(Q(reference__icontains=search) | Q(title__icontains=search) | Q(company__icontains=search)
-                       | Q(product__icontains=search))
-    return qs.annotate(pending_proposals=Count("proposals", filter=Q(proposals__status=ProposalStatus.PENDING)))
+    if product:
+        qs = qs.filter(product__iexact=product.strip())
+    if company:
+        qs = qs.filter(company__iexact=company.strip())
+    if assignee_id is not None:
+        qs = qs.filter(assignee_id=assignee_id)
+    if tag:
+        qs = qs.filter(tags__icontains=tag.strip())
+    if has_pending_work:
+        qs = qs.filter(_pending_work())
+    if view == "mine":
+        qs = qs.filter(assignee_id=getattr(user, "pk", None))
+    elif view == "overdue":
+        qs = qs.filter(next_due__lt=timezone.localdate())
+    elif view == "unassigned":
+        qs = qs.filter(assignee__isnull=True).exclude(status="closed")
+    elif view == "decide":
+        qs = qs.filter(_needs_decision_of(user))
+    if search and search.strip():
+        qs = _search_filter(qs, tenant_id=tenant_id, search=search)
+    if sort:
+        expression, _descending = CASE_SORTS[sort]
+        qs = qs.annotate(sort_key=expression())
+    pending = (Proposal.objects.filter(case=OuterRef("pk"), status=ProposalStatus.PENDING).order_by()
+               .values("case").annotate(n=Count("pk")).values("n"))
+    return qs.annotate(pending_proposals=Coalesce(Subquery(pending, output_field=IntegerField()), 0))
 
 
 def case_get_for_user(*, user, reference: str | None = None, pk: int | None = None) -> Case:
@@ -78,17 +224,65 @@ def notice_get_for_user(*, user, pk: int) -> Notice:
         raise NotFound("No such notice.") from None
 
 
-def review_inbox_for_user(*, user) -> dict:
-    """What waits for a person's decision: pending proposals and notices pending approval, each
-    annotated `case_notice_sent` (whether its case's notice was sent: what meets the
-    acknowledgement and response deadlines, issue 7) so their due dates need no query per row."""
+INBOX_SECTIONS = ("decide", "approved", "rejected")
+
+
+def review_inbox_for_user(*, user, section: str = "decide", kind: str | None = None,
+                          risk_level: str | None = None, proposer_type: str | None = None) -> dict:
+    """The review inbox, by section (oldest first; callers page them):
+
+    - "decide": pending proposals and notices pending approval (what waits for a decision);
+    - "approved": notices approved (or failed to send) and not yet sent;
+    - "rejected": proposals and notices rejected that this person made, drafted or asked for —
+      theirs to fix (a rejected notice can be edited and resubmitted).
+
+    `kind` narrows proposals to one ProposalKind ("notice" keeps only notices, and any proposal
+    kind drops notices), `risk_level` to cases at that risk, `proposer_type` to agent or user."""
+    me = f"user:{getattr(user, 'pk', '')}"
+    proposals = proposal_list_for_user(user=user).select_related("case", "proposed_by_user")
+    notices = notice_list_for_user(user=user)
+    if section == "approved":
+        proposals = proposals.none()
+        notices = notices.filter(status__in=[NoticeStatus.APPROVED, NoticeStatus.FAILED])
+    elif section == "rejected":
+        proposals = proposals.filter(status=ProposalStatus.REJECTED).filter(
+            Q(proposer_id=me) | Q(requested_by=me) | Q(proposed_by_user_id=getattr(user, "pk", None)))
+        notices = notices.filter(status=NoticeStatus.REJECTED).filter(
+            Q(drafted_by=me) | Q(last_edited_by=me) | Q(requested_by=me))
+    else:
+        proposals = proposals.filter(status=ProposalStatus.PENDING)
+        notices = notices.filter(status=NoticeStatus.PENDING_APPROVAL)
+    if kind == "notice":
+        proposals = proposals.none()
+    elif kind:
+        proposals, notices = proposals.filter(kind=kind), notices.none()
+    if risk_level:
+        proposals, notices = proposals.filter(case__risk_level=risk_level), notices.filter(case__risk_level=risk_level)
+    if proposer_type:
+        proposals = proposals.filter(proposer_type=proposer_type)
+        notices = notices.filter(drafted_by__startswith=f"{proposer_type}:")
+    # Whether each item's case has a sent notice (what meets the acknowledgement and response
+    # deadlines, issue 7): their due dates need no query per row (deadline_rows_for_inbox).
     case_notice_sent = Exists(Notice.objects.filter(case=OuterRef("case_id"), status=NoticeStatus.SENT))
-    return {
-        "proposals": proposal_list_for_user(user=user, status=ProposalStatus.PENDING)
-        .annotate(case_notice_sent=case_notice_sent).order_by("created_at"),
-        "notices": notice_list_for_user(user=user, status=NoticeStatus.PENDING_APPROVAL)
-        .annotate(case_notice_sent=case_notice_sent).order_by("created_at"),
-    }
+    return {"proposals": proposals.annotate(case_notice_sent=case_notice_sent).order_by("created_at", "id"),
+            "notices": notices.annotate(case_notice_sent=case_notice_sent).order_by("created_at", "id")}
+
+
+def previous_notices_for(*, user, notices: list[Notice]) -> dict[int, Notice]:
+    """For each notice, the one drafted before it on the same case (the text it replaces, to diff
+    against), in one query for the whole page."""
+    case_ids = {n.case_id for n in notices}
+    if not case_ids:
+        return {}
+    earlier: dict[int, list[Notice]] = {}
+    for other in Notice.objects.filter(tenant_id=_tenant_id(user), case_id__in=case_ids).order_by("created_at", "id"):
+        earlier.setdefault(other.case_id, []).append(other)
+    found = {}
+    for notice in notices:
+        before = [n for n in earlier.get(notice.case_id, []) if (n.created_at, n.pk) < (notice.created_at, notice.pk)]
+        if before:
+            found[notice.pk] = before[-1]
+    return found
 
 
 def deadline_rows_for_inbox(*, user, items) -> None:

@@ -6,13 +6,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from accounts.selectors import user_list_for_tenant, usernames_for_tenant
+from web.labels import actor_fallback
 
 
 def actor_labels(*, tenant_id: int, identifiers: Iterable[str],
                  usernames: dict[int, str] | None = None) -> dict[str, str]:
     """Map each identifier to a label. User ids are resolved from `usernames` when the caller has
     them, else with one query limited to this tenant (a user of another tenant never appears on
-    this tenant's rows; if one did, it would stay an id)."""
+    this tenant's rows; if one did, it would read as a former member of staff, never as an id)."""
     identifiers = {i for i in identifiers if i}
     if usernames is None:
         user_ids = {int(i.split(":", 1)[1]) for i in identifiers
@@ -29,8 +30,8 @@ def actor_labels(*, tenant_id: int, identifiers: Iterable[str],
             labels[identifier] = f"{name} {version}".strip()
         elif kind == "system":
             labels[identifier] = rest
-        else:
-            labels[identifier] = identifier
+        else:  # a person no longer in this tenant, or an unknown kind: words, never the raw id
+            labels[identifier] = actor_fallback(identifier)
     return labels
 
 

@@ -27,12 +27,77 @@ REASON_LABELS = {
 }
 
 
+QUICK_VIEW_CHOICES = [("", "All cases"), ("mine", "My cases"), ("decide", "Needs my decision"),
+                      ("overdue", "Overdue"), ("unassigned", "Unassigned")]
+
+# The queue's sortable columns: the value in the URL -> its label. "-x" is descending.
+SORT_LABELS = {"created": "Opened", "due": "Due", "updated": "Updated", "received": "Received", "risk": "Risk",
+               "status": "Status"}
+DEFAULT_SORT = "-created"
+
+
+def sort_choices() -> list[tuple[str, str]]:
+    from cases.selectors import CASE_SORTS
+
+    choices = []
+    for name, label in SORT_LABELS.items():
+        if name == "due":
+            choices += [("due", "Due (soonest first)"), ("-due", "Due (latest first)")]
+        elif name in CASE_SORTS:
+            choices += [(f"-{name}", f"{label} (newest / highest first)"), (name, f"{label} (oldest / lowest first)")]
+    return choices
+
+
 class CaseFilterForm(forms.Form):
     q = forms.CharField(label="Search", required=False, max_length=200,
                         widget=forms.TextInput(attrs={"type": "search",
-                                                      "placeholder": "Reference, title, company, product"}))
+                                                      "placeholder": "Words of the reference, title, company, "
+                                                                     "product or narrative"}))
+    view = forms.ChoiceField(label="View", required=False, choices=QUICK_VIEW_CHOICES)
     status = forms.ChoiceField(label="Status", required=False, choices=[("", "Any status"), *CaseStatus.choices])
     risk_level = forms.ChoiceField(label="Risk", required=False, choices=[("", "Any risk"), *RiskLevel.choices])
+    product = forms.CharField(label="Product", required=False, max_length=200)
+    company = forms.CharField(label="Company", required=False, max_length=200)
+    assignee = forms.TypedChoiceField(label="Assignee", required=False, coerce=int, empty_value=None,
+                                      choices=[("", "Anyone")])
+    tag = forms.CharField(label="Tag", required=False, max_length=100)
+    pending = forms.BooleanField(label="Has pending work", required=False,
+                                 help_text="A proposal or notice waiting for a decision or to be sent.")
+    sort = forms.ChoiceField(label="Sort by", required=False, choices=[])
+
+    FILTER_FIELDS = ("q", "view", "status", "risk_level", "product", "company", "assignee", "tag", "pending")
+
+    def __init__(self, *args, users=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["assignee"].choices = [("", "Anyone"), *[(u.pk, u.username) for u in users]]
+        self.fields["sort"].choices = [("", "Default (newest first)"), *sort_choices()]
+
+    def selector_kwargs(self) -> dict:
+        data = self.cleaned_data if self.is_valid() else {
+            name: value for name, value in getattr(self, "cleaned_data", {}).items()}
+        sort = data.get("sort") or DEFAULT_SORT
+        return {
+            "search": (data.get("q") or "").strip() or None, "view": data.get("view") or None,
+            "status": data.get("status") or None, "risk_level": data.get("risk_level") or None,
+            "product": (data.get("product") or "").strip() or None,
+            "company": (data.get("company") or "").strip() or None,
+            "assignee_id": data.get("assignee"), "tag": (data.get("tag") or "").strip() or None,
+            "has_pending_work": bool(data.get("pending")), "sort": sort.lstrip("-"),
+        }
+
+    @property
+    def sort_value(self) -> str:
+        return (self.cleaned_data.get("sort") if hasattr(self, "cleaned_data") else "") or DEFAULT_SORT
+
+    @property
+    def is_filtered(self) -> bool:
+        data = getattr(self, "cleaned_data", {})
+        return any(data.get(name) not in (None, "", False) for name in self.FILTER_FIELDS)
+
+
+class SavedViewForm(forms.Form):
+    name = forms.CharField(label="Save these filters as", max_length=80)
+    query = forms.CharField(required=False, max_length=2000, widget=forms.HiddenInput)
 
 
 class CaseCreateForm(forms.Form):
@@ -178,5 +243,22 @@ class NoticeRejectForm(forms.Form):
 
 
 class AuditFilterForm(forms.Form):
+    scope = forms.ChoiceField(required=False, widget=forms.HiddenInput,
+                              choices=[("", "People's decisions"), ("all", "Everything")])
     action = forms.CharField(label="Action", required=False, max_length=100,
                              help_text="An action or the start of one, e.g. cases.notice")
+    actor = forms.ChoiceField(label="Who", required=False, choices=[("", "Anyone")])
+    actor_type = forms.ChoiceField(label="Kind of actor", required=False,
+                                   choices=[("", "Any"), ("user", "People"), ("agent", "Agents"),
+                                            ("system", "The system")])
+    case = forms.CharField(label="Case", required=False, max_length=40,
+                           widget=forms.TextInput(attrs={"placeholder": "CASE-2026-000001"}))
+    decision = forms.ChoiceField(label="Decision", required=False, choices=[("", "Any decision")])
+    date_from = forms.DateField(label="From", required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    date_to = forms.DateField(label="To", required=False, widget=forms.DateInput(attrs={"type": "date"}))
+
+    def clean(self):
+        data = super().clean()
+        if data.get("date_from") and data.get("date_to") and data["date_from"] > data["date_to"]:
+            self.add_error("date_to", "The end date is before the start date.")
+        return data

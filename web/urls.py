@@ -3,14 +3,19 @@ routes here, and a link in templates/web/_nav.html."""
 
 from django.urls import path
 
-from web.views import actions, audit, cases, memory, review, runs, threads
+from web.views import actions, audit, cases, live, memory, queue, review, runs, threads
 
 app_name = "web"
 
 urlpatterns = [
-    path("", cases.case_list, name="case_list"),
+    path("", queue.case_list, name="case_list"),
+    path("views/", queue.saved_view_save, name="saved_view_save"),
+    path("views/<int:pk>/delete/", queue.saved_view_delete, name="saved_view_delete"),
     path("cases/new/", cases.case_create, name="case_create"),
     path("cases/<str:reference>/", cases.case_detail, name="case_detail"),
+    path("cases/<str:reference>/take/", queue.case_take, name="case_take"),
+    path("cases/<str:reference>/live/notices/", live.case_live_notices, name="case_live_notices"),
+    path("notifications/", live.notifications, name="notifications"),
     path("cases/<str:reference>/audit/", audit.case_audit, name="case_audit"),
     path("cases/<str:reference>/transitions/", actions.case_transition, name="case_transition"),
     path("cases/<str:reference>/evidence/text/", actions.evidence_add_text, name="evidence_add_text"),
@@ -51,4 +56,5 @@ urlpatterns = [
     path("memory/<int:pk>/forget/", memory.memory_forget, name="memory_forget"),
     path("review/", review.review_inbox, name="review_inbox"),
     path("audit/", audit.audit_timeline, name="audit_timeline"),
+    path("audit/export.<str:fmt>", audit.audit_export, name="audit_export"),
 ]

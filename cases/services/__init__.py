@@ -9,7 +9,7 @@ The functions live in modules by sub-domain; this package re-exports the public 
 keep writing `from cases import services` / `services.proposal_approve(...)`.
 """
 
-from cases.services.case import case_create, case_transition, evidence_add
+from cases.services.case import case_create, case_take, case_transition, evidence_add
 from cases.services.deadlines import case_deadline_extend, case_deadlines_recompute, deadline_policy_create
 from cases.services.dispatch import notice_dispatch, notice_dispatch_request, notice_settle
 from cases.services.notices import (
@@ -23,7 +23,7 @@ from cases.services.notices import (
 from cases.services.proposals import proposal_approve, proposal_create, proposal_reject, proposal_withdraw
 
 __all__ = [
-    "case_create", "case_transition", "evidence_add",
+    "case_create", "case_take", "case_transition", "evidence_add",
     "case_deadline_extend", "case_deadlines_recompute", "deadline_policy_create",
     "notice_approve", "notice_dispatch", "notice_dispatch_request", "notice_draft", "notice_edit",
     "notice_reject", "notice_settle", "notice_submit", "notice_withdraw",

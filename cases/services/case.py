@@ -247,3 +247,37 @@ def _check_same_case(existing, case: Case, idempotency_key: str) -> None:
     """An idempotency key names one action on one case; reusing it elsewhere is a caller bug."""
     if existing.case_id != case.pk:
         raise Conflict(f"The idempotency key {idempotency_key!r} was already used for another case.")
+
+
+# --- taking an unassigned case (issue 8) -----------------------------------------------------------
+
+CAN_TAKE_CASES = frozenset({policy.ANALYST, policy.SUPERVISOR})
+
+
+@transaction.atomic
+def case_take(*, actor, case: Case, expected_version: int | None = None) -> Case:
+    """A person takes an unassigned case: they become its assignee at once (no proposal), and the
+    change is recorded as a `case.assigned` event and audited like any assignment (the team stays).
+
+    Refuses, changing nothing: agents and roles that do not work cases (Forbidden), another tenant's
+    case (NotFound), a closed case or one that already has an assignee (NotAllowed: reassigning
+    someone else's case stays a proposal a supervisor approves), and a case that changed since
+    `expected_version` (Conflict)."""
+    actor = coerce_actor(actor)
+    user = _require_role(actor, CAN_TAKE_CASES, "take cases")
+    _require_tenant(actor, case.tenant_id)
+    locked = _lock_case(case)
+    if locked.assignee_id == user.pk:
+        raise NotAllowed(f"{locked.reference} is already assigned to you.")
+    if locked.assignee_id is not None:
+        raise NotAllowed(f"{locked.reference} is already assigned to someone else. To move it, propose a "
+                         f"reassignment on the case page; a supervisor approves it.")
+    if locked.status == "closed":
+        raise NotAllowed(f"{locked.reference} is closed; reopen it before taking it.")
+    _check_expected_version(locked, expected_version)
+    locked.assignee_id = user.pk
+    _record(case=locked, actor=actor, event_type="case.assigned",
+            payload={"team": locked.assigned_team, "assignee_id": user.pk, "taken": True},
+            audit_action="cases.case.assigned", decision="allowed")
+    case.refresh_from_db()
+    return locked

@@ -37,7 +37,7 @@ def test_every_case_selector_is_covered():
     assert public == {"case_list_for_user", "case_get_for_user", "evidence_list_for_case", "evidence_get_for_user",
                       "proposal_list_for_user", "proposal_get_for_user", "notice_list_for_user",
                       "notice_get_for_user", "review_inbox_for_user", "case_events_for_user",
-                      "deadline_rows_for_inbox"}
+                      "previous_notices_for", "deadline_rows_for_inbox"}
     audit_public = {name for name, obj in inspect.getmembers(audit_selectors, inspect.isfunction)
                     if obj.__module__ == audit_selectors.__name__}
     assert audit_public == {"audit_events_for_tenant"}
@@ -62,6 +62,8 @@ def test_list_selectors_return_only_the_users_tenant(world, analyst, outsider):
         inbox = selectors.review_inbox_for_user(user=user)
         assert list(inbox["proposals"]) == [mine["proposal"]]
         assert list(inbox["notices"]) == [mine["notice"]]
+        # A foreign notice passed in finds no "previous" notice of the other tenant's case.
+        assert selectors.previous_notices_for(user=user, notices=[foreign["notice"]]) == {}
 
 
 def test_inbox_deadlines_use_the_users_tenant_policy(world, analyst, outsider, other_tenant):
@@ -140,6 +142,7 @@ def _outsider_calls(world, outsider, tenant):
         "case_create": lambda: services.case_create(actor=outsider, tenant=tenant, title="Planted"),
         "evidence_add": lambda: services.evidence_add(actor=outsider, case=case, title="x", text="y"),
         "case_transition": lambda: services.case_transition(actor=outsider, case=case, transition="triage"),
+        "case_take": lambda: services.case_take(actor=outsider, case=case),
         "proposal_create": lambda: services.proposal_create(actor=outsider, case=case, kind="risk_level",
                                                             payload={"risk_level": "low"}, rationale="r"),
         "proposal_approve": lambda: services.proposal_approve(actor=outsider, proposal=proposal),

@@ -1,5 +1,7 @@
 """Browser pages: who sees what, tenant isolation, filters, error pages."""
 
+import re
+
 import pytest
 from django.urls import reverse
 
@@ -99,16 +101,32 @@ def test_an_unknown_filter_value_is_a_400_with_a_message_not_a_500(client, analy
     assert "Some filters were not understood" in html and case.reference in html
 
 
-def test_case_queue_paginates(client, analyst):
-    for n in range(27):
-        make_case(actor=analyst, title=f"Case number {n}", narrative="")
+def test_case_queue_paginates_with_a_cursor(client, analyst):
+    """Keyset pages (issue 8): no page numbers, a Next link that carries a cursor; the pages
+    together list every case once, in order, and the filters stay in the links."""
+    made = [make_case(actor=analyst, title=f"Case number {n}", narrative="") for n in range(27)]
     first = page(client, analyst, "/").content.decode()
-    assert "Page 1 of 2" in first and "27 cases" in first
-    assert 'rel="next" href="?page=2" hx-get="?page=2" hx-target="#case-results"' in first
-    second = page(client, analyst, "/?page=2").content.decode()
-    assert "Page 2 of 2" in second and 'rel="prev" href="?page=1"' in second and 'rel="next"' not in second
+    assert "27 cases" in first
+    next_url = re.search(r'rel="next" href="\?after=([\w-]+)" hx-get="\?after=\1" hx-target="#case-results"', first)
+    assert next_url and 'rel="prev"' not in first
+    second = page(client, analyst, f"/?after={next_url.group(1)}")
+    assert second.status_code == 200
+    listed = [c.reference for c in page(client, analyst, "/").context["page"]] + \
+        [c.reference for c in second.context["page"]]
+    assert listed == [c.reference for c in reversed(made)]
+    html = second.content.decode()
+    assert 'rel="next"' not in html and 'rel="prev"' in html and "First page" in html
+    back = re.search(r'rel="prev" href="\?before=([\w-]+)"', html).group(1)
+    assert [c.reference for c in page(client, analyst, f"/?before={back}").context["page"]] == listed[:25]
     filtered = page(client, analyst, "/?status=new").content.decode()
-    assert 'href="?status=new&amp;page=2"' in filtered
+    assert re.search(r'href="\?status=new&amp;after=[\w-]+"', filtered)
+
+
+def test_a_hand_edited_cursor_shows_the_first_page_and_says_so(client, analyst, case):
+    response = page(client, analyst, "/?after=not-a-cursor")
+    assert response.status_code == 400
+    html = response.content.decode()
+    assert "That page link is out of date" in html and case.reference in html
 
 
 def test_case_queue_answers_htmx_with_the_results_partial(client, analyst, case):
@@ -222,7 +240,7 @@ def test_review_inbox_lists_pending_proposals_and_notices(client, supervisor, an
     services.notice_submit(actor=analyst, notice=notice)
     html = page(client, supervisor, reverse("web:review_inbox")).content.decode()
     assert "risk_assessor 1.0 <span class=\"tag\">agent</span>" in html and "Risk level → High" in html
-    assert "We received your complaint" in html and "v2 <span class=\"muted small\">(current)</span>" in html
+    assert "We received your complaint" in html and "version 2 <span class=\"muted small\">(current)</span>" in html
 
 
 def test_review_inbox_keeps_a_proposal_whose_preconditions_hold(client, supervisor, analyst, agent, case):

@@ -8,6 +8,8 @@ from django import template
 from django.utils.html import format_html
 
 from web.forms import TRANSITION_LABELS
+from web.labels import action_label, actor_fallback
+from web.labels import label as scheme_label
 
 register = template.Library()
 
@@ -18,7 +20,7 @@ def actor(identifier: str, labels: dict) -> str:
     when the actor is an agent or the system rather than a person."""
     if not identifier:
         return "—"
-    label = (labels or {}).get(identifier, identifier)
+    label = (labels or {}).get(identifier) or actor_fallback(identifier)
     kind = identifier.partition(":")[0]
     if kind in ("agent", "system"):
         return format_html('{} <span class="tag">{}</span>', label, kind)
@@ -47,7 +49,19 @@ def pretty_json(value) -> str:
 
 
 def _status(value: str) -> str:
-    return (value or "").replace("_", " ")
+    return scheme_label(value, "case_status").lower() if value else ""
+
+
+@register.filter
+def label(value, scheme: str) -> str:
+    """`{{ notice.status|label:"notice_status" }}`: the words for a stored value (web.labels)."""
+    return scheme_label(value, scheme)
+
+
+@register.filter
+def action_words(action: str) -> str:
+    """`{{ event.action|action_words }}`: an audit action in words."""
+    return action_label(action)
 
 
 @register.filter
@@ -107,3 +121,17 @@ def nav_current(context, *prefixes: str) -> str:
         if (prefix == "/" and path == "/") or (prefix != "/" and path.startswith(prefix)):
             return mark_safe(' aria-current="page"')
     return ""
+
+
+@register.filter
+def get_item(mapping, key):
+    """`{{ links|get_item:name }}`: a dict value by a variable key (None when absent)."""
+    return (mapping or {}).get(key)
+
+
+@register.filter(name="notices_in_flight")
+def notices_in_flight_filter(notices) -> bool:
+    """`{% if notices|notices_in_flight %}`: keep the notices section refreshing (web.live)."""
+    from web.live import notices_in_flight
+
+    return notices_in_flight(notices)

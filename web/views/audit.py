@@ -1,17 +1,37 @@
-"""The audit timeline, for the tenant and for one case. Auditors, supervisors and admins only."""
+"""The audit timeline, for the tenant and for one case. Auditors, supervisors and admins only.
+
+By default it shows people's decisions (actions taken by a person); agents' and the system's run
+plumbing is one click away (scope=all). Filters by actor, case, action, decision and date; keyset
+pages; CSV and JSON-lines export of exactly what the filter selects, streamed; each target linked;
+approval notes shown; and for a case, the hash-chain status of its stream with the time it was
+verified."""
 
 from __future__ import annotations
 
-from django.core.paginator import Paginator
+import csv
+import json
+
+from django.http import StreamingHttpResponse
 from django.shortcuts import render
+from django.urls import reverse
+from django.utils import timezone
 
 from audit.selectors import audit_events_for_tenant
+from audit.verify import verify_stream
 from cases import selectors
+from core.errors import Invalid, NotFound
 from web.access import member_required, require_audit_access
-from web.actors import actor_labels
+from web.actors import actor_labels, tenant_users
 from web.forms import AuditFilterForm
+from web.keyset import keyset_page
+from web.labels import SCHEMES, action_label
 
 EVENTS_PER_PAGE = 50
+COUNT_LIMIT = 1000
+EXPORT_CHUNK = 2000
+EXPORT_FIELDS = ("id", "created_at", "tenant_id", "stream", "sequence", "actor_type", "actor_id", "action",
+                 "target_type", "target_id", "run_id", "policy_version", "decision", "evidence_refs", "payload",
+                 "prev_hash", "hash")
 
 # Offered in the filter as a starting point; any action prefix can be typed.
 ACTION_SUGGESTIONS = (
@@ -29,28 +49,90 @@ def _case_id(stream: str) -> int | None:
     return int(value) if kind == "case" and value.isdigit() else None
 
 
+def _filter_form(request, *, users) -> AuditFilterForm:
+    form = AuditFilterForm(request.GET)
+    form.fields["actor"].choices = [("", "Anyone"), *[(f"user:{u.pk}", u.username) for u in users]]
+    form.fields["decision"].choices = [("", "Any decision"), *SCHEMES["decision"].items()]
+    return form
+
+
+def _events(request, form: AuditFilterForm, *, case=None):
+    """The filtered queryset, and the case the filter names (NotFound turns into a form error)."""
+    data = form.cleaned_data if form.is_valid() else getattr(form, "cleaned_data", {})
+    reference = (data.get("case") or "").strip()
+    if case is None and reference:
+        try:
+            case = selectors.case_get_for_user(user=request.user, reference=reference)
+        except NotFound:
+            form.add_error("case", f"No case {reference} in your organisation.")
+            return audit_events_for_tenant(tenant_id=request.user.tenant_id).none(), None
+    scope_all = data.get("scope") == "all" or bool(data.get("actor_type"))
+    events = audit_events_for_tenant(
+        tenant_id=request.user.tenant_id, case_id=case.pk if case else None,
+        action=(data.get("action") or "").strip() or None, actor_id=data.get("actor") or None,
+        actor_type=data.get("actor_type") or (None if scope_all else "user"),
+        decision=data.get("decision") or None, date_from=data.get("date_from"), date_to=data.get("date_to"))
+    return events, case
+
+
+def _link(event, references: dict[int, str]) -> str | None:
+    """Where the event's target is shown: the case page (at the item), the run, or nothing."""
+    reference = references.get(_case_id(event.stream))
+    kind, pk = event.target_type, event.target_id
+    if kind == "run" and str(pk).isdigit():
+        return reverse("web:run_detail", args=[int(pk)])
+    if reference is None:
+        return None
+    anchor = {"proposal": f"#proposal-{pk}", "notice": f"#notice-{pk}", "evidence": f"#evidence-{pk}"}.get(kind, "")
+    return reverse("web:case_detail", args=[reference]) + anchor
+
+
 def _timeline(request, *, case=None):
     require_audit_access(request.user)
-    form = AuditFilterForm(request.GET)
-    action = form.cleaned_data["action"].strip() if form.is_valid() else ""
-    events = audit_events_for_tenant(tenant_id=request.user.tenant_id, case_id=case.pk if case else None,
-                                     action=action or None)
-    page = Paginator(events, EVENTS_PER_PAGE).get_page(request.GET.get("page"))
-    labels = actor_labels(tenant_id=request.user.tenant_id, identifiers={e.actor_id for e in page})
+    users = list(tenant_users(tenant_id=request.user.tenant_id))
+    form = _filter_form(request, users=users)
+    form.is_valid()
+    events, case_filter = _events(request, form, case=case)
+    status = 200 if not form.errors else 400
+    notes = []
+    try:
+        page = keyset_page(events, key="created_at", descending=True, cursor=request.GET.get("after"),
+                           before=request.GET.get("before"), size=EVENTS_PER_PAGE)
+    except Invalid as error:
+        notes.append(error.message)
+        status = 400
+        page = keyset_page(events, key="created_at", descending=True, size=EVENTS_PER_PAGE)
+    total = events.order_by()[:COUNT_LIMIT + 1].count()
+    labels = actor_labels(tenant_id=request.user.tenant_id, identifiers={e.actor_id for e in page},
+                          usernames={u.pk: u.username for u in users})
     case_ids = {_case_id(e.stream) for e in page} - {None}
-    if case is not None:
-        references = {case.pk: case.reference}
+    if case_filter is not None:
+        references = {case_filter.pk: case_filter.reference}
     else:  # one query for the page's cases, through the tenant-scoped selector
         references = dict(selectors.case_list_for_user(user=request.user).filter(pk__in=case_ids)
                           .values_list("pk", "reference")) if case_ids else {}
     for event in page:
         event.case_reference = references.get(_case_id(event.stream), "")
+        event.link = _link(event, references)
+        event.action_words = action_label(event.action)
+        event.run_link = reverse("web:run_detail", args=[int(event.run_id)]) if event.run_id.isdigit() else None
+        event.note = (event.payload or {}).get("note") or (event.payload or {}).get("reason") or ""
+    chain = None
+    if case_filter is not None:  # a case's stream is short: verify it now, and say when
+        broken = verify_stream(f"case:{case_filter.pk}")
+        chain = {"ok": broken is None, "verified_at": timezone.now(), "break": broken,
+                 "reference": case_filter.reference}
     query = request.GET.copy()
-    query.pop("page", None)
+    for key in ("after", "before"):
+        query.pop(key, None)
+    data = getattr(form, "cleaned_data", {})
     return render(request, "web/audit/timeline.html", {
-        "case": case, "form": form, "page": page, "labels": labels, "query": query.urlencode(),
-        "suggestions": ACTION_SUGGESTIONS,
-    }, status=200 if form.is_valid() else 400)
+        "case": case, "case_filter": case_filter, "form": form, "page": page, "labels": labels,
+        "query": query.urlencode(), "suggestions": ACTION_SUGGESTIONS, "total": total,
+        "total_is_capped": total > COUNT_LIMIT, "count_limit": COUNT_LIMIT, "notes": notes, "chain": chain,
+        "scope_all": data.get("scope") == "all" or bool(data.get("actor_type")),
+        "export_query": query.urlencode(),
+    }, status=status)
 
 
 @member_required
@@ -63,3 +145,48 @@ def case_audit(request, reference: str):
     require_audit_access(request.user)  # before revealing whether the case exists
     case = selectors.case_get_for_user(user=request.user, reference=reference)
     return _timeline(request, case=case)
+
+
+class _Echo:
+    def write(self, value):
+        return value
+
+
+def _export_rows(events):
+    for event in events.iterator(chunk_size=EXPORT_CHUNK):
+        yield [getattr(event, name) if name not in ("evidence_refs", "payload")
+               else json.dumps(getattr(event, name), sort_keys=True, ensure_ascii=False)
+               for name in EXPORT_FIELDS]
+
+
+@member_required
+def audit_export(request, fmt: str):
+    """The events the timeline's filter selects (every page), streamed as CSV or JSON lines."""
+    require_audit_access(request.user)
+    if fmt not in ("csv", "jsonl"):
+        raise NotFound(f"No export as .{fmt}; choose .csv or .jsonl.")
+    users = list(tenant_users(tenant_id=request.user.tenant_id))
+    form = _filter_form(request, users=users)
+    form.is_valid()
+    events, _case = _events(request, form)
+    if form.errors:
+        problems = "; ".join(f"{name}: {' '.join(errors)}" for name, errors in form.errors.items())
+        raise Invalid(f"The export was not made: {problems}. Correct the filter and export again.")
+    stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
+    if fmt == "csv":
+        writer = csv.writer(_Echo())
+        rows = (writer.writerow(row) for row in _with_header(_export_rows(events)))
+        response = StreamingHttpResponse(rows, content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="audit-{stamp}.csv"'
+    else:
+        lines = (json.dumps(dict(zip(EXPORT_FIELDS, row, strict=True)), default=str, ensure_ascii=False) + "\n"
+                 for row in _export_rows(events))
+        response = StreamingHttpResponse(lines, content_type="application/x-ndjson; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="audit-{stamp}.jsonl"'
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+def _with_header(rows):
+    yield list(EXPORT_FIELDS)
+    yield from rows

@@ -1,12 +1,10 @@
-"""Case queue, new case form, case page and evidence download."""
+"""New case form, case page and evidence download (the queue is web.views.queue)."""
 
 from __future__ import annotations
 
 from django.contrib import messages
-from django.core.paginator import Paginator
 from django.http import FileResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.vary import vary_on_headers
 
 from cases import policy, selectors, services
 from cases.models import EvidenceKind
@@ -14,37 +12,8 @@ from core.errors import DomainError, Forbidden, NotFound
 from web.access import member_required
 from web.case_page import case_page_context
 from web.errors import add_to_form, status_for
-from web.forms import CaseCreateForm, CaseFilterForm
-
-CASES_PER_PAGE = 25
-
-
-def is_partial(request, target: str) -> bool:
-    """An htmx request aimed at one region of the page (not a history restore, which needs the
-    whole page)."""
-    return bool(request.htmx) and not request.htmx.history_restore_request and request.htmx.target == target
-
-
-@member_required
-@vary_on_headers("HX-Request", "HX-Target")
-def case_list(request):
-    form = CaseFilterForm(request.GET)
-    status = 200
-    if form.is_valid():
-        filters = form.cleaned_data
-    else:
-        filters, status = {}, 400  # e.g. an unknown status in a hand-edited URL: say so, list all
-    cases = selectors.case_list_for_user(user=request.user, status=filters.get("status") or None,
-                                         risk_level=filters.get("risk_level") or None,
-                                         search=(filters.get("q") or "").strip() or None)
-    page = Paginator(cases.order_by("-created_at", "-id"), CASES_PER_PAGE).get_page(request.GET.get("page"))
-    query = request.GET.copy()
-    query.pop("page", None)
-    context = {"form": form, "page": page, "query": query.urlencode(),
-               "is_filtered": any(filters.get(k) for k in ("q", "status", "risk_level")),
-               "may_create": request.user.role in policy.CAN_CREATE_CASES}
-    template = "web/cases/_results.html" if is_partial(request, "case-results") else "web/cases/list.html"
-    return render(request, template, context, status=status)
+from web.forms import CaseCreateForm
+from web.views.queue import is_partial  # noqa: E402,F401  (kept importable from here)
 
 
 @member_required

@@ -17,7 +17,6 @@ from collections.abc import Callable
 
 from django import forms
 from django.contrib import messages
-from django.core.paginator import Paginator
 from django.forms import Form
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
@@ -27,20 +26,23 @@ from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
 from cases import selectors as case_selectors
-from cases.models import Case
-from core.errors import DomainError, NotFound
+from cases.models import Case, Notice, Proposal
+from core.errors import DomainError, Invalid, NotFound
 from runs import selectors, services
 from runs.graphs import GRAPHS
 from runs.models import AgentRun, RunStatus
 from runs.retention import CheckpointPurged
 from web.access import member_required
 from web.actors import actor_labels
-from web.case_page import Outcome
+from web.case_page import Outcome, case_page_context
 from web.errors import add_to_form, error_context, status_for
+from web.keyset import keyset_page
+from web.live import run_progress
 from web.views.actions import _answer  # the case page's one way to answer an action
 from web.views.cases import is_partial
 
 RUNS_PER_PAGE = 25
+COUNT_LIMIT = 1000
 CASE_RUNS_SHOWN = 10
 CASE_ANALYSIS_GRAPH = "case_analysis"
 POLL_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING)
@@ -177,10 +179,30 @@ def case_runs(request, reference: str):
     shown = runs[:CASE_RUNS_SHOWN]
     for run in shown:
         run.queue = queue_facts(user=request.user, run=run) if run.status == RunStatus.QUEUED else None
-    return render(request, "web/runs/_case_runs.html", {
-        "case": case, "runs": shown, "more_runs": len(runs) > CASE_RUNS_SHOWN,
-        "is_live": any(run.status in POLL_STATUSES for run in shown),
-    })
+        run.progress = run_progress(run)
+    is_live = any(run.status in POLL_STATUSES for run in shown)
+    context = {"case": case, "runs": shown, "more_runs": len(runs) > CASE_RUNS_SHOWN, "is_live": is_live}
+    watched = [int(pk) for pk in request.GET.getlist("watch") if pk.isdigit()]
+    if request.htmx and watched and not is_live:
+        # The runs this page was watching have ended: say how, and refresh the sections they
+        # write to (proposals, notices) out of band, without a reload (issue 8).
+        for run in shown:
+            if run.pk in watched:
+                _tell_how_it_ended(request, run)
+        context |= case_page_context(request, case) | {"refresh_sections": True}
+    return render(request, "web/runs/_case_runs.html", context)
+
+
+def _tell_how_it_ended(request, run: AgentRun) -> None:
+    if run.status == RunStatus.COMPLETED:
+        messages.success(request, f"Analysis R{run.pk} finished: its proposals and notices are below, waiting for "
+                                  f"a person's decision.")
+    elif run.status == RunStatus.FAILED:
+        messages.error(request, f"Analysis R{run.pk} failed: {run.error or 'see the run for why'}. Open it to resume.")
+    elif run.status == RunStatus.CANCELLED:
+        messages.warning(request, f"Analysis R{run.pk} was cancelled.")
+    elif run.status == RunStatus.WAITING:
+        messages.warning(request, f"Analysis R{run.pk} is waiting: {run.wait_reason or 'open it to see why'}.")
 
 
 @require_POST
@@ -226,14 +248,22 @@ def run_list(request):
     runs = selectors.run_list_for_user(user=request.user, case=case, status=filters.get("status") or None)
     if filters.get("graph"):
         runs = runs.filter(graph=filters["graph"])
-    page = Paginator(runs.order_by("-id"), RUNS_PER_PAGE).get_page(request.GET.get("page"))
+    try:  # keyset pages (issue 8): as fast on the 400th page as on the first
+        page = keyset_page(runs, key="pk", descending=True, cursor=request.GET.get("after"),
+                           before=request.GET.get("before"), size=RUNS_PER_PAGE)
+    except Invalid as error:
+        case_error, status = error.message, 400
+        page = keyset_page(runs, key="pk", descending=True, size=RUNS_PER_PAGE)
+    total = runs.order_by()[:COUNT_LIMIT + 1].count()
     for run in page:
         # Bounded by the page size, and only queued rows ask.
         run.queue_position = selectors.run_queue_position(run=run) if run.status == RunStatus.QUEUED else None
     labels = actor_labels(tenant_id=request.user.tenant_id, identifiers={run.started_by for run in page})
     query = request.GET.copy()
-    query.pop("page", None)
+    for key in ("page", "after", "before"):
+        query.pop(key, None)
     context = {"form": form, "page": page, "labels": labels, "query": query.urlencode(), "case_error": case_error,
+               "total": total, "total_is_capped": total > COUNT_LIMIT, "count_limit": COUNT_LIMIT,
                "is_filtered": any(filters.get(k) for k in ("status", "graph", "case"))}
     template = "web/runs/_results.html" if is_partial(request, "run-results") else "web/runs/list.html"
     return render(request, template, context, status=status)
@@ -255,19 +285,25 @@ def link_tool_calls(tool_calls, *, proposals, notices) -> None:
 
 def run_page_context(request, run: AgentRun, outcome: Outcome | None = None) -> dict:
     user = request.user
-    produced = selectors.run_outcome(run=run)
-    steps = produced["steps"]
-    by_step = {step.pk: step.sequence for step in steps}
+    produced = _inspector_outcome(request, run)
+    index = produced["step_index"]  # (pk, sequence, node, outcome) of every step: tuples, not objects
+    steps = produced["steps"]  # the steps the page lists (STEPS_SHOWN, or all on request)
+    by_step = {pk: sequence for pk, sequence, _node, _outcome in index}
     tool_counts: dict[int, int] = defaultdict(int)
     for call in produced["tool_calls"]:
         tool_counts[call.sequence] += 1
     for step in steps:
-        step.tool_call_count = tool_counts.get(step.sequence, 0)
+        step["tool_call_count"] = tool_counts.get(step["sequence"], 0)
     link_tool_calls(produced["tool_calls"], proposals=produced["proposals"], notices=produced["notices"])
     for item in (*produced["findings"], *produced["artifacts"]):
         item.step_sequence = by_step.get(item.step_id)
     forks = list(selectors.run_list_for_user(user=user).filter(parent_run=run).order_by("id"))
-    fork_choices = [0, *[step.sequence for step in steps if step.outcome == "goto"]]
+    # One label per option, built once (the template used to loop over every step for every option:
+    # 1,000,000 iterations for a 1,000-step run).
+    goto = [(sequence, node) for _pk, sequence, node, outcome in index if outcome == "goto"]
+    fork_choices = [0, *[sequence for sequence, _node in goto]]
+    fork_options = [(0, "0 — the start"), *[(sequence, f"{sequence} — after {node}") for sequence, node in goto]]
+    shown_steps, steps_window = steps, produced["steps_window"]
     identifiers = {run.started_by} | {a.produced_by for a in produced["artifacts"]} \
         | {p.proposer_id for p in produced["proposals"]} | {n.drafted_by for n in produced["notices"]} \
         | {c.actor_id for c in produced["tool_calls"]}
@@ -282,11 +318,15 @@ def run_page_context(request, run: AgentRun, outcome: Outcome | None = None) -> 
     errors = {name: pinned_error(outcome, name) for name in ("cancel", "resume", "fork")} if may_manage else {}
     return {
         "run": run,
+        "progress": run_progress(run),
         "is_live": run.status in POLL_STATUSES,
         "queue": queue_facts(user=user, run=run),
         "budget": _budget_rows(run),
         "lease": _lease(run),
         "steps": steps,
+        "steps_count": len(index),
+        "shown_steps": shown_steps,
+        "steps_window": steps_window,
         "findings": produced["findings"],
         "artifacts": produced["artifacts"],
         "proposals": produced["proposals"],
@@ -297,12 +337,44 @@ def run_page_context(request, run: AgentRun, outcome: Outcome | None = None) -> 
         "may_manage": may_manage,
         "may_cancel": may_manage and not run.is_finished,
         "may_resume": may_manage and _may_resume(run),
-        "may_fork": may_manage and bool(steps),
+        "may_fork": may_manage and bool(index),
         "fork_choices": fork_choices,
+        "fork_options": fork_options,
         "fork_form": fork_form,
         "cancel_form": cancel_form,
         "errors": errors,
         "unplaced_error": error_context(outcome.error) if outcome.error is not None and not outcome.shown else None,
+    }
+
+
+STEPS_SHOWN = 50
+
+
+STEP_FIELDS = ("id", "sequence", "node", "attempt", "status", "outcome", "next_node", "summary", "error", "tokens",
+               "started_at", "duration_ms", "copied_from_id")
+
+
+def _inspector_outcome(request, run: AgentRun) -> dict:
+    """What the inspector shows of a run (runs.selectors.run_outcome, without building a model
+    object per step of a long run): every step as a small dict (one query), of which the page lists
+    the STEPS_SHOWN latest (all of them with ?steps=all). `run` is already tenant-scoped."""
+    rows = list(run.steps.order_by("sequence").values(*STEP_FIELDS))
+    index = [(row["id"], row["sequence"], row["node"], row["outcome"]) for row in rows]
+    show_all = request.GET.get("steps") == "all"
+    if not show_all and len(rows) > STEPS_SHOWN:
+        shown = rows[-STEPS_SHOWN:]
+        window = {"is_partial": True, "total": len(rows), "first": shown[0]["sequence"],
+                  "last": shown[-1]["sequence"], "show_all": False}
+    else:
+        shown, window = rows, {"is_partial": False, "total": len(rows), "show_all": show_all}
+    run_key = str(run.pk)
+    return {
+        "step_index": index, "steps": shown, "steps_window": window,
+        "findings": list(run.findings.order_by("id")),
+        "artifacts": list(run.artifacts.order_by("id")),
+        "proposals": list(Proposal.objects.filter(tenant_id=run.tenant_id, run_id=run_key).order_by("id")),
+        "notices": list(Notice.objects.filter(tenant_id=run.tenant_id, run_id=run_key).order_by("id")),
+        "tool_calls": list(run.tool_calls.order_by("id")),
     }
 
 

@@ -1,0 +1,97 @@
+"""The audit timeline for auditors (issue 8): people's decisions by default, filters, streamed
+exports of what the filter selects, linked targets, notes, and the chain status of a case."""
+
+import csv
+import io
+import json
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from audit.models import AuditEvent
+from cases import services
+from tests.audit.tampering import raw_execute, triggers_disabled
+
+pytestmark = pytest.mark.django_db
+
+
+def get(client, user, url):
+    client.force_login(user)
+    return client.get(url)
+
+
+def actions_on_page(response) -> list[str]:
+    return [e.action for e in response.context["page"]]
+
+
+@pytest.fixture
+def history(case, analyst, supervisor, agent):
+    proposal = services.proposal_create(actor=agent, case=case, kind="risk_level", payload={"risk_level": "high"},
+                                        rationale="Loss.")
+    services.proposal_approve(actor=supervisor, proposal=proposal, note="Confirmed with the bank statement.")
+    return {"proposal": proposal}
+
+
+def test_peoples_decisions_by_default_and_plumbing_one_click_away(client, auditor, history):
+    default = actions_on_page(get(client, auditor, reverse("web:audit_timeline")))
+    assert "cases.proposal.approved" in default and "cases.proposal.created" not in default  # made by an agent
+    everything = actions_on_page(get(client, auditor, reverse("web:audit_timeline") + "?scope=all"))
+    assert "cases.proposal.created" in everything
+
+
+def test_filters_by_actor_case_action_decision_and_date(client, auditor, analyst, supervisor, history):
+    url = reverse("web:audit_timeline")
+    assert set(actions_on_page(get(client, auditor, f"{url}?actor=user:{supervisor.pk}"))) == {
+        "cases.proposal.approved", "cases.case.risk_changed"}
+    assert actions_on_page(get(client, auditor, f"{url}?decision=approved")) == ["cases.proposal.approved"]
+    assert actions_on_page(get(client, auditor, f"{url}?action=cases.evidence")) == ["cases.evidence.added"]
+    reference = history["proposal"].case.reference
+    assert len(actions_on_page(get(client, auditor, f"{url}?case={reference}"))) == 4
+    tomorrow = (timezone.localdate() + timedelta(days=1)).isoformat()
+    assert actions_on_page(get(client, auditor, f"{url}?date_from={tomorrow}")) == []
+    today = timezone.localdate().isoformat()
+    assert len(actions_on_page(get(client, auditor, f"{url}?date_from={today}&date_to={today}"))) == 4
+    bad = get(client, auditor, f"{url}?case=CASE-1999-999999")
+    assert bad.status_code == 400 and "No case CASE-1999-999999" in bad.content.decode()
+    assert get(client, auditor, f"{url}?date_from={tomorrow}&date_to={today}").status_code == 400
+
+
+def test_targets_are_linked_and_approval_notes_shown(client, auditor, history):
+    html = get(client, auditor, reverse("web:audit_timeline")).content.decode()
+    proposal = history["proposal"]
+    assert f'href="/cases/{proposal.case.reference}/#proposal-{proposal.pk}"' in html
+    assert "Confirmed with the bank statement." in html and "Proposal approved" in html
+
+
+def test_a_case_trail_shows_its_chain_status_with_the_time_verified(client, auditor, case):
+    html = get(client, auditor, reverse("web:case_audit", args=[case.reference])).content.decode()
+    assert f"Hash chain of {case.reference}: <strong>intact</strong>" in html and "verified <time" in html
+
+
+def test_a_broken_chain_is_shown_as_broken(client, auditor, case):
+    event = AuditEvent.objects.filter(stream=f"case:{case.pk}").order_by("sequence").first()
+    with triggers_disabled():
+        raw_execute("UPDATE audit_auditevent SET action = %s WHERE id = %s", ["cases.case.forged", event.pk])
+    html = get(client, auditor, reverse("web:case_audit", args=[case.reference])).content.decode()
+    assert "<strong>broken</strong> at event 1" in html
+
+
+def test_csv_and_json_lines_exports_stream_what_the_filter_selects(client, auditor, history, other_tenant):
+    url = reverse("web:audit_export", args=["csv"]) + "?scope=all&action=cases.proposal"
+    response = get(client, auditor, url)
+    assert response.streaming and response["Content-Type"].startswith("text/csv")
+    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert {r["action"] for r in rows} == {"cases.proposal.created", "cases.proposal.approved"}
+    approved = next(r for r in rows if r["action"] == "cases.proposal.approved")
+    assert json.loads(approved["payload"])["note"] == "Confirmed with the bank statement."
+    response = get(client, auditor, reverse("web:audit_export", args=["jsonl"]))
+    lines = [json.loads(line) for line in b"".join(response.streaming_content).decode().splitlines()]
+    assert lines and all(line["actor_type"] == "user" for line in lines)  # the default: people's decisions
+    assert {line["tenant_id"] for line in lines} == {history["proposal"].tenant_id}
+    assert get(client, auditor, reverse("web:audit_export", args=["xml"])).status_code == 404
+
+
+def test_exports_are_for_auditors_only(client, analyst, case):
+    assert get(client, analyst, reverse("web:audit_export", args=["csv"])).status_code == 403

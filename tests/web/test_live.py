@@ -1,0 +1,74 @@
+"""Live progress without a reload (issue 8): a running analysis says which step it is at; the case
+page's runs section, once the runs it watches end, refreshes the proposals and notices sections out
+of band; the notices section refreshes while a notice is on its way out; a person is told when a
+run they started ends."""
+
+import pytest
+from django.urls import reverse
+
+from cases import services
+from runs import services as run_services
+from runs.models import AgentRun, RunStatus
+from tests.runs.conftest import drive
+from web.live import notices_in_flight, run_progress
+
+pytestmark = pytest.mark.django_db
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+@pytest.fixture(autouse=True)
+def enqueued(monkeypatch):
+    calls = []
+    monkeypatch.setattr("runs.tasks.enqueue_step", lambda run_id, **kw: calls.append(run_id))
+    return calls
+
+
+def test_a_running_run_says_step_n_of_m_and_the_node(analyst, case):
+    run = run_services.run_start(actor=analyst, case=case)
+    assert run_progress(run) is None  # queued: the queue position is shown instead
+    AgentRun.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING, next_sequence=3,
+                                              current_node="risk_assessor")
+    run.refresh_from_db()
+    assert run_progress(run) == {"step": 3, "of": 8, "node": "Risk assessor"}
+
+
+def test_when_a_watched_run_ends_the_sections_refresh_out_of_band(client, analyst, case):
+    run = run_services.run_start(actor=analyst, case=case)
+    client.force_login(analyst)
+    url = reverse("web:case_runs", args=[case.reference])
+    live = client.get(url, **HTMX).content.decode()
+    assert f"watch={run.pk}" in live and 'hx-trigger="every 2s"' in live and "hx-swap-oob" not in live
+    drive(run)
+    done = client.get(f"{url}?watch={run.pk}", **HTMX).content.decode()
+    assert '<div id="case-proposals-region" hx-swap-oob="true">' in done
+    assert 'id="case-notices-region" hx-swap-oob="true"' in done
+    assert f"Analysis R{run.pk} finished" in done and 'hx-trigger="every 2s"' not in done
+    # A plain load of the section (nothing watched) does not refresh anything else.
+    assert "hx-swap-oob" not in client.get(url, **HTMX).content.decode()
+
+
+def test_the_notices_section_refreshes_while_a_notice_may_be_on_its_way_out(client, analyst, supervisor, case):
+    notice = services.notice_draft(actor=analyst, case=case, subject="S", body="B")
+    assert not notices_in_flight([notice])
+    services.notice_submit(actor=analyst, notice=notice)
+    services.notice_approve(actor=supervisor, notice=notice, content_hash=notice.content_hash)
+    notice.refresh_from_db()
+    assert notices_in_flight([notice])
+    client.force_login(analyst)
+    html = client.get(reverse("web:case_detail", args=[case.reference])).content.decode()
+    assert f'hx-get="{reverse("web:case_live_notices", args=[case.reference])}"' in html
+    region = client.get(reverse("web:case_live_notices", args=[case.reference]), **HTMX).content.decode()
+    assert region.lstrip().startswith('<div id="case-notices-region"') and f'id="notice-{notice.pk}"' in region
+
+
+def test_a_person_is_told_when_a_run_they_started_ends(client, analyst, analyst_b, case):
+    client.force_login(analyst)
+    url = reverse("web:notifications")
+    assert client.get(url, **HTMX).content.decode().strip() == ""  # the first poll starts the clock
+    run = drive(run_services.run_start(actor=analyst, case=case))
+    html = client.get(url, **HTMX).content.decode()
+    assert f"R{run.pk} of {case.reference} finished" in html
+    assert f"R{run.pk}" not in client.get(url, **HTMX).content.decode()  # told once
+    client.force_login(analyst_b)
+    client.get(url, **HTMX)
+    assert f"R{run.pk}" not in client.get(url, **HTMX).content.decode()  # not theirs

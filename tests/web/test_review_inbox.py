@@ -1,0 +1,86 @@
+"""The review inbox (issue 8): sections, filters, keyset pages, notice text with its diff."""
+
+import re
+
+import pytest
+from django.urls import reverse
+
+from cases import services
+from tests.factories import make_case
+
+pytestmark = pytest.mark.django_db
+
+
+def get(client, user, url):
+    client.force_login(user)
+    return client.get(url)
+
+
+def test_a_notice_is_shown_inline_with_a_diff_against_the_one_it_replaces(client, analyst, supervisor, case):
+    first = services.notice_draft(actor=analyst, case=case, subject="Your complaint",
+                                  body="We will reply within 15 days.")
+    services.notice_submit(actor=analyst, notice=first)
+    services.notice_reject(actor=supervisor, notice=first, note="Promise less.")
+    second = services.notice_draft(actor=analyst, case=case, subject="Your complaint",
+                                   body="We will reply within 30 days.")
+    services.notice_submit(actor=analyst, notice=second)
+    html = get(client, supervisor, reverse("web:review_inbox")).content.decode()
+    item = html[html.index(f'id="inbox-notice-{second.pk}"'):]
+    assert "<del>15</del><ins>30</ins>" in item and "We will reply within " in item
+    assert f'id="inbox-notice-{first.pk}"' not in html  # rejected: not waiting for a decision
+
+
+def test_rejected_section_lists_your_rejected_notices_with_the_reason(client, analyst, analyst_b, supervisor, case):
+    mine = services.notice_draft(actor=analyst, case=case, subject="Mine", body="Text.")
+    services.notice_submit(actor=analyst, notice=mine)
+    services.notice_reject(actor=supervisor, notice=mine, note="Name the refund amount.")
+    html = get(client, analyst, reverse("web:review_inbox") + "?section=rejected").content.decode()
+    assert f'id="inbox-notice-{mine.pk}"' in html and "Name the refund amount." in html
+    assert "Fix it on the case" in html
+    html = get(client, analyst_b, reverse("web:review_inbox") + "?section=rejected").content.decode()
+    assert f'id="inbox-notice-{mine.pk}"' not in html and "None of your notices was rejected." in html
+
+
+def test_approved_section_lists_notices_not_yet_sent(client, analyst, supervisor, case):
+    notice = services.notice_draft(actor=analyst, case=case, subject="Approved one", body="Text.")
+    services.notice_submit(actor=analyst, notice=notice)
+    services.notice_approve(actor=supervisor, notice=notice, content_hash=notice.content_hash)
+    html = get(client, analyst, reverse("web:review_inbox") + "?section=approved").content.decode()
+    assert f'id="inbox-notice-{notice.pk}"' in html and "Send from the case" in html
+    assert f'id="inbox-notice-{notice.pk}"' not in get(client, analyst, reverse("web:review_inbox")).content.decode()
+
+
+def test_filters_by_kind_risk_and_proposer(client, analyst, supervisor, agent, case):
+    by_agent = services.proposal_create(actor=agent, case=case, kind="risk_level", payload={"risk_level": "high"},
+                                        rationale="Agent.")
+    by_person = services.proposal_create(actor=analyst, case=case, kind="status_transition",
+                                         payload={"transition": "triage"}, rationale="Person.")
+    notice = services.notice_draft(actor=analyst, case=case, subject="N", body="Text.")
+    services.notice_submit(actor=analyst, notice=notice)
+
+    def shown(query):
+        html = get(client, supervisor, reverse("web:review_inbox") + query).content.decode()
+        return {int(pk) for pk in re.findall(r'id="inbox-proposal-(\d+)"', html)}, \
+            {int(pk) for pk in re.findall(r'id="inbox-notice-(\d+)"', html)}
+
+    assert shown("") == ({by_agent.pk, by_person.pk}, {notice.pk})
+    assert shown("?proposer=agent") == ({by_agent.pk}, set())
+    assert shown("?kind=risk_level") == ({by_agent.pk}, set())
+    assert shown("?kind=notice") == (set(), {notice.pk})
+    assert shown("?risk_level=high") == (set(), set())
+    assert get(client, supervisor, reverse("web:review_inbox") + "?kind=bogus").status_code == 400
+
+
+def test_the_inbox_is_paged_with_a_cursor_per_list(client, analyst, supervisor, agent):
+    made = []
+    for n in range(23):
+        case = make_case(actor=analyst, title=f"Case {n}", narrative="")
+        made.append(services.proposal_create(actor=agent, case=case, kind="risk_level",
+                                             payload={"risk_level": "low"}, rationale="Small.").pk)
+    response = get(client, supervisor, reverse("web:review_inbox"))
+    first = response.context["proposals"]
+    assert [p.pk for p in first] == made[:20] and first.has_next
+    second = get(client, supervisor, reverse("web:review_inbox") + f"?p_after={first.next_cursor}").context["proposals"]
+    assert [p.pk for p in second] == made[20:]
+    assert 'rel="next" href="?p_after=' in response.content.decode()
+    assert get(client, supervisor, reverse("web:review_inbox") + "?p_after=garbage").status_code == 400

@@ -1,0 +1,70 @@
+"""The write path of the browser UI's own data (saved queue views). A saved view is a person's
+preference, not case state: it is not audited and changes nothing anyone else sees."""
+
+from __future__ import annotations
+
+from django.db import IntegrityError, transaction
+from django.http import QueryDict
+
+from core.errors import Invalid, NotFound
+from web.models import SavedView
+
+SAVED_VIEWS_PER_USER = 30
+QUERY_KEYS_DROPPED = ("after", "before", "page", "saved")
+
+
+def _clean_query(query: str) -> str:
+    data = QueryDict(query or "", mutable=True)
+    for key in QUERY_KEYS_DROPPED:
+        data.pop(key, None)
+    for key in [k for k, values in data.lists() if not any(v.strip() for v in values)]:
+        data.pop(key)
+    return data.urlencode()
+
+
+@transaction.atomic
+def saved_view_save(*, user, name: str, query: str) -> SavedView:
+    """Save the queue's current filters under `name` for `user` (saving under an existing name
+    replaces that view's filters). Raises Invalid for an empty or over-long name, a query over
+    1,000 characters, or more than SAVED_VIEWS_PER_USER views; nothing is saved then."""
+    if getattr(user, "tenant_id", None) is None:
+        raise Invalid("Your account is not attached to a tenant, so it has no queue to save.")
+    name = (name or "").strip()
+    errors = {}
+    if not name:
+        errors["name"] = ["Give the view a name, e.g. “My high-risk mortgages”."]
+    elif len(name) > 80:
+        errors["name"] = ["At most 80 characters."]
+    cleaned = _clean_query(query)
+    if len(cleaned) > 1000:
+        errors["name"] = [*errors.get("name", []), "These filters are too long to save; remove some."]
+    if errors:
+        raise Invalid("The view was not saved.", fields=errors)
+    existing = SavedView.objects.select_for_update().filter(user=user, name=name).first()
+    if existing is not None:
+        existing.query = cleaned
+        existing.save(update_fields=["query", "updated_at"])
+        return existing
+    if SavedView.objects.filter(user=user).count() >= SAVED_VIEWS_PER_USER:
+        raise Invalid(f"You have {SAVED_VIEWS_PER_USER} saved views, the most there can be; delete one first.",
+                      fields={"name": ["Too many saved views."]})
+    try:
+        with transaction.atomic():
+            return SavedView.objects.create(tenant_id=user.tenant_id, user=user, name=name, query=cleaned)
+    except IntegrityError:  # saved at the same moment in another tab: that one stands, with these filters
+        view = SavedView.objects.select_for_update().get(user=user, name=name)
+        view.query = cleaned
+        view.save(update_fields=["query", "updated_at"])
+        return view
+
+
+@transaction.atomic
+def saved_view_delete(*, user, pk: int) -> None:
+    """Delete one of `user`'s saved views. Someone else's view (or none) is NotFound."""
+    deleted, _ = SavedView.objects.filter(user=user, pk=pk).delete()
+    if not deleted:
+        raise NotFound("No such saved view among yours; it may have been deleted already.")
+
+
+def saved_views_for_user(*, user):
+    return SavedView.objects.filter(user=user).order_by("name", "id")
