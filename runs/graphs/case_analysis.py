@@ -284,7 +284,8 @@ def _transition_possible(case, name: str | None) -> bool:
 
 
 def proposer(ctx: NodeContext) -> NodeResult:
-    """Turn the adjudication into proposals (risk level, next status) for a person to approve."""
+    """Turn the adjudication into proposals (risk level, next status) for a person to approve; a
+    focused re-run (input `reask_proposal_id` + `kind`) proposes only that kind."""
     case = ctx.case
     adjudication = ctx.state.observations.get("adjudicator") or {}
     risk = ctx.state.observations.get("risk_assessor") or {}
@@ -292,9 +293,13 @@ def proposer(ctx: NodeContext) -> NodeResult:
     on_case = set(case.evidence.filter(pk__in=cited).values_list("pk", flat=True))
     refs = [r for r in cited if r in on_case]
     made, skipped = [], []
+    # "Ask the agents again" on a stale proposal (issue 7): the re-run proposes only for that question.
+    focus = (ctx.run.input or {}).get("kind") if (ctx.run.input or {}).get("reask_proposal_id") else None
 
     level = adjudication.get("risk_level")
-    if level and level != case.risk_level:
+    if focus and focus != ProposalKind.RISK_LEVEL:
+        skipped.append(f"risk level: this re-run asks about {focus} only")
+    elif level and level != case.risk_level:
         existing = _pending_same(case, ProposalKind.RISK_LEVEL, "risk_level", level)
         if existing is not None:
             skipped.append(f"risk level {level}: already proposed as P{existing.pk}")
@@ -307,7 +312,9 @@ def proposer(ctx: NodeContext) -> NodeResult:
                          "proposal_id": result.result.get("proposal_id"), "error": result.error})
 
     transition = adjudication.get("recommended_transition")
-    if transition and not _transition_possible(case, transition):
+    if focus and focus != ProposalKind.STATUS_TRANSITION:
+        skipped.append(f"transition: this re-run asks about {focus} only")
+    elif transition and not _transition_possible(case, transition):
         skipped.append(f"transition {transition}: not possible from {case.status}")
     elif transition:
         existing = _pending_same(case, ProposalKind.STATUS_TRANSITION, "transition", transition)

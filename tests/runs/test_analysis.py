@@ -235,3 +235,16 @@ def test_analyze_command_without_inline_only_queues(analyst, case, capsys, enque
     run = AgentRun.objects.get()
     assert run.status == RunStatus.QUEUED and enqueued == [(run.pk, None, 0)]
     assert "Queue position: 1" in capsys.readouterr().out
+
+
+def test_asking_the_agents_again_proposes_only_for_that_question(analyst, supervisor):
+    """Issue 7: a focused re-run for a stale risk proposal proposes a risk level and no transition."""
+    case = _demo_case(analyst)
+    case_services.case_transition(actor=analyst, case=case, transition="triage")
+    run = drive(services.run_start(actor=analyst, case=case, input={
+        "question": "Reconsider the risk level.", "reask_proposal_id": 1, "kind": "risk_level"}))
+    assert run.status == RunStatus.COMPLETED
+    made = Proposal.objects.filter(run_id=str(run.pk))
+    assert set(made.values_list("kind", flat=True)) == {"risk_level"}
+    skipped = Artifact.objects.get(run=run, kind="proposals").content["skipped"]
+    assert "transition: this re-run asks about risk_level only" in skipped
