@@ -361,3 +361,14 @@ def test_redis_redelivers_an_unacknowledged_task_soon_after_its_time_limit(setti
     assert settings.CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"] == expected < 3600
     if not settings.CELERY_BROKER_URL.startswith("filesystem://"):
         assert app.conf.broker_transport_options["visibility_timeout"] == expected
+
+
+def test_a_relay_pass_stops_at_the_first_broker_error_and_leaves_the_rest_due(published):
+    rows = [services.outbox_enqueue(task=TASK, kwargs={"n": i}, relay_on_commit=False).pk for i in range(3)]
+    record_publish.broker_down = True
+    report = services.outbox_relay()
+    assert report.failed == rows[:1] and report.published == []
+    assert list(OutboxMessage.objects.filter(pk__in=rows[1:]).values_list("attempts", flat=True)) == [0, 0]
+    record_publish.broker_down = False
+    later = timezone.now() + timedelta(seconds=services.MAX_BACKOFF_SECONDS + 1)
+    assert sorted(services.outbox_relay(now=later).published) == rows
