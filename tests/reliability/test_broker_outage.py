@@ -61,8 +61,14 @@ def test_a_broker_outage_delays_work_and_loses_none(analyst, supervisor, tmp_pat
     assert pending.count() == 8 and all(row.last_error for row in pending)  # committed, waiting, errors recorded
 
     redis_server.start()
-    wait_until(lambda: not OutboxMessage.objects.filter(relayed_at__isnull=True).exists(), timeout=60,
-               what="the relay to publish every outbox row")
+    restarted = []
+
+    def relayed():
+        restarted.extend(cluster.supervise())  # a process supervisor restarts a worker the outage crashed
+        return not OutboxMessage.objects.filter(relayed_at__isnull=True).exists()
+
+    wait_until(relayed, timeout=60, what="the relay to publish every outbox row")
+    print(f"workers restarted by the supervisor after the outage: {restarted or 'none'}")
     runs = list(AgentRun.objects.filter(pk__in=run_ids))
     wait_until(lambda: all(AgentRun.objects.get(pk=r.pk).is_finished for r in runs), timeout=150,
                what="every run to finish")
