@@ -34,8 +34,9 @@ PUBLISHERS: dict[str, str] = {
     "cases.tasks.notice_dispatch_task": "cases.tasks.notice_dispatch_publish",
 }
 
-# A failed publish is retried after 2, 4, 8 ... seconds, at most this long apart.
-MAX_BACKOFF_SECONDS = 60
+# A failed publish is retried after 2, 4, 8 seconds, then every 10: once the broker is back, a row
+# waits at most this long (relay passes stop at the first broker error, so retrying costs one try).
+MAX_BACKOFF_SECONDS = 10
 
 
 class OutboxOutsideTransaction(RuntimeError):
@@ -144,6 +145,8 @@ def outbox_relay(*, ids: Iterable[int] | None = None, limit: int | None = None, 
                 last_error=f"{type(exc).__name__}: {exc}"[:2000])
             logger.warning("outbox: O%s (%s) not published: %s; retry in %ss", row_id, task, exc, backoff)
             report.failed.append(row_id)
+            if _broker_unreachable(exc):
+                break  # the next rows would fail the same way: leave them due for the next pass
             continue
         OutboxMessage.objects.filter(pk=row_id, relayed_at__isnull=True).update(relayed_at=timezone.now(),
                                                                                 last_error="")
@@ -151,6 +154,12 @@ def outbox_relay(*, ids: Iterable[int] | None = None, limit: int | None = None, 
     if report.published or report.failed:
         logger.info("outbox relay: %s", report)
     return report
+
+
+def _broker_unreachable(exc: Exception) -> bool:
+    from kombu.exceptions import OperationalError
+
+    return isinstance(exc, (OperationalError, ConnectionError, TimeoutError))
 
 
 def outbox_make_due(*, ids: Iterable[int]) -> int:

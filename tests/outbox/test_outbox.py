@@ -343,3 +343,32 @@ def test_a_dispatch_whose_task_the_broker_lost_is_published_again_once(analyst, 
     case_services.notice_dispatch(actor=analyst, notice=notice)  # the task ran after all
     OutboxMessage.objects.filter(pk=again.pk).update(relayed_at=timezone.now() - timedelta(minutes=5))
     assert notice_dispatch_redeliver_lost(older_than_seconds=60) == []
+
+
+def test_a_worker_heartbeat_tick_records_the_worker_and_relays_the_outbox(published):
+    from outbox.heartbeat import WorkerHeartbeatThread
+
+    services.outbox_enqueue(task=TASK, kwargs={"n": 3}, relay_on_commit=False)
+    WorkerHeartbeatThread("celery@host-1").tick(starting=True)
+    assert WorkerHeartbeat.objects.get(name="celery@host-1").stopped_at is None
+    assert published == [{"n": 3}] and worker_status().alive == 1
+
+
+def test_redis_redelivers_an_unacknowledged_task_soon_after_its_time_limit(settings):
+    from config.celery import app
+
+    expected = max(settings.CELERY_TASK_TIME_LIMIT, settings.ARBITER_RUN_STEP_TIME_LIMIT) + 60
+    assert settings.CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"] == expected < 3600
+    if not settings.CELERY_BROKER_URL.startswith("filesystem://"):
+        assert app.conf.broker_transport_options["visibility_timeout"] == expected
+
+
+def test_a_relay_pass_stops_at_the_first_broker_error_and_leaves_the_rest_due(published):
+    rows = [services.outbox_enqueue(task=TASK, kwargs={"n": i}, relay_on_commit=False).pk for i in range(3)]
+    record_publish.broker_down = True
+    report = services.outbox_relay()
+    assert report.failed == rows[:1] and report.published == []
+    assert list(OutboxMessage.objects.filter(pk__in=rows[1:]).values_list("attempts", flat=True)) == [0, 0]
+    record_publish.broker_down = False
+    later = timezone.now() + timedelta(seconds=services.MAX_BACKOFF_SECONDS + 1)
+    assert sorted(services.outbox_relay(now=later).published) == rows

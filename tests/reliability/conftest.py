@@ -168,6 +168,18 @@ class Cluster:
         return self._spawn("beat", [str(CELERY), "-A", "config", "beat", "--loglevel=INFO",
                                     "-s", str(self.tmp_path / "celerybeat-schedule")])
 
+    def supervise(self) -> list[str]:
+        """What systemd/supervisord would do: start again a worker that exited. (A Celery worker on
+        Redis can exit with "Unrecoverable error: AttributeError ... 'hostname'" when the broker
+        goes away while it acknowledges a message — a kombu race, not ours; supervisors restart it.)"""
+        restarted = []
+        for name, process in list(self.processes.items()):
+            if name.startswith("w") and process.poll() is not None:
+                self.processes.pop(name)
+                self.worker(name)
+                restarted.append(name)
+        return restarted
+
     def kill(self, name: str) -> None:
         process = self.processes.pop(name)
         try:

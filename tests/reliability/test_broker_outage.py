@@ -5,6 +5,7 @@ outbox row is delivered once the broker is back, nothing is done twice."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -37,7 +38,8 @@ print("RUNS", json.dumps(runs))
 
 
 def test_a_broker_outage_delays_work_and_loses_none(analyst, supervisor, tmp_path, redis_server, cluster_factory):
-    cases = analysable_cases(analyst, 4)
+    cases = analysable_cases(analyst, 5)
+    by_command = cases.pop()  # started with `manage.py analyze`
     notices = approved_notices(analyst, supervisor, 3)
     cluster = cluster_factory(cluster_env(tmp_path, broker_url=redis_server.url))
     cluster.worker("w1", concurrency=2)
@@ -49,12 +51,24 @@ def test_a_broker_outage_delays_work_and_loses_none(analyst, supervisor, tmp_pat
     result = cluster.manage("shell", "-c", REQUESTS.format(plan=plan))
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stdout + result.stderr
     run_ids = json.loads(result.stdout.split("RUNS", 1)[1])
+    started = time.monotonic()
+    analyze = cluster.manage("analyze", by_command.reference, "--tenant", by_command.tenant.slug)
+    assert analyze.returncode == 0 and "Traceback" not in analyze.stdout + analyze.stderr, analyze.stderr
+    assert "Started run R" in analyze.stdout
+    print(f"manage.py analyze with the broker down: {time.monotonic() - started:.1f}s")
+    run_ids.append(AgentRun.objects.get(case=by_command).pk)
     pending = OutboxMessage.objects.filter(relayed_at__isnull=True)
-    assert pending.count() == 7 and all(row.last_error for row in pending)  # committed, waiting, errors recorded
+    assert pending.count() == 8 and all(row.last_error for row in pending)  # committed, waiting, errors recorded
 
     redis_server.start()
-    wait_until(lambda: not OutboxMessage.objects.filter(relayed_at__isnull=True).exists(), timeout=60,
-               what="the relay to publish every outbox row")
+    restarted = []
+
+    def relayed():
+        restarted.extend(cluster.supervise())  # a process supervisor restarts a worker the outage crashed
+        return not OutboxMessage.objects.filter(relayed_at__isnull=True).exists()
+
+    wait_until(relayed, timeout=60, what="the relay to publish every outbox row")
+    print(f"workers restarted by the supervisor after the outage: {restarted or 'none'}")
     runs = list(AgentRun.objects.filter(pk__in=run_ids))
     wait_until(lambda: all(AgentRun.objects.get(pk=r.pk).is_finished for r in runs), timeout=150,
                what="every run to finish")

@@ -229,3 +229,16 @@ def test_recording_the_outcome_survives_a_short_database_outage(smtp, approved, 
     monkeypatch.setattr(dispatch, "RECORD_RETRY_DELAYS", (0, 0, 0))
     services.notice_dispatch(actor=supervisor, notice=approved)
     assert approved.status == NoticeStatus.SENT and len(failures) == 2 and len(smtp.messages) == 1
+
+
+def test_deciding_is_refused_with_the_unsettled_notice_named(smtp, case, analyst, supervisor):
+    case = bring_case_to(case, "ready_for_decision", supervisor=supervisor, analyst=analyst)
+    notice = services.notice_draft(actor=analyst, case=case, subject="Update", body="We are reviewing it.")
+    services.notice_submit(actor=analyst, notice=notice)
+    services.notice_approve(actor=supervisor, notice=notice, content_hash=notice.content_hash)
+    smtp.mode = "drop_after_data"
+    services.notice_dispatch(actor=supervisor, notice=notice)
+    case.refresh_from_db()
+    with assert_nothing_changed(case), pytest.raises(NotAllowed) as refused:
+        services.case_transition(actor=supervisor, case=case, transition="decide", reason="Upheld.")
+    assert "no notice may be unsettled" in refused.value.message and f"N{notice.pk} is unknown" in refused.value.message
