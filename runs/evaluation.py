@@ -121,11 +121,17 @@ def _checker():
     return None
 
 
-def _flags_of(checker, notice, case) -> int:
+def _flags_of(checker, notice, case, consumer_request=None) -> int:
+    """The checker's flags on a draft: those stored on the notice when drafting checked it
+    (`Notice.check_flags`, issue 7), else a fresh check."""
     import inspect
 
+    stored = getattr(notice, "check_flags", None)
+    if isinstance(stored, list) and getattr(notice, "checked_hash", "") == notice.content_hash:
+        return len(stored)
     parameters = inspect.signature(checker).parameters
-    offered = {"notice": notice, "case": case, "subject": notice.subject, "body": notice.body}
+    offered = {"notice": notice, "case": case, "subject": notice.subject, "body": notice.body,
+               "recipient": notice.recipient, "consumer_request": consumer_request}
     kwargs = {name: value for name, value in offered.items() if name in parameters}
     result = checker(**kwargs) if kwargs else checker(notice)
     flags = getattr(result, "flags", result)
@@ -150,6 +156,7 @@ def _analyse(row: dict, *, tenant, analyst, provider: str | None, checker) -> Ou
     outcome.run_status = run.status
     outcome.error = run.error or ""
     triage = Finding.objects.filter(run=run, agent="triage", type="triage").order_by("pk").last()
+    request = (triage.data or {}).get("consumer_request") if triage is not None else None
     if triage is not None:
         data = triage.data or {}
         outcome.predicted_product = str(data.get("product") or "")
@@ -171,7 +178,7 @@ def _analyse(row: dict, *, tenant, analyst, provider: str | None, checker) -> Ou
     notices = list(case.notices.all())
     outcome.drafts = len(notices)
     if checker is not None and notices:
-        outcome.checker_flags = sum(_flags_of(checker, notice, case) for notice in notices)
+        outcome.checker_flags = sum(_flags_of(checker, notice, case, request) for notice in notices)
     return outcome
 
 

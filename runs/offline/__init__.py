@@ -2,7 +2,8 @@
 
 `answer(agent, context)` returns the JSON-ready dict an agent's output schema expects;
 runs.providers.offline.OfflineAnalyst wraps it as a Provider. See context.py for the context keys
-each agent reads, signals.py for the risk scoring table, classifier.py for the product/issue model.
+each agent reads, signals.py for the risk scoring table, classifier.py for the product/issue model
+(calibrated; cues.py and taxonomy.py), triage.py for triage and the consumer's request.
 """
 
 from runs.offline.agents import (

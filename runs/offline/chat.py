@@ -266,7 +266,7 @@ def chat(context: dict) -> dict:
                     reasons.append(f"{label}{points}{where}")
                 if reasons:
                     sentences.append("Why: " + "; ".join(reasons) + ".")
-                    explanation = re.search(r"=\s*\d+ point\(s\)[^.]*", str(risk.get("rationale") or ""))
+                    explanation = re.search(r"=\s*\d+ point\(s\)[^.;]*", str(risk.get("rationale") or ""))
                     if explanation:
                         sentences.append(f"Points add up as the published scoring table says ({explanation.group(0)}).")
                 else:

@@ -303,3 +303,24 @@ def test_the_evaluation_model_and_the_shipped_model_never_share_a_cache(settings
         assert classifier.get_classifier().trained_on == scoped.trained_on  # from its own file
     assert classifier.get_classifier().trained_on == 191
     classifier.clear_cache()
+
+
+@pytest.mark.django_db
+def test_evaluate_counts_the_notice_checkers_flags_when_the_checker_exists(tmp_path, monkeypatch):
+    import sys
+    import types
+
+    seen = []
+
+    def check_notice(*, case, recipient, subject, body, consumer_request=None, today=None):
+        seen.append((recipient, consumer_request))
+        return [{"code": "past_date", "message": "x"}] if "acknowledg" in subject.lower() else []
+
+    monkeypatch.setitem(sys.modules, "cases.notice_checker", types.SimpleNamespace(check_notice=check_notice))
+    out = tmp_path / "figures.json"
+    call_command("evaluate", CSV, "--split", "dev", "--limit", "2", "--json", str(out))
+    notices = json.loads(out.read_text())["notices"]
+    assert notices["checker"] == "available" and notices["drafts"] == 2 and notices["flags"] == 2
+    assert notices["flags_per_draft"] == 1.0
+    assert all(recipient.endswith("@example.org") and request and "statement" in request
+               for recipient, request in seen)
