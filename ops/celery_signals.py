@@ -97,12 +97,9 @@ def _unbind_task_context(task_id=None, task=None, retval=None, state=None, **_) 
 def _observe(name: str, entry: dict, retval) -> None:
     from ops import metrics
 
-    seconds = time.monotonic() - entry["started"]
     if name == RUN_STEP_TASK and isinstance(retval, str):
         info = entry["info"]
         graph = info.get("graph", "unknown")
-        if retval in ("executed", "failed", "retry", "cancelled"):
-            metrics.step_observed(graph=graph, outcome=retval, seconds=seconds)
         if retval in ("executed", "failed", "cancelled") and info.get("run_id"):
             from runs.models import AgentRun
 

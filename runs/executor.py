@@ -48,6 +48,7 @@ from django.utils import timezone
 from audit.services import audit_record
 from cases import policy
 from core.actors import Actor
+from ops import metrics  # issue 13
 from runs.admission import _admit, _pump, admission_order
 from runs.graphs import NodeContext, NodeResult, PendingFinding, UnknownGraph, get_graph
 from runs.leases import (
@@ -248,9 +249,10 @@ def run_step(*, run_id: int, worker_id: str, expected_sequence: int | None = Non
     if not lease_is_fresh(run, worker_id, timezone.now()) and not lease_claim(run, worker_id):
         return StepOutcome(run_id, "busy", RunStatus.RUNNING, detail="another worker holds the lease",
                            retry_after=seconds_until_claimable(run, timezone.now()))
+    started = time.monotonic()
     try:
-        return _execute_claimed(run=run, worker_id=worker_id, enqueue=enqueue, keep_lease=keep_lease,
-                                cached=cached, untouched=untouched)
+        outcome = _execute_claimed(run=run, worker_id=worker_id, enqueue=enqueue, keep_lease=keep_lease,
+                                   cached=cached, untouched=untouched)
     except LeaseLost as exc:
         STATE_CACHE.drop(run_id)
         logger.warning("%s", exc)
@@ -258,6 +260,9 @@ def run_step(*, run_id: int, worker_id: str, expected_sequence: int | None = Non
     except BaseException:
         STATE_CACHE.drop(run_id)  # the cached state may hold this step's uncommitted changes
         raise
+    if outcome.action in ("executed", "failed", "retry", "cancelled"):  # issue 13: per step, whoever drives it
+        metrics.step_observed(graph=run.graph, outcome=outcome.action, seconds=time.monotonic() - started)
+    return outcome
 
 
 def _load_state(run: AgentRun, cached: CachedState | None) -> CachedState:

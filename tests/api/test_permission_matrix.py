@@ -57,9 +57,9 @@ def world(tenant, analyst_b, supervisor_b, case):
     proposal = services.proposal_create(actor=analyst_b, case=case, kind="risk_level", payload={"risk_level": "low"},
                                         rationale="r")
     notice = services.notice_submit(actor=analyst_b, notice=services.notice_draft(
-        actor=analyst_b, case=case, subject="S", body="B", recipient="c@example.org"))
+        actor=analyst_b, case=case, subject="S", body="B", recipient=case.complainant_email))
     approved = services.notice_submit(actor=analyst_b, notice=services.notice_draft(
-        actor=analyst_b, case=case, subject="S2", body="B2", recipient="c@example.org"))
+        actor=analyst_b, case=case, subject="S2", body="B2", recipient=case.complainant_email))
     approved = services.notice_approve(actor=supervisor_b, notice=approved, content_hash=approved.content_hash)
     return {"case": case.reference, "proposal": proposal.pk, "notice": notice.pk,
             "content_hash": notice.content_hash, "approved": approved.pk, "case_obj": case}

@@ -47,7 +47,7 @@ def test_expected_version_in_the_body_keeps_working(api, supervisor, case):
 
 
 def test_notice_approval_checks_if_match(api, analyst, supervisor, case):
-    notice = services.notice_draft(actor=analyst, case=case, subject="S", body="B", recipient="c@example.org")
+    notice = services.notice_draft(actor=analyst, case=case, subject="S", body="B", recipient=case.complainant_email)
     notice = services.notice_submit(actor=analyst, notice=notice)
     client = api(supervisor)
     etag = client.get(f"/api/v1/notices/{notice.pk}/")["ETag"]

@@ -57,7 +57,13 @@ def test_the_login_form_locks_out_after_repeated_wrong_passwords_until_the_cool_
     assert AuditEvent.objects.filter(action=LOCKOUT_ACTION).count() == 1  # one lockout, one event
 
 
-def test_http_basic_on_the_api_locks_out_too_and_refuses_the_right_password(client, analyst, settings):
+def test_http_basic_on_the_api_locks_out_too_and_refuses_the_right_password(client, analyst, settings, monkeypatch):
+    # Basic auth is off by default (ARBITER_API_BASIC_AUTH); turn it on for the API views as that
+    # setting does (DRF binds the classes to APIView when it is imported, so patch them there).
+    from rest_framework.authentication import BasicAuthentication
+    from rest_framework.views import APIView
+
+    monkeypatch.setattr(APIView, "authentication_classes", [*APIView.authentication_classes, BasicAuthentication])
     url = "/api/v1/cases/"
     assert client.get(url, **_basic("analyst", RIGHT)).status_code == 200
     statuses = [client.get(url, **_basic("analyst", "wrong")).status_code for _ in range(5)]
