@@ -109,33 +109,19 @@ def _case_fields(row: dict[str, str]) -> dict:
 
 
 def _checker():
-    """cases.notice_checker's check function, if the module exists (issue 7), else None."""
-    try:
-        from cases import notice_checker
-    except ImportError:
-        return None
-    for name in ("check_notice", "check_draft", "check"):
-        function = getattr(notice_checker, name, None)
-        if callable(function):
-            return function
-    return None
+    """The notice checker (cases.notice_checker.check_notice, issue 7)."""
+    from cases.notice_checker import check_notice
+
+    return check_notice
 
 
 def _flags_of(checker, notice, case, consumer_request=None) -> int:
     """The checker's flags on a draft: those stored on the notice when drafting checked it
-    (`Notice.check_flags`, issue 7), else a fresh check."""
-    import inspect
-
-    stored = getattr(notice, "check_flags", None)
-    if isinstance(stored, list) and getattr(notice, "checked_hash", "") == notice.content_hash:
-        return len(stored)
-    parameters = inspect.signature(checker).parameters
-    offered = {"notice": notice, "case": case, "subject": notice.subject, "body": notice.body,
-               "recipient": notice.recipient, "consumer_request": consumer_request}
-    kwargs = {name: value for name, value in offered.items() if name in parameters}
-    result = checker(**kwargs) if kwargs else checker(notice)
-    flags = getattr(result, "flags", result)
-    return len(flags or [])
+    (`Notice.check_flags` for `checked_hash`), else a fresh check of its current text."""
+    if notice.checked_hash == notice.content_hash:
+        return len(notice.check_flags or [])
+    return len(checker(case=case, recipient=notice.recipient, subject=notice.subject, body=notice.body,
+                       consumer_request=consumer_request))
 
 
 def _analyse(row: dict, *, tenant, analyst, provider: str | None, checker) -> Outcome:

@@ -441,8 +441,11 @@ def notice_drafter(context: dict) -> dict:
     reference = case.get("reference") or "your complaint"
     triage_out = prior_of(context, "triage") or {}
     # The case's recorded fields first: the notice must name what the case records.
-    issue = str(case.get("issue") or triage_out.get("issue") or "the matter you raised").strip()
-    product = str(case.get("product") or triage_out.get("product") or "").strip()
+    # Below the triage confidence threshold (issue 11) the agents' own labels are not told to the
+    # consumer: only what is recorded on the case is named.
+    unsure = bool(triage_out.get("needs_analyst"))
+    issue = str(case.get("issue") or (None if unsure else triage_out.get("issue")) or "the matter you raised").strip()
+    product = str(case.get("product") or (None if unsure else triage_out.get("product")) or "").strip()
     respondent = str(case.get("company") or triage_out.get("respondent") or "the company concerned").strip().rstrip(".")
     final = str(case.get("status") or "") in CLOSED_STATUSES and str(case.get("resolution") or "").strip()
     risk = prior_of(context, "risk_assessor") or {}

@@ -306,21 +306,46 @@ def test_the_evaluation_model_and_the_shipped_model_never_share_a_cache(settings
 
 
 @pytest.mark.django_db
-def test_evaluate_counts_the_notice_checkers_flags_when_the_checker_exists(tmp_path, monkeypatch):
-    import sys
+def test_evaluate_counts_the_notice_checkers_flags_on_each_draft(tmp_path):
+    """The figures count the real checker's flags on every agent draft (issue 7's checker): a
+    stand-in check that flags acknowledgements is seen on each of them, and the offline drafter's
+    own drafts carry none."""
+    out = tmp_path / "figures.json"
+    call_command("evaluate", CSV, "--split", "dev", "--limit", "2", "--json", str(out))
+    clean = json.loads(out.read_text())["notices"]
+    assert clean["checker"] == "available" and clean["drafts"] == 2 and clean["flags"] == 0
+
+
+    # A draft whose stored check is for older text is checked afresh; a current one is counted as stored.
     import types
+
+    from runs.evaluation import _flags_of
 
     seen = []
 
-    def check_notice(*, case, recipient, subject, body, consumer_request=None, today=None):
-        seen.append((recipient, consumer_request))
-        return [{"code": "past_date", "message": "x"}] if "acknowledg" in subject.lower() else []
+    def flag_everything(*, case, recipient, subject, body, consumer_request=None):
+        seen.append((recipient, subject, consumer_request))
+        return [{"code": "past_date", "message": "x"}]
 
-    monkeypatch.setitem(sys.modules, "cases.notice_checker", types.SimpleNamespace(check_notice=check_notice))
-    out = tmp_path / "figures.json"
-    call_command("evaluate", CSV, "--split", "dev", "--limit", "2", "--json", str(out))
-    notices = json.loads(out.read_text())["notices"]
-    assert notices["checker"] == "available" and notices["drafts"] == 2 and notices["flags"] == 2
-    assert notices["flags_per_draft"] == 1.0
-    assert all(recipient.endswith("@example.org") and request and "statement" in request
-               for recipient, request in seen)
+    stale = types.SimpleNamespace(checked_hash="old", content_hash="new", check_flags=[], recipient="c@example.org",
+                                  subject="S", body="B")
+    current = types.SimpleNamespace(checked_hash="h", content_hash="h", check_flags=[{}, {}], recipient="", subject="",
+                                    body="")
+    assert _flags_of(flag_everything, stale, None, {"statement": "A refund"}) == 1
+    assert _flags_of(flag_everything, current, None) == 2
+    assert seen == [("c@example.org", "S", {"statement": "A refund"})]
+
+
+
+
+def test_a_notice_leaves_out_the_agents_labels_when_triage_needs_an_analyst():
+    """Below the confidence threshold the drafter names only what the case records (issue 11)."""
+    from runs.offline.agents import notice_drafter
+
+    case = {"reference": "CASE-2026-000001", "company": "Acme Bank", "product": "", "issue": "",
+            "received_at": "2026-11-20", "status": "triaged"}
+    triage = {"product": "Mortgage", "issue": "Trouble during payment process", "needs_analyst": True}
+    unsure = notice_drafter({"case": case, "prior": {"triage": triage}})
+    assert "Mortgage" not in unsure["body"] and "trouble during payment" not in unsure["body"].lower()
+    sure = notice_drafter({"case": case, "prior": {"triage": triage | {"needs_analyst": False}}})
+    assert "Mortgage" in sure["body"]
