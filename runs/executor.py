@@ -58,6 +58,7 @@ from runs.leases import (
     lease_claim,
     lease_is_fresh,
     lease_release,
+    lease_renewal_due,
     lease_seconds,
     runs_to_reap,
     seconds_until_claimable,
@@ -437,10 +438,13 @@ def _commit_step(*, run: AgentRun, worker_id: str, ctx: NodeContext, result: Nod
             "retry_counts": {k: v for k, v in run.retry_counts.items() if k != str(sequence)},
             "phase": state.phase, "heartbeat_at": now, "error": "", "error_code": "",
             "lease_owner": worker_id if keeps else None,
-            "lease_expires_at": now + timedelta(seconds=lease_seconds()) if keeps else handoff_deadline(now),
             "state_sequence": sequence, "state_hash": fields["state_hash"], "version": Increment(1),
             "updated_at": now,
         }
+        if not keeps:
+            values["lease_expires_at"] = handoff_deadline(now)
+        elif run.lease_owner != worker_id or lease_renewal_due(run, now):
+            values["lease_expires_at"] = now + timedelta(seconds=lease_seconds())
         if result.kind == NodeResult.END:
             values |= {"status": RunStatus.COMPLETED, "current_node": "", "finished_at": now}
         elif result.kind == NodeResult.WAIT:

@@ -47,14 +47,22 @@ def handoff_deadline(now: datetime, *, countdown: int = 0) -> datetime:
 
 def lease_is_fresh(run: AgentRun, worker_id: str, now: datetime) -> bool:
     """Whether `worker_id` holds the run's lease with enough of it left that the next step need
-    not renew it: the heartbeat is younger than one heartbeat interval and more than half of the
-    lease remains. Then the step's commit (which re-checks and renews it) is the only write."""
+    not claim it: the heartbeat is younger than one heartbeat interval and more than a quarter of
+    the lease remains. Then the step's commit (which re-checks it, and renews it once half of it
+    has passed: `lease_renewal_due`) is the only write."""
     if run.lease_owner != worker_id or run.status != RunStatus.RUNNING:
         return False
     if run.heartbeat_at is None or run.lease_expires_at is None:
         return False
     return (now - run.heartbeat_at < timedelta(seconds=settings.ARBITER_RUN_HEARTBEAT_SECONDS)
-            and run.lease_expires_at - now > timedelta(seconds=lease_seconds() / 2))
+            and run.lease_expires_at - now > timedelta(seconds=lease_seconds() / 4))
+
+
+def lease_renewal_due(run: AgentRun, now: datetime) -> bool:
+    """Whether a commit that keeps the lease must also push its expiry: only once half the lease
+    has passed. In between, a step's UPDATE leaves `lease_expires_at` (an indexed column) alone,
+    so PostgreSQL can make it a HOT update — no index entries, less WAL."""
+    return run.lease_expires_at is None or run.lease_expires_at - now < timedelta(seconds=lease_seconds() / 2)
 
 
 def _claimable(worker_id: str, now: datetime) -> Q:

@@ -5,6 +5,12 @@ from django.core.management.base import BaseCommand, CommandError
 from audit.verify import verify_ledger
 
 
+def _natural(chain_break) -> tuple:
+    """case:9 before case:10 (the scan itself walks streams in byte order)."""
+    kind, _, rest = chain_break.stream.partition(":")
+    return (kind, int(rest) if rest.isdigit() else 0, rest)
+
+
 class Command(BaseCommand):
     help = ("Walk every audit hash chain and name the first event that does not match. --since resumes each "
             "stream from its last verified head (a nightly check then costs what was appended).")
@@ -17,7 +23,7 @@ class Command(BaseCommand):
     def handle(self, *args, stream=None, since=False, **options):
         started = time.monotonic()
         result = verify_ledger(stream, since=since)
-        for b in result.breaks:
+        for b in sorted(result.breaks, key=_natural):
             where = f"event id={b.event_id}" if b.event_id else "stream head"
             self.stderr.write(f"BROKEN {b.stream} at sequence {b.sequence} ({where}): {b.reason}")
         if result.breaks:
