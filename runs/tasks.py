@@ -36,11 +36,12 @@ def _worker_id(task) -> str:
 def run_step_task(self, run_id: int, expected_sequence: int | None = None) -> str:
     """Execute the run's steps for one time slice (runs.executor.run_steps): one commit per step,
     the lease kept between them, the next step handed to the broker at the end of the slice."""
-    from django.db import close_old_connections
+    from django.db import close_old_connections, connection
 
     from runs.executor import run_steps
 
-    close_old_connections()  # a connection broken by an outage is replaced, not reused
+    if not connection.in_atomic_block:  # run eagerly inside a transaction (tests), the connection is the caller's
+        close_old_connections()  # a connection broken by an outage is replaced, not reused
     outcome = run_steps(run_id=run_id, worker_id=_worker_id(self), expected_sequence=expected_sequence)
     if outcome.action == "busy" and outcome.retry_after:
         raise self.retry(countdown=outcome.retry_after, max_retries=settings.ARBITER_TASK_MAX_RETRIES)

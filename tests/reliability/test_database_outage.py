@@ -4,7 +4,7 @@ runs make progress again within 30 s of its return, and finish, with every effec
 
 Run with the production defaults for leases and reaping: recovering within 30 s is the executor's
 job (step retries on database errors, heartbeat-timeout pickup — issue 12's part for engineer i10
-in runs/executor.py). Until that lands the test is expected to fail (xfail, not strict)."""
+in runs/executor.py, ADR 0010 §6)."""
 
 from __future__ import annotations
 
@@ -28,9 +28,6 @@ OUTAGE_SECONDS = 20
 RECOVERY_TARGET_SECONDS = 30
 
 
-@pytest.mark.xfail(strict=False, reason="needs the executor's retry-on-database-error and heartbeat-timeout "
-                                        "pickup (engineer i10, runs/executor.py); without them a step whose task "
-                                        "failed waits for its 120 s lease and the 30 s reaper")
 def test_runs_make_progress_within_30s_after_a_20s_database_outage(analyst, tmp_path, redis_server,
                                                                     cluster_factory):
     db = connection.settings_dict
