@@ -335,7 +335,7 @@ def notice_withdraw(request, reference: str, pk: int):
 def notice_send(request, reference: str, pk: int):
     def call(notice):
         services.notice_dispatch_request(actor=request.user, notice=notice)
-        return (f"Sending: the notice to {notice.recipient} is queued and goes out within moments. "
-                f"Reload the page to see it marked sent.")
+        return (f"Sending: the notice to {notice.recipient} is queued and goes out within moments; "
+                f"this section shows it as sent when it is.")
 
     return _notice_action(request, reference, pk, form_key="", form=None, call=call)
