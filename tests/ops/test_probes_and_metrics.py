@@ -29,7 +29,8 @@ def test_healthz_answers_any_host_over_plain_http_even_with_the_https_redirect_o
     assert client.get("/", HTTP_HOST="arbiter.example.org").status_code == 301
 
 
-def test_readyz_checks_the_database_and_the_broker(client):
+def test_readyz_checks_the_database_and_the_broker(client, settings):
+    settings.ARBITER_READYZ_CHECKS = ["database", "broker"]  # the outbox's checks: tests/outbox/test_readiness.py
     response = client.get("/readyz/")
     body = response.json()
     assert response.status_code == 200, body
@@ -77,7 +78,8 @@ def test_readyz_fails_when_the_database_or_the_broker_is_down(tmp_path, down, en
     port = _closed_port()
     environment = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "CELERY_BROKER_URL",
                                                                       "DJANGO_SETTINGS_MODULE"}}
-    environment |= {"DEBUG": "1", "ARBITER_VAR_DIR": str(tmp_path), "ALLOWED_HOSTS": "testserver"}
+    environment |= {"DEBUG": "1", "ARBITER_VAR_DIR": str(tmp_path), "ALLOWED_HOSTS": "testserver",
+                    "ARBITER_READYZ_CHECKS": "database,broker"}
     environment |= {key: value.format(port=port) for key, value in env.items()}
     result = subprocess.run([sys.executable, "manage.py", "shell", "-v", "0", "-c", PROBE], cwd=ROOT,
                             env=environment, capture_output=True, text=True, timeout=60)

@@ -1,0 +1,42 @@
+"""The outbox app's readiness checks for /readyz (ops.health): a worker is alive, and the outbox
+is being relayed. Registered from OutboxConfig.ready under the hook names ops.health defines."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
+
+def check_worker_heartbeat() -> str | None:
+    """Ready when at least one worker that has not stopped sent a heartbeat within
+    ARBITER_WORKER_HEARTBEAT_TIMEOUT_SECONDS; otherwise says when one was last seen."""
+    from outbox.models import WorkerHeartbeat
+
+    now = timezone.now()
+    timeout = settings.ARBITER_WORKER_HEARTBEAT_TIMEOUT_SECONDS
+    alive = WorkerHeartbeat.objects.filter(stopped_at__isnull=True, last_seen_at__gte=now - timedelta(seconds=timeout))
+    if alive.exists():
+        return None
+    last = WorkerHeartbeat.objects.order_by("-last_seen_at").values_list("last_seen_at", flat=True).first()
+    if last is None:
+        return "no worker has ever sent a heartbeat: start one (celery -A config worker)"
+    return f"no worker has been seen for {int((now - last).total_seconds())} s (since {last.isoformat()})"
+
+
+def check_outbox_lag() -> str | None:
+    """Ready while the oldest unrelayed outbox row is younger than ARBITER_OUTBOX_DRIFT_AFTER_SECONDS.
+    Also sets the outbox lag gauge of the metrics (0 when nothing waits)."""
+    from ops import metrics
+    from outbox.models import OutboxMessage
+
+    now = timezone.now()
+    oldest = (OutboxMessage.objects.filter(relayed_at__isnull=True).order_by("created_at")
+              .values_list("created_at", flat=True).first())
+    lag = (now - oldest).total_seconds() if oldest else 0.0
+    metrics.outbox_lag(lag)
+    limit = settings.ARBITER_OUTBOX_DRIFT_AFTER_SECONDS
+    if lag > limit:
+        return f"the oldest unrelayed outbox row waits for {int(lag)} s (over {limit} s): is the broker reachable?"
+    return None
