@@ -37,7 +37,8 @@ def sent_message_ids(mail_folder: Path) -> list[str]:
     """Every Message-ID in the file email backend's output (one per email that went out)."""
     found = []
     for path in sorted(mail_folder.glob("*")):
-        found.extend(re.findall(r"^Message-ID: (\S+)", path.read_text(errors="replace"), flags=re.MULTILINE))
+        # A long Message-ID header is folded onto the next line ("Message-ID: \n <...>"): unfold it.
+        found.extend(re.findall(r"^Message-ID:\s+(<[^>\s]+>)", path.read_text(errors="replace"), flags=re.MULTILINE))
     return found
 
 
