@@ -76,3 +76,34 @@ def quiet_live_server(live_server):
     if not tracker.wait_idle(IDLE_TIMEOUT_SECONDS):
         pytest.fail(f"the live server still served {tracker.count} connection(s) {IDLE_TIMEOUT_SECONDS}s after "
                     "the pages were closed; the database flush would race them")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's Chromium through Playwright, one per test module (tests/web/browser.py)."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.web.browser import CHROMIUM, CHROMIUM_ARGS
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def new_page(browser, quiet_live_server):
+    """A page factory on the live server; no request outlives the test (quiet_live_server)."""
+    contexts = []
+
+    def make(*, width: int = 1360, height: int = 900, javascript: bool = True):
+        context = browser.new_context(viewport={"width": width, "height": height}, java_script_enabled=javascript,
+                                      base_url=quiet_live_server.url)
+        contexts.append(context)
+        page = context.new_page()
+        page.set_default_timeout(15_000)
+        return page
+
+    yield make
+    for context in contexts:
+        context.close()

@@ -13,8 +13,8 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 from cases import services  # noqa: E402
 from cases.models import NoticeStatus, ProposalStatus  # noqa: E402
 from tests.factories import make_case  # noqa: E402
+from tests.web.browser import CHROMIUM, log_in  # noqa: E402,F401  (log_in: used by other modules too)
 
-CHROMIUM = "/usr/bin/chromium"
 SCREENSHOT = "/tmp/arbiter-case.png"
 
 pytestmark = [
@@ -24,44 +24,6 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                  "--disable-sync", "--no-first-run"])
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture
-def new_page(browser, quiet_live_server):  # tests/web/conftest.py: no request outlives the test
-    live_server = quiet_live_server
-    contexts = []
-
-    def make(*, javascript: bool = True):
-        context = browser.new_context(viewport={"width": 1360, "height": 900}, java_script_enabled=javascript,
-                                      base_url=live_server.url)
-        contexts.append(context)
-        page = context.new_page()
-        page.set_default_timeout(15_000)
-        return page
-
-    yield make
-    for context in contexts:
-        context.close()
-
-
-def log_in(page, username: str):
-    page.goto("/accounts/login/")
-    page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill("pw-for-tests")
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url("**/")
-    assert page.get_by_role("heading", name="Case queue").is_visible()
 
 
 def mark_document(page):

@@ -10,7 +10,6 @@ from cases.models import ProposalStatus  # noqa: E402
 from tests.factories import make_case  # noqa: E402
 from tests.web import test_browser as browser_tests  # noqa: E402
 
-browser, new_page = browser_tests.browser, browser_tests.new_page  # its fixtures, used here too
 pytestmark = browser_tests.pytestmark
 
 # Every violation the page sees, from the DOM event (scripts, styles, images, connections).

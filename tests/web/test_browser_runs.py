@@ -19,8 +19,8 @@ from runs.models import AgentRun, RunStatus  # noqa: E402
 from tests.factories import make_case  # noqa: E402
 from tests.helpers import bring_case_to  # noqa: E402
 from tests.runs.conftest import drive  # noqa: E402
+from tests.web.browser import CHROMIUM, log_in  # noqa: E402,F401  (log_in: used by other modules too)
 
-CHROMIUM = "/usr/bin/chromium"
 RUN_SCREENSHOT = "/tmp/arbiter-run.png"
 STEP_SCREENSHOT = "/tmp/arbiter-run-step.png"
 THREAD_SCREENSHOT = "/tmp/arbiter-thread.png"
@@ -40,42 +40,6 @@ def enqueued(monkeypatch):
     return calls
 
 
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                  "--disable-sync", "--no-first-run"])
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture
-def new_page(browser, quiet_live_server):  # tests/web/conftest.py: no request outlives the test
-    live_server = quiet_live_server
-    contexts = []
-
-    def make():
-        context = browser.new_context(viewport={"width": 1360, "height": 900}, base_url=live_server.url)
-        contexts.append(context)
-        page = context.new_page()
-        page.set_default_timeout(15_000)
-        return page
-
-    yield make
-    for context in contexts:
-        context.close()
-
-
-def log_in(page, username: str):
-    page.goto("/accounts/login/")
-    page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill("pw-for-tests")
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url("**/")
 
 
 def test_an_analyst_runs_an_analysis_and_sees_what_the_agent_saw_at_step_3(new_page, analyst, enqueued):

@@ -15,8 +15,6 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 from tests.web import test_browser as browser_tests  # noqa: E402
 
-browser, new_page = browser_tests.browser, browser_tests.new_page  # its fixtures, used here too
-
 pytestmark = browser_tests.pytestmark
 
 

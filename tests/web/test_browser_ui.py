@@ -17,8 +17,7 @@ from runs import services as run_services  # noqa: E402
 from runs.models import RunStatus  # noqa: E402
 from tests.factories import make_case  # noqa: E402
 from tests.runs.conftest import drive  # noqa: E402
-
-CHROMIUM = "/usr/bin/chromium"
+from tests.web.browser import CHROMIUM, log_in  # noqa: E402,F401  (log_in: used by other modules too)
 
 pytestmark = [
     pytest.mark.browser,
@@ -37,41 +36,6 @@ def queued(monkeypatch):
     return calls
 
 
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                  "--disable-sync", "--no-first-run"])
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture
-def new_page(browser, live_server):
-    contexts = []
-
-    def make(*, width: int = 1360, height: int = 900):
-        context = browser.new_context(viewport={"width": width, "height": height}, base_url=live_server.url)
-        contexts.append(context)
-        page = context.new_page()
-        page.set_default_timeout(15_000)
-        return page
-
-    yield make
-    for context in contexts:
-        context.close()
-
-
-def log_in(page, username: str):
-    page.goto("/accounts/login/")
-    page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill("pw-for-tests")
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url("**/")
 
 
 def mark_document(page):

@@ -1,0 +1,16 @@
+"""What the browser tests share (their fixtures `browser` and `new_page` are in tests/web/conftest.py)."""
+
+from __future__ import annotations
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+
+
+def log_in(page, username: str):
+    page.goto("/accounts/login/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill("pw-for-tests")
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url("**/")
+    assert page.get_by_role("heading", name="Case queue").is_visible()
