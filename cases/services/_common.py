@@ -127,3 +127,28 @@ def _stale_proposals_whose_preconditions_changed(*, case: Case, actor: Actor, ev
             payload={"proposal_case_version": proposal.case_version, "case_version": case.version,
                      **proposal.stale_reason},
         )
+
+
+def _check_same_case(existing, case: Case, idempotency_key: str) -> None:
+    """An idempotency key names one action on one case; reusing it elsewhere is a caller bug."""
+    if existing.case_id != case.pk:
+        raise Conflict(f"The idempotency key {idempotency_key!r} was already used for another case.")
+
+
+def _require_author(actor: Actor, *, roles: frozenset[str], tenant_id: int, what: str) -> None:
+    """People with one of `roles` (in the object's tenant) and agents may do `what`; nobody else."""
+    if actor.is_user:
+        _require_role(actor, roles, what)
+        _require_tenant(actor, tenant_id)
+    elif not actor.is_agent:
+        raise Forbidden(f"Only people and agents {what}.")
+
+
+def _replayed(model, *, case: Case, idempotency_key: str | None):
+    """The object an earlier call with this idempotency key created on this case, or None."""
+    if not idempotency_key:
+        return None
+    existing = model.objects.filter(tenant_id=case.tenant_id, idempotency_key=idempotency_key).first()
+    if existing is not None:
+        _check_same_case(existing, case, idempotency_key)
+    return existing

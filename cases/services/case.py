@@ -36,7 +36,7 @@ from cases.services._common import (
 )
 from cases.services.deadlines import deadlines_on_transition, intake_deadlines
 from core.actors import Actor, coerce_actor
-from core.errors import Conflict, Forbidden, Invalid, NotAllowed
+from core.errors import Forbidden, Invalid, NotAllowed
 
 logger = logging.getLogger(__name__)
 
@@ -241,12 +241,6 @@ def case_transition(*, actor, case: Case, transition: str, reason: str = "",
                       confirm_reason=confirm_reason)
     case.refresh_from_db()
     return locked
-
-
-def _check_same_case(existing, case: Case, idempotency_key: str) -> None:
-    """An idempotency key names one action on one case; reusing it elsewhere is a caller bug."""
-    if existing.case_id != case.pk:
-        raise Conflict(f"The idempotency key {idempotency_key!r} was already used for another case.")
 
 
 # --- taking an unassigned case (issue 8) -----------------------------------------------------------

@@ -20,8 +20,15 @@ from cases.models import (
     NoticeStatus,
 )
 from cases.notice_checker import check_notice
-from cases.services._common import _lock_case, _record, _require_role, _require_tenant
-from cases.services.case import _check_same_case
+from cases.services._common import (
+    _check_same_case,
+    _lock_case,
+    _record,
+    _replayed,
+    _require_author,
+    _require_role,
+    _require_tenant,
+)
 from core.actors import Actor, coerce_actor
 from core.errors import Forbidden, Invalid, NotAllowed, Stale
 
@@ -83,16 +90,10 @@ def notice_draft(*, actor, case: Case, subject: str, body: str, recipient: str =
     notice checker runs on the text (`consumer_request`: the request it must address, kept for
     later edits) and its flags are stored with the content hash and recorded in the event."""
     actor = coerce_actor(actor)
-    if actor.is_user:
-        _require_role(actor, policy.CAN_DRAFT_NOTICES, "draft notices")
-        _require_tenant(actor, case.tenant_id)
-    elif not actor.is_agent:
-        raise Forbidden("Only people and agents draft notices.")
-    if idempotency_key:
-        existing = Notice.objects.filter(tenant_id=case.tenant_id, idempotency_key=idempotency_key).first()
-        if existing:
-            _check_same_case(existing, case, idempotency_key)
-            return existing
+    _require_author(actor, roles=policy.CAN_DRAFT_NOTICES, tenant_id=case.tenant_id, what="draft notices")
+    existing = _replayed(Notice, case=case, idempotency_key=idempotency_key)
+    if existing is not None:
+        return existing
     recipient = (recipient or case.complainant_email or "").strip()
     _validate_notice_content(recipient=recipient, subject=subject, body=body)
     locked = _lock_case(case)

@@ -27,14 +27,17 @@ from cases.models import (
 )
 from cases.services._common import (
     _check_expected_version,
+    _check_same_case,
     _lock_case,
     _record,
+    _replayed,
+    _require_author,
     _require_role,
     _require_tenant,
     _require_user,
     stale_reason_for,
 )
-from cases.services.case import _apply_transition, _check_same_case
+from cases.services.case import _apply_transition
 from core.actors import Actor, coerce_actor
 from core.errors import Forbidden, Invalid, NotAllowed, Stale
 
@@ -112,16 +115,10 @@ def proposal_create(*, actor, case: Case, kind: str, payload: dict, rationale: s
     call returns the proposal the first call created. `requested_by` names the person who asked an
     agent for this change; like the proposer, they cannot approve it."""
     actor = coerce_actor(actor)
-    if actor.is_user:
-        _require_role(actor, policy.CAN_PROPOSE, "make proposals")
-        _require_tenant(actor, case.tenant_id)
-    elif not actor.is_agent:
-        raise Forbidden("Only people and agents make proposals.")
-    if idempotency_key:
-        existing = Proposal.objects.filter(tenant_id=case.tenant_id, idempotency_key=idempotency_key).first()
-        if existing:
-            _check_same_case(existing, case, idempotency_key)
-            return existing
+    _require_author(actor, roles=policy.CAN_PROPOSE, tenant_id=case.tenant_id, what="make proposals")
+    existing = _replayed(Proposal, case=case, idempotency_key=idempotency_key)
+    if existing is not None:
+        return existing
     if not (rationale or "").strip():
         raise Invalid("A proposal needs a rationale.", fields={"rationale": ["Explain why."]})
     locked = _lock_case(case)
