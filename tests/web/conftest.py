@@ -8,7 +8,16 @@ and closing the browser context does not stop a request the server thread is alr
 The `transactional_db` flush then ran on the same connection while that thread was inside a
 query. `quiet_live_server` counts the live server's connections (from accept to the end of
 their thread) and, after the pages are closed, waits for the count to reach zero, so the flush
-starts only when no request can still touch the database."""
+starts only when no request can still touch the database.
+
+A second race of the same shared connection: the live server is threaded, so two requests of one
+page (a swap and the notifications poll, every 15 s) could run at once on that one connection and
+interleave their transactions (seen as `IndexError: pop from empty list` in an atomic block, then
+"database table is locked" at the flush). On an in-memory SQLite database `SerializedRequests`
+lets one request at a time reach the application, from its call to the end of its response body
+(a streamed export included) — per request, not per connection, so a browser's keep-alive
+connection never holds the others up. PostgreSQL gives each server thread its own connection and
+is left concurrent."""
 
 from __future__ import annotations
 
@@ -67,11 +76,65 @@ class InFlightConnections:
             return self.condition.wait_for(lambda: self.count <= 0, timeout=timeout)
 
 
+class SerializedRequests:
+    """Wrap the live server's WSGI application so requests reach it one at a time."""
+
+    def __init__(self, application) -> None:
+        self.application = application
+        self.lock = threading.Lock()
+
+    @classmethod
+    def install(cls, httpd) -> SerializedRequests:
+        wrapper = getattr(httpd, "_serialized_requests", None)
+        if wrapper is None:
+            wrapper = cls(httpd.get_app())
+            httpd.set_app(wrapper)
+            httpd._serialized_requests = wrapper
+        return wrapper
+
+    def __call__(self, environ, start_response):
+        self.lock.acquire()
+        try:
+            result = self.application(environ, start_response)
+        except BaseException:
+            self.lock.release()
+            raise
+        return _ReleasingBody(result, self.lock)
+
+
+class _ReleasingBody:
+    """The response body; the lock is released when the server closes it (wsgiref closes the
+    body on every path, a client's disconnect included)."""
+
+    def __init__(self, result, lock) -> None:
+        self.result, self.lock, self.released = result, lock, False
+
+    def __iter__(self):
+        return iter(self.result)
+
+    def close(self) -> None:
+        try:
+            if hasattr(self.result, "close"):
+                self.result.close()
+        finally:
+            if not self.released:
+                self.released = True
+                self.lock.release()
+
+
+def _shares_in_memory_sqlite() -> bool:
+    from django.db import connections
+
+    return any(conn.vendor == "sqlite" and conn.is_in_memory_db() for conn in connections.all())
+
+
 @pytest.fixture
 def quiet_live_server(live_server):
     """The live server; at teardown (after the pages using it are closed, since those fixtures
     depend on this one) wait until it serves no connection, before the database is flushed."""
     tracker = InFlightConnections.install(live_server.thread.httpd)
+    if _shares_in_memory_sqlite():
+        SerializedRequests.install(live_server.thread.httpd)
     yield live_server
     if not tracker.wait_idle(IDLE_TIMEOUT_SECONDS):
         pytest.fail(f"the live server still served {tracker.count} connection(s) {IDLE_TIMEOUT_SECONDS}s after "
