@@ -21,6 +21,7 @@ is left concurrent."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import pytest
@@ -139,6 +140,25 @@ def quiet_live_server(live_server):
     if not tracker.wait_idle(IDLE_TIMEOUT_SECONDS):
         pytest.fail(f"the live server still served {tracker.count} connection(s) {IDLE_TIMEOUT_SECONDS}s after "
                     "the pages were closed; the database flush would race them")
+
+
+@pytest.fixture
+def db_turn(quiet_live_server):
+    """`with db_turn(): ...` around the test's own writes while a page may be polling the server
+    (a worker's part run by the test, a colleague's edit): on in-memory SQLite the test thread then
+    holds the server's request lock, so no request interleaves its transaction with the test's.
+    Never drive the page inside it (the page's requests would wait for the lock)."""
+    wrapper = getattr(quiet_live_server.thread.httpd, "_serialized_requests", None)
+
+    @contextlib.contextmanager
+    def turn():
+        if wrapper is None:
+            yield
+            return
+        with wrapper.lock:
+            yield
+
+    return turn
 
 
 @pytest.fixture(scope="module")

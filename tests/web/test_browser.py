@@ -84,7 +84,7 @@ def test_a_supervisor_approves_an_agent_proposal_from_the_inbox(new_page, analys
     assert proposal.status == ProposalStatus.APPLIED and case.risk_level == "high"
 
 
-def test_approving_a_notice_whose_text_changed_shows_the_stale_message(new_page, analyst, supervisor):
+def test_approving_a_notice_whose_text_changed_shows_the_stale_message(new_page, db_turn, analyst, supervisor):
     case = make_case(actor=analyst, title="Mortgage payment not credited")
     notice = services.notice_draft(actor=analyst, case=case, subject="We received your complaint",
                                    body="We will reply within 15 days.")
@@ -96,8 +96,9 @@ def test_approving_a_notice_whose_text_changed_shows_the_stale_message(new_page,
     assert "We will reply within 15 days." in item.inner_text()
 
     # While the supervisor reads, the analyst changes the promise and resubmits.
-    services.notice_edit(actor=analyst, notice=notice, body="We will reply within 5 days.")
-    services.notice_submit(actor=analyst, notice=notice)
+    with db_turn():
+        services.notice_edit(actor=analyst, notice=notice, body="We will reply within 5 days.")
+        services.notice_submit(actor=analyst, notice=notice)
 
     item.get_by_role("button", name="Approve this text").click()
     error = page.locator("#action-error")

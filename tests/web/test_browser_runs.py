@@ -42,7 +42,7 @@ def enqueued(monkeypatch):
 
 
 
-def test_an_analyst_runs_an_analysis_and_sees_what_the_agent_saw_at_step_3(new_page, analyst, enqueued):
+def test_an_analyst_runs_an_analysis_and_sees_what_the_agent_saw_at_step_3(new_page, db_turn, analyst, enqueued):
     case = make_case(actor=analyst, title="Card charged twice for one purchase")
     page = new_page()
     log_in(page, "analyst")
@@ -61,7 +61,8 @@ def test_an_analyst_runs_an_analysis_and_sees_what_the_agent_saw_at_step_3(new_p
     assert "position 1 in your organisation's queue" in page.locator("#run-status").inner_text()
 
     # A worker executes the run (here: the test, through the executor); the page follows by itself.
-    drive(run)
+    with db_turn():
+        drive(run)
     page.locator("#run-status-badge", has_text="Completed").wait_for()
     steps = page.locator("#steps tbody tr")
     assert steps.count() == 8
@@ -86,7 +87,8 @@ def test_an_analyst_runs_an_analysis_and_sees_what_the_agent_saw_at_step_3(new_p
     assert (case.status, case.risk_level) == ("new", "unassessed")  # agents only proposed
 
 
-def test_a_chat_request_shows_a_pending_reply_then_the_proposal_and_approval_required(new_page, analyst, supervisor):
+def test_a_chat_request_shows_a_pending_reply_then_the_proposal_and_approval_required(new_page, db_turn, analyst,
+                                                                                     supervisor):
     case = make_case(actor=analyst, title="Refund refused after a duplicate charge")
     bring_case_to(case, "decided", supervisor=supervisor, analyst=analyst)
     page = new_page()
@@ -105,7 +107,8 @@ def test_a_chat_request_shows_a_pending_reply_then_the_proposal_and_approval_req
     assert page.locator("#message-1").get_by_text("please close the case").is_visible()
     question = Message.objects.get(thread__case=case, sequence=1)
 
-    drive(AgentRun.objects.get(pk=int(question.reply_run_id)))
+    with db_turn():
+        drive(AgentRun.objects.get(pk=int(question.reply_run_id)))
     answer = page.locator("#message-2")
     answer.wait_for()
     page.wait_for_function("!document.querySelector('#thread-pending .pending-reply')")

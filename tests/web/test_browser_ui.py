@@ -118,7 +118,7 @@ def test_taking_a_case_moves_the_focus_to_its_message(new_page, analyst):
 
 # --- live progress --------------------------------------------------------------------------------------
 
-def test_a_finished_run_s_proposals_appear_without_a_reload(new_page, analyst, settings):
+def test_a_finished_run_s_proposals_appear_without_a_reload(new_page, db_turn, analyst, settings):
     case = make_case(actor=analyst, title="Identity theft: accounts opened in my name",
                      narrative="Someone opened two credit cards in my name; I lost $2,400 and the bank ignores me.")
     run = run_services.run_start(actor=analyst, case=case)
@@ -128,7 +128,8 @@ def test_a_finished_run_s_proposals_appear_without_a_reload(new_page, analyst, s
     page.locator("#case-runs .badge", has_text="Queued").wait_for()
     mark_document(page)
     assert page.locator("#case-proposals-region .items").count() == 0
-    run = drive(run)  # the worker's part
+    with db_turn():
+        run = drive(run)  # the worker's part
     assert run.status == RunStatus.COMPLETED and case.proposals.exists()
     page.locator("#case-proposals-region .items").wait_for()
     page.locator("#flash", has_text=f"Analysis R{run.pk} finished").wait_for()
