@@ -349,3 +349,67 @@ def test_a_notice_leaves_out_the_agents_labels_when_triage_needs_an_analyst():
     assert "Mortgage" not in unsure["body"] and "trouble during payment" not in unsure["body"].lower()
     sure = notice_drafter({"case": case, "prior": {"triage": triage | {"needs_analyst": False}}})
     assert "Mortgage" in sure["body"]
+
+
+# --- prior knowledge: product cues and the respondent's line of business -------------------------
+@pytest.mark.parametrize(("company", "products"), [
+    ("TRANSUNION INTERMEDIATE HOLDINGS, INC.", {"Credit reporting, credit repair services, or other personal "
+                                               "consumer reports"}),
+    ("Portfolio Recovery Associates, LLC", {"Debt collection"}),
+    ("SYNCHRONY FINANCIAL", {"Credit card or prepaid card"}),
+    ("Nationstar Mortgage LLC d/b/a Mr. Cooper", {"Mortgage"}),
+    ("Paypal Holdings, Inc", {"Money transfer, virtual currency, or money service"}),
+    ("Navient Solutions, LLC.", {"Student loan"}),
+    ("Acme Widgets", set()),
+])
+def test_a_respondents_known_line_of_business(company, products):
+    from runs.offline.classifier import normalise_company
+    from runs.offline.cues import company_lines
+
+    assert company_lines(normalise_company(company)) == products
+
+
+def test_a_bank_is_evidence_for_each_of_its_lines_but_not_for_student_loans():
+    from runs.offline.classifier import normalise_company
+    from runs.offline.cues import company_lines
+
+    lines = company_lines(normalise_company("WELLS FARGO & COMPANY"))
+    assert {"Checking or savings account", "Credit card or prepaid card", "Mortgage"} <= lines
+    assert "Student loan" not in lines and "Debt collection" not in lines
+
+
+@pytest.fixture(scope="module")
+def train_only_model():
+    from runs.evaluation import split_of
+    from runs.offline.classifier import ComplaintClassifier, load_examples
+
+    return ComplaintClassifier([e for e in load_examples() if split_of(e.complaint_id) == "train"], calibrate=False)
+
+
+def test_a_respondent_never_seen_in_training_speaks_for_its_line_of_business(train_only_model):
+    text = "They sent me a letter about an account and I do not recognise it."
+    collector = "ENHANCED RECOVERY COMPANY, LLC"
+    assert not any("enhanced recovery" in key for key in train_only_model.company_mix)  # never seen in training
+    with_line = train_only_model.product_probabilities(text, collector)["Debt collection"]
+    assert with_line > 0.5 > train_only_model.product_probabilities(text, "")["Debt collection"]
+
+
+def test_a_rare_product_is_named_by_its_taxonomy_words(train_only_model):
+    """One credit-card complaint in training: the words of the product's own taxonomy name it."""
+    text = ("My credit card APR went up after the promotional period ended and I was charged an annual fee "
+            "on the statement balance.")
+    assert train_only_model.predict(text, "", date(2019, 5, 1))["product"].label == "Credit card or prepaid card"
+    # Before 2017-04-24 the same complaint was filed under the product then in force.
+    assert train_only_model.predict(text, "", date(2017, 1, 5))["product"].label == "Credit card"
+    mortgage = "My escrow account was short and the servicer started foreclosure while my loan modification was pending."
+    assert train_only_model.predict(mortgage)["product"].label == "Mortgage"
+
+
+def test_the_tuning_harness_never_reads_the_test_split():
+    from runs.offline.tuning import tuning_examples
+
+    sides = tuning_examples()
+    assert set(sides) == {"train", "dev"} and all(split_of(e.complaint_id) == side
+                                                   for side, examples in sides.items() for e in examples)
+    assert sum(len(examples) for examples in sides.values()) == len(select_rows(list(ROWS.values()), split="all")) \
+        - len(select_rows(list(ROWS.values()), split="test"))
