@@ -129,6 +129,10 @@ def test_money_loss_needs_a_loss_context_and_states_the_amount():
     ("This account is over 7 years old and should not be on my report.", "TIME-LIMIT"),
     ("I am 67 years old and retired, living on Social Security income.", "OLDER-AM"),
     ("I am on active duty in the U.S. Army and was deployed overseas.", "SCRA"),
+    ("I am a 71 year old widow and they keep calling me.", "OLDER-AM"),
+    ("I'm retired and living on a fixed income, so this fee hurts.", "OLDER-AM"),
+    ("We bought the house with a VA loan after my husband left the service.", "SCRA"),
+    ("I received PCS orders and asked them to pause the account.", "SCRA"),
     ("I called them 6 times and sent three letters, with no answer.", "REPEAT-CONTACT"),
 ])
 def test_narrative_signals_with_their_quotes(text, code):
@@ -139,10 +143,29 @@ def test_narrative_signals_with_their_quotes(text, code):
 @pytest.mark.parametrize("text", [
     "My account is 90 days past due and 60 days late on my report.",  # delinquency, not a legal window
     "I am 45 years old.",  # not an older American
+    "I am a 25 year old student and retired my old card.",  # young; "retired" a card, not the consumer
+    "Someone used my Social Security number to open the account.",  # the number, not the benefit
     "On 01/02/2020 I paid. On 02/02/2020 I paid. On 03/02/2020 I paid. On 04/02/2020 I paid.",  # dates, no contact
 ])
 def test_no_signal_without_what_it_means(text):
     assert not {"TIME-LIMIT", "OLDER-AM", "REPEAT-CONTACT"} & set(signals_of(text))
+
+
+@pytest.mark.parametrize("text", [
+    "I live in VA and my loan payment was misapplied.",  # Virginia, not Veterans Affairs
+    "They put me on hold and a representative hung up on me.",
+])
+def test_no_servicemember_signal_without_service(text):
+    assert "SCRA" not in signals_of(text)
+
+
+def test_evaluation_tells_tagged_complaints_that_mention_the_status_from_those_that_do_not():
+    from runs.evaluation import status_mentions
+
+    assert status_mentions("My husband was deployed with the Army.") == {"Servicemember"}
+    assert status_mentions("I am 67 and retired.") == {"Older American"}
+    assert status_mentions("Someone used my Social Security number.") == set()
+    assert status_mentions("b'I am a veteran.'") == {"Servicemember"}  # the bytes-literal narrative decoded
 
 
 # --- disputes and re-planning ---------------------------------------------------------------------
