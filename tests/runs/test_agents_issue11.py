@@ -159,6 +159,22 @@ def test_no_servicemember_signal_without_service(text):
     assert "SCRA" not in signals_of(text)
 
 
+def test_every_tagged_complaint_whose_narrative_mentions_the_status_is_found_and_precision_holds():
+    """Over the whole sample (the rules are written, not learnt): servicemember and older-American
+    status are found in every tagged complaint whose narrative says anything about it. Most tagged
+    narratives say nothing (22 Servicemember tags, 4 mention service; 4 Older American tags, none
+    mentions age), so recall against every tag stays low: only the case record's tag finds those."""
+    from runs.evaluation import TAG_SIGNALS, row_tags, status_mentions
+
+    rows = select_rows(list(ROWS.values()), split="all")
+    for code, tag in TAG_SIGNALS:
+        flagged = [r for r in rows if code in signals_of(r["Consumer complaint narrative"])]
+        stated = [r for r in rows if tag in row_tags(r) and tag in status_mentions(r["Consumer complaint narrative"])]
+        assert all(r in flagged for r in stated)
+        assert sum(tag in row_tags(r) for r in flagged) >= 0.8 * len(flagged)  # SCRA: 4 of 5 flagged are tagged
+    assert len([r for r in rows if "SCRA" in signals_of(r["Consumer complaint narrative"])]) == 5
+
+
 def test_evaluation_tells_tagged_complaints_that_mention_the_status_from_those_that_do_not():
     from runs.evaluation import status_mentions
 
@@ -265,13 +281,14 @@ def test_evaluate_on_a_fixed_held_out_slice_meets_its_minimums_and_leaves_nothin
     out = tmp_path / "figures.json"
     with assert_nothing_changed(case, extra={"cases": Case.objects.count, "tenants": Tenant.objects.count,
                                              "runs": AgentRun.objects.count, "findings": Finding.objects.count}):
-        call_command("evaluate", CSV, "--split", "test", "--limit", "12", "--json", str(out))
+        call_command("evaluate", CSV, "--split", "test", "--json", str(out))
     figures = json.loads(out.read_text())
-    assert figures["complaints"] == 12 and figures["runs"] == {RunStatus.COMPLETED: 12}
-    # Measured on these 12 held-out complaints (train-only classifier): product 11/12.
-    assert figures["product"]["accuracy"] >= 0.8
-    assert figures["issue"]["accuracy"] >= figures["issue"]["majority_baseline"]
-    assert figures["notices"]["drafts"] == 12
+    assert figures["complaints"] == 46 and figures["runs"] == {RunStatus.COMPLETED: 46}
+    # Measured on the 46 held-out complaints (train-only classifier; docs/adr/0011): product 45/46 = 97.8%,
+    # macro recall 91.7% over its 6 products (Debt collection 1/2, the rest all right), issue 22/46 = 47.8%.
+    assert figures["product"]["accuracy"] >= 0.97 and figures["product"]["macro_recall"] >= 0.91
+    assert figures["issue"]["accuracy"] >= 0.47 > figures["issue"]["majority_baseline"]
+    assert figures["notices"]["drafts"] == 46 and figures["notices"]["flags"] == 0
     disputes = figures["disputes"]
     # Disputes on triage exactly where its confidence is low.
     assert disputes["needs_analyst_with_dispute"] == disputes["needs_analyst"]
