@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import re
 import time
 import uuid
 from collections import Counter, defaultdict
@@ -34,6 +35,21 @@ SPLIT_SALT = "arbiter-eval-v1"
 SPLIT_BOUNDS = (("train", 60), ("dev", 75), ("test", 100))
 # Signals a CFPB label column supports: (signal code, the Tags value that labels it).
 TAG_SIGNALS = (("SCRA", "Servicemember"), ("OLDER-AM", "Older American"))
+# Whether a narrative says anything at all about the tagged status: a deliberately broad screen of
+# words (broader than the analyst's own rules in runs/offline/signals.py, so that recall among the
+# complaints it passes is not 100% by construction). Most tagged complaints never mention it — the
+# consumer ticks a box on the CFPB form — so recall is reported against every tagged complaint AND
+# against the tagged complaints whose narrative passes this screen.
+STATUS_MENTIONS = {
+    "Servicemember": re.compile(
+        r"\b(?:military|veterans?|army|navy|air force|marines?|coast guard|national guard|armed forces|deploy\w*"
+        r"|active[- ]duty|service ?members?|scra|va (?:loans?|benefits?|home)|veterans affairs|gi bill|dd[- ]?214"
+        r"|pcs|stationed|soldiers?|sailors?|tricare|reservists?|enlisted|troops?)\b", re.IGNORECASE),
+    "Older American": re.compile(
+        r"\b(?:(?:[6-9]\d|1[01]\d)[- ]years?[- ]old|aged? (?:of )?[6-9]\d|(?:i am|i'm|im) [6-9]\d|seniors?|retire\w*"
+        r"|elderly|older americans?|social security(?! (?:number|#|no\b|card))|fixed income|medicare|pensions?"
+        r"|aarp)\b", re.IGNORECASE),
+}
 
 
 def split_of(complaint_id: str) -> str:
@@ -66,6 +82,14 @@ def row_tags(row: dict[str, str]) -> set[str]:
     return {tag.strip() for tag in clean(row.get("Tags")).split(",") if tag.strip()}
 
 
+def status_mentions(narrative: str) -> set[str]:
+    """The tagged statuses (Servicemember, Older American) a narrative says anything about (STATUS_MENTIONS)."""
+    from runs.offline.text import clean_narrative
+
+    text = clean_narrative(narrative)
+    return {tag for tag, pattern in STATUS_MENTIONS.items() if pattern.search(text)}
+
+
 # --- one analysed complaint ----------------------------------------------------------------------
 @dataclass
 class Outcome:
@@ -73,6 +97,7 @@ class Outcome:
     product: str
     issue: str
     tags: set[str]
+    mentions: set[str] = field(default_factory=set)  # tagged statuses the narrative says something about
     predicted_product: str = ""
     predicted_issue: str = ""
     confidence: float | None = None
@@ -131,7 +156,8 @@ def _analyse(row: dict, *, tenant, analyst, provider: str | None, checker) -> Ou
     from runs.services import run_start
 
     outcome = Outcome(complaint_id=clean(row.get("Complaint ID")), product=clean(row.get("Product")),
-                      issue=clean(row.get("Issue")), tags=row_tags(row))
+                      issue=clean(row.get("Issue")), tags=row_tags(row),
+                      mentions=status_mentions(row.get("Consumer complaint narrative") or ""))
     case = case_create(actor=analyst, tenant=tenant, **_case_fields(row))
     case_transition(actor=analyst, case=case, transition="triage")
     case.refresh_from_db()
@@ -225,11 +251,15 @@ def report(outcomes: list[Outcome], *, split: str, provider: str, threshold: flo
     signals = {}
     for code, tag in TAG_SIGNALS:
         labelled = [o for o in done if tag in o.tags]
+        stated = [o for o in labelled if tag in o.mentions]
         flagged = [o for o in done if code in o.signals]
         signals[f"{code} (Tags: {tag})"] = {
             "labelled": len(labelled), "flagged": len(flagged),
             "recall": _ratio(sum(code in o.signals for o in labelled), len(labelled)),
             "precision": _ratio(sum(tag in o.tags for o in flagged), len(flagged)),
+            # Only the complaints whose narrative says anything about the status (STATUS_MENTIONS).
+            "labelled_and_stated": len(stated),
+            "recall_when_stated": _ratio(sum(code in o.signals for o in stated), len(stated)),
         }
     drafts = sum(o.drafts for o in outcomes)
     checked = [o for o in outcomes if o.checker_flags is not None]
@@ -291,8 +321,9 @@ def format_report(data: dict) -> list[str]:
         f"≥{t}: {_pct(v['product_accuracy'])} on {_pct(v['coverage'])}" for t, v in data["confidence_thresholds"].items()))
     lines.append("Signals (labelled by the Tags column; tags were blanked, so only the narrative counts):")
     for name, part in data["signals"].items():
-        lines.append(f"    {name}: recall {_pct(part['recall'])} of {part['labelled']}, precision "
-                     f"{_pct(part['precision'])} of {part['flagged']} flagged")
+        lines.append(f"    {name}: recall {_pct(part['recall'])} of {part['labelled']} tagged; "
+                     f"{_pct(part['recall_when_stated'])} of the {part['labelled_and_stated']} whose narrative "
+                     f"mentions it; precision {_pct(part['precision'])} of {part['flagged']} flagged")
     notices = data["notices"]
     flags = "checker unavailable" if notices["checker"] != "available" else \
         f"{notices['flags']} flag(s), {notices['flags_per_draft']} per draft"

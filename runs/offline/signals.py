@@ -109,12 +109,20 @@ _REPEAT_PHRASE = re.compile(
 _SERVICEMEMBER = re.compile(
     r"\b(?:servicemember|service member|active[- ]duty|veteran|military|deployed|deployment|\bscra\b"
     r"|servicemembers civil relief act|u\.?s\.? (?:army|navy|air force|marine corps|coast guard)"
-    r"|(?:the )?(?:army|navy|air force|marine corps|national guard|coast guard)\b)", _I)
+    r"|(?:the )?(?:army|navy|air force|marine corps|national guard|coast guard)\b"
+    # VA benefits and loans ("VA" alone is also Virginia), orders and postings, the services' people
+    r"|va (?:loans?|home loans?|mortgage|benefits?|disability|compensation)\b|veterans affairs|gi bill\b"
+    r"|dd[- ]?214\b|pcs (?:orders|move|moving)\b|permanent change of station|stationed (?:at|in|overseas|abroad)\b"
+    r"|armed forces|soldier\b|sailor\b|(?:a|the|us|u\.s\.) marines?\b|tricare\b)", _I)
 _OLDER = re.compile(
     r"\b(?:i am|i'm|im|i turned|aged?|at age|at the age of)\s+(?P<age>\d{2})\b(?:\s+years? old)?"
     r"|\b(?P<age2>\d{2})[- ]years?[- ]old (?:me|myself|senior|widow\w*|retiree)\b"
-    r"|\bsenior citizen\b|\belderly\b|\bretiree\b|\bi (?:am|was|have) (?:now |recently )?retired\b|\bin retirement\b"
-    r"|\bon a fixed income\b|\bsocial security (?:income|benefits?|checks?|payments?|retirement)\b|\bmedicare\b", _I)
+    r"|\b(?:i am|i'm|im|as) an? (?P<age3>\d{2})[- ]years?[- ]old\b"
+    r"|\bsenior citizen\b|\b(?:i am|i'm|im|as) a senior\b|\belderly\b|\bretiree\b"
+    r"|\b(?:i am|i'm|im|i was|i have|i've|we are|we're) (?:now |recently |fully |been |semi-)?retired\b"
+    r"|\bin retirement\b|\b(?:on|live on|living on) (?:a |my |our )?(?:fixed|retirement) income\b"
+    r"|\bsocial security (?:income|benefits?|checks?|payments?|retirement|deposits?)\b|\bmedicare\b"
+    r"|\b(?:my|our) pension\b", _I)
 
 
 @dataclass(frozen=True)
@@ -169,7 +177,7 @@ def _identity_theft(sentence: str) -> re.Match | None:
 
 def _older_american(sentence: str) -> re.Match | None:
     for match in _OLDER.finditer(sentence):
-        age = match.group("age") or match.group("age2")
+        age = match.group("age") or match.group("age2") or match.group("age3")
         if age is None or int(age) >= OLDER_AGE:
             return match
     return None

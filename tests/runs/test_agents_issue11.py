@@ -129,6 +129,10 @@ def test_money_loss_needs_a_loss_context_and_states_the_amount():
     ("This account is over 7 years old and should not be on my report.", "TIME-LIMIT"),
     ("I am 67 years old and retired, living on Social Security income.", "OLDER-AM"),
     ("I am on active duty in the U.S. Army and was deployed overseas.", "SCRA"),
+    ("I am a 71 year old widow and they keep calling me.", "OLDER-AM"),
+    ("I'm retired and living on a fixed income, so this fee hurts.", "OLDER-AM"),
+    ("We bought the house with a VA loan after my husband left the service.", "SCRA"),
+    ("I received PCS orders and asked them to pause the account.", "SCRA"),
     ("I called them 6 times and sent three letters, with no answer.", "REPEAT-CONTACT"),
 ])
 def test_narrative_signals_with_their_quotes(text, code):
@@ -139,10 +143,45 @@ def test_narrative_signals_with_their_quotes(text, code):
 @pytest.mark.parametrize("text", [
     "My account is 90 days past due and 60 days late on my report.",  # delinquency, not a legal window
     "I am 45 years old.",  # not an older American
+    "I am a 25 year old student and retired my old card.",  # young; "retired" a card, not the consumer
+    "Someone used my Social Security number to open the account.",  # the number, not the benefit
     "On 01/02/2020 I paid. On 02/02/2020 I paid. On 03/02/2020 I paid. On 04/02/2020 I paid.",  # dates, no contact
 ])
 def test_no_signal_without_what_it_means(text):
     assert not {"TIME-LIMIT", "OLDER-AM", "REPEAT-CONTACT"} & set(signals_of(text))
+
+
+@pytest.mark.parametrize("text", [
+    "I live in VA and my loan payment was misapplied.",  # Virginia, not Veterans Affairs
+    "They put me on hold and a representative hung up on me.",
+])
+def test_no_servicemember_signal_without_service(text):
+    assert "SCRA" not in signals_of(text)
+
+
+def test_every_tagged_complaint_whose_narrative_mentions_the_status_is_found_and_precision_holds():
+    """Over the whole sample (the rules are written, not learnt): servicemember and older-American
+    status are found in every tagged complaint whose narrative says anything about it. Most tagged
+    narratives say nothing (22 Servicemember tags, 4 mention service; 4 Older American tags, none
+    mentions age), so recall against every tag stays low: only the case record's tag finds those."""
+    from runs.evaluation import TAG_SIGNALS, row_tags, status_mentions
+
+    rows = select_rows(list(ROWS.values()), split="all")
+    for code, tag in TAG_SIGNALS:
+        flagged = [r for r in rows if code in signals_of(r["Consumer complaint narrative"])]
+        stated = [r for r in rows if tag in row_tags(r) and tag in status_mentions(r["Consumer complaint narrative"])]
+        assert all(r in flagged for r in stated)
+        assert sum(tag in row_tags(r) for r in flagged) >= 0.8 * len(flagged)  # SCRA: 4 of 5 flagged are tagged
+    assert len([r for r in rows if "SCRA" in signals_of(r["Consumer complaint narrative"])]) == 5
+
+
+def test_evaluation_tells_tagged_complaints_that_mention_the_status_from_those_that_do_not():
+    from runs.evaluation import status_mentions
+
+    assert status_mentions("My husband was deployed with the Army.") == {"Servicemember"}
+    assert status_mentions("I am 67 and retired.") == {"Older American"}
+    assert status_mentions("Someone used my Social Security number.") == set()
+    assert status_mentions("b'I am a veteran.'") == {"Servicemember"}  # the bytes-literal narrative decoded
 
 
 # --- disputes and re-planning ---------------------------------------------------------------------
@@ -242,13 +281,14 @@ def test_evaluate_on_a_fixed_held_out_slice_meets_its_minimums_and_leaves_nothin
     out = tmp_path / "figures.json"
     with assert_nothing_changed(case, extra={"cases": Case.objects.count, "tenants": Tenant.objects.count,
                                              "runs": AgentRun.objects.count, "findings": Finding.objects.count}):
-        call_command("evaluate", CSV, "--split", "test", "--limit", "12", "--json", str(out))
+        call_command("evaluate", CSV, "--split", "test", "--json", str(out))
     figures = json.loads(out.read_text())
-    assert figures["complaints"] == 12 and figures["runs"] == {RunStatus.COMPLETED: 12}
-    # Measured on these 12 held-out complaints (train-only classifier): product 11/12.
-    assert figures["product"]["accuracy"] >= 0.8
-    assert figures["issue"]["accuracy"] >= figures["issue"]["majority_baseline"]
-    assert figures["notices"]["drafts"] == 12
+    assert figures["complaints"] == 46 and figures["runs"] == {RunStatus.COMPLETED: 46}
+    # Measured on the 46 held-out complaints (train-only classifier; docs/adr/0011): product 45/46 = 97.8%,
+    # macro recall 91.7% over its 6 products (Debt collection 1/2, the rest all right), issue 22/46 = 47.8%.
+    assert figures["product"]["accuracy"] >= 0.97 and figures["product"]["macro_recall"] >= 0.91
+    assert figures["issue"]["accuracy"] >= 0.47 > figures["issue"]["majority_baseline"]
+    assert figures["notices"]["drafts"] == 46 and figures["notices"]["flags"] == 0
     disputes = figures["disputes"]
     # Disputes on triage exactly where its confidence is low.
     assert disputes["needs_analyst_with_dispute"] == disputes["needs_analyst"]
@@ -349,3 +389,67 @@ def test_a_notice_leaves_out_the_agents_labels_when_triage_needs_an_analyst():
     assert "Mortgage" not in unsure["body"] and "trouble during payment" not in unsure["body"].lower()
     sure = notice_drafter({"case": case, "prior": {"triage": triage | {"needs_analyst": False}}})
     assert "Mortgage" in sure["body"]
+
+
+# --- prior knowledge: product cues and the respondent's line of business -------------------------
+@pytest.mark.parametrize(("company", "products"), [
+    ("TRANSUNION INTERMEDIATE HOLDINGS, INC.", {"Credit reporting, credit repair services, or other personal "
+                                               "consumer reports"}),
+    ("Portfolio Recovery Associates, LLC", {"Debt collection"}),
+    ("SYNCHRONY FINANCIAL", {"Credit card or prepaid card"}),
+    ("Nationstar Mortgage LLC d/b/a Mr. Cooper", {"Mortgage"}),
+    ("Paypal Holdings, Inc", {"Money transfer, virtual currency, or money service"}),
+    ("Navient Solutions, LLC.", {"Student loan"}),
+    ("Acme Widgets", set()),
+])
+def test_a_respondents_known_line_of_business(company, products):
+    from runs.offline.classifier import normalise_company
+    from runs.offline.cues import company_lines
+
+    assert company_lines(normalise_company(company)) == products
+
+
+def test_a_bank_is_evidence_for_each_of_its_lines_but_not_for_student_loans():
+    from runs.offline.classifier import normalise_company
+    from runs.offline.cues import company_lines
+
+    lines = company_lines(normalise_company("WELLS FARGO & COMPANY"))
+    assert {"Checking or savings account", "Credit card or prepaid card", "Mortgage"} <= lines
+    assert "Student loan" not in lines and "Debt collection" not in lines
+
+
+@pytest.fixture(scope="module")
+def train_only_model():
+    from runs.evaluation import split_of
+    from runs.offline.classifier import ComplaintClassifier, load_examples
+
+    return ComplaintClassifier([e for e in load_examples() if split_of(e.complaint_id) == "train"], calibrate=False)
+
+
+def test_a_respondent_never_seen_in_training_speaks_for_its_line_of_business(train_only_model):
+    text = "They sent me a letter about an account and I do not recognise it."
+    collector = "ENHANCED RECOVERY COMPANY, LLC"
+    assert not any("enhanced recovery" in key for key in train_only_model.company_mix)  # never seen in training
+    with_line = train_only_model.product_probabilities(text, collector)["Debt collection"]
+    assert with_line > 0.5 > train_only_model.product_probabilities(text, "")["Debt collection"]
+
+
+def test_a_rare_product_is_named_by_its_taxonomy_words(train_only_model):
+    """One credit-card complaint in training: the words of the product's own taxonomy name it."""
+    text = ("My credit card APR went up after the promotional period ended and I was charged an annual fee "
+            "on the statement balance.")
+    assert train_only_model.predict(text, "", date(2019, 5, 1))["product"].label == "Credit card or prepaid card"
+    # Before 2017-04-24 the same complaint was filed under the product then in force.
+    assert train_only_model.predict(text, "", date(2017, 1, 5))["product"].label == "Credit card"
+    mortgage = "My escrow account was short and the servicer started foreclosure while my loan modification was pending."
+    assert train_only_model.predict(mortgage)["product"].label == "Mortgage"
+
+
+def test_the_tuning_harness_never_reads_the_test_split():
+    from runs.offline.tuning import tuning_examples
+
+    sides = tuning_examples()
+    assert set(sides) == {"train", "dev"} and all(split_of(e.complaint_id) == side
+                                                   for side, examples in sides.items() for e in examples)
+    assert sum(len(examples) for examples in sides.values()) == len(select_rows(list(ROWS.values()), split="all")) \
+        - len(select_rows(list(ROWS.values()), split="test"))
