@@ -197,3 +197,15 @@ def test_no_internal_id_or_stored_value_in_the_case_page_text(client, analyst, s
     assert "Out of date: risk level changed" in card_text
     assert "The risk level changed from Unassessed to Critical after this proposal was made" in card_text
     assert "Assignment: nobody → to analyst" in " ".join(text.split())
+
+
+def test_an_approved_notice_shows_the_approver_s_note_and_its_status_in_words(client, analyst, supervisor, case):
+    notice = services.notice_draft(actor=analyst, case=case, subject="Hello", body="We are on it.")
+    services.notice_submit(actor=analyst, notice=notice)
+    services.notice_approve(actor=supervisor, notice=notice, content_hash=notice.content_hash,
+                            note="Fine; send it today.")
+    client.force_login(analyst)
+    html = client.get(reverse("web:case_detail", args=[case.reference])).content.decode()
+    card = html[html.index(f'<article id="notice-{notice.pk}"'):]
+    text = " ".join(visible_text(card[:card.index("</article>")]).split())
+    assert "Approved by supervisor on" in text and "Their note: “Fine; send it today.”" in text
