@@ -5,6 +5,7 @@ import os
 import shutil
 
 import pytest
+from playwright.sync_api import expect
 
 # Playwright's sync API runs an asyncio loop in this thread; the ORM calls the tests make between
 # browser steps are plain synchronous calls, so Django's async-safety guard is lifted here.
@@ -52,7 +53,7 @@ def test_approving_a_proposal_from_its_card_with_the_cited_quote_highlighted(new
     mark.wait_for()
     # The span as written in the evidence (its runs of spaces), found as the citation was verified.
     assert mark.text_content() == "I   called them  five times."
-    page.wait_for_function("document.activeElement && document.activeElement.id === 'quote-mark'")
+    expect(mark).to_be_focused()  # polls without eval (the page's CSP forbids it)
     assert mark.is_visible() and mark.evaluate(
         "m => { const r = m.getBoundingClientRect(); return r.top >= 0 && r.bottom <= window.innerHeight; }")
     assert page.evaluate("window.__arbiterSamePage === true"), "the quote should be highlighted in place"
@@ -80,7 +81,7 @@ def test_the_case_page_with_a_highlighted_quote_passes_axe_and_fits_390_px(new_p
         mark = page.locator("mark#quote-mark")
         assert "Someone opened two credit cards in my name" in mark.text_content()
         # Opened from a link (no htmx swap): the page focuses the quote itself.
-        page.wait_for_function("document.activeElement && document.activeElement.id === 'quote-mark'")
+        expect(mark).to_be_focused()
         violations = Axe().run(page).response["violations"]
         bad = [f"{v['id']} ({v['impact']}): {v['help']} — {[n['target'] for n in v['nodes']][:3]}"
                for v in violations if v["impact"] in ("serious", "critical")]
