@@ -209,3 +209,19 @@ def test_an_approved_notice_shows_the_approver_s_note_and_its_status_in_words(cl
     card = html[html.index(f'<article id="notice-{notice.pk}"'):]
     text = " ".join(visible_text(card[:card.index("</article>")]).split())
     assert "Approved by supervisor on" in text and "Their note: “Fine; send it today.”" in text
+
+
+def test_the_case_page_with_quotes_reads_the_same_queries_after_more_runs(client, analyst, supervisor):
+    from tests.web.test_list_queries import count_queries
+
+    case = analysed_case(analyst)
+    url = reverse("web:case_detail", args=[case.reference])
+    quote = f"{case.proposals.get(kind='risk_level').pk}.0"
+    before = (count_queries(client, supervisor, url), count_queries(client, supervisor, f"{url}?quote={quote}"))
+    for _ in range(2):  # reject what is pending so the next analysis proposes again
+        for proposal in case.proposals.filter(status="pending"):
+            services.proposal_reject(actor=supervisor, proposal=proposal, note="Again, please.")
+        drive(run_services.run_start(actor=analyst, case=case))
+    assert case.proposals.exclude(run_id="").count() >= 6
+    after = (count_queries(client, supervisor, url), count_queries(client, supervisor, f"{url}?quote={quote}"))
+    assert after == before

@@ -24,7 +24,7 @@ def test_a_rejected_then_revised_notice_is_shown_with_a_diff_against_the_rejecte
     services.notice_reject(actor=supervisor, notice=notice, note="Promise less.")
     # Two edits before it goes back: the diff is against the text the supervisor rejected (v1), not v2.
     services.notice_edit(actor=analyst, notice=notice, body="We will reply within 20 days.\nRegards")
-    services.notice_edit(actor=analyst, notice=notice, subject="Your complaint <ref>",
+    services.notice_edit(actor=analyst, notice=notice, subject="Your complaint <ref>", recipient="new@example.org",
                          body="We will reply within 30 days & <b>sooner</b>.\nRegards")
     services.notice_submit(actor=analyst, notice=notice)
     html = get(client, supervisor, reverse("web:review_inbox")).content.decode()
@@ -35,6 +35,7 @@ def test_a_rejected_then_revised_notice_is_shown_with_a_diff_against_the_rejecte
     assert "20 days" not in item  # the intermediate draft nobody reviewed
     assert "Changes since version 1, the text supervisor rejected" in item
     assert "(was “Your complaint”)" in item and "Your complaint &lt;ref&gt;" in item
+    assert "to new@example.org (was to consumer@example.org)" in item
     assert "<b>" not in item
 
 

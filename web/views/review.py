@@ -93,11 +93,13 @@ def review_inbox(request):
         notice.is_own = me in {notice.drafted_by, notice.last_edited_by, notice.requested_by}
         notice.may_decide = section == "decide" and may_approve_notices and not notice.is_own
         notice.previous = earlier.get(notice.pk)
-        notice.diff = notice.diff_has_changes = notice.subject_changed = notice.previous_decision = None
+        notice.diff = notice.diff_has_changes = notice.subject_changed = notice.recipient_changed = None
+        notice.previous_decision = None
         if notice.previous and not notice.previous.get("unrecorded"):
             notice.diff = word_diff(notice.previous["body"], notice.body)
             notice.diff_has_changes = has_changes(notice.diff)
             notice.subject_changed = notice.previous["subject"] != notice.subject
+            notice.recipient_changed = notice.previous["recipient"] != notice.recipient
             notice.previous_decision = decision_by_text.get((notice.pk, notice.previous["content_hash"]))
         notice.last_decision = notes_by_notice.get(notice.pk)
     return render(request, "web/review/inbox.html", {
