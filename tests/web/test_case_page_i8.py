@@ -225,3 +225,26 @@ def test_the_case_page_with_quotes_reads_the_same_queries_after_more_runs(client
     assert case.proposals.exclude(run_id="").count() >= 6
     after = (count_queries(client, supervisor, url), count_queries(client, supervisor, f"{url}?quote={quote}"))
     assert after == before
+
+
+def test_a_quote_from_a_pdf_is_marked_in_its_extracted_text(client, analyst, supervisor,
+                                                           django_capture_on_commit_callbacks):
+    from tests.cases.test_extraction import add_and_extract, text_pdf
+
+    case = make_case(actor=analyst, title="Charges I never made", narrative="See the attached statement.")
+    pdf = add_and_extract(case, analyst, text_pdf("Statement of account for March.",
+                                                  "Someone opened an account in my name and I lost $2,400 <to> "
+                                                  "charges I never made."),
+                          django_capture_on_commit_callbacks)
+    drive(run_services.run_start(actor=analyst, case=case))
+    risk = case.proposals.get(kind="risk_level")
+    client.force_login(supervisor)
+    response = client.get(reverse("web:case_detail", args=[case.reference]))
+    quotes = {p.pk: p.cited_quotes for p in response.context["proposals"]}[risk.pk]
+    from_pdf = [q for q in quotes if q.evidence_id == pdf.pk]
+    assert from_pdf, quotes
+    html = client.get(reverse("web:case_detail", args=[case.reference]) + f"?quote={from_pdf[0].key}").content.decode()
+    item = html[html.index(f'<li id="evidence-{pdf.pk}"'):]
+    item = item[:item.index("</li>")]
+    assert '<details class="evidence-text" data-extraction="readable" open>' in item
+    assert re.search(r'<mark id="quote-mark" tabindex="-1" data-focus-after-swap>[^<]*\$2,400 &lt;to&gt;', item), item
