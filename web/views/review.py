@@ -15,7 +15,7 @@ from core.actors import Actor
 from core.errors import Invalid
 from web.access import member_required
 from web.actors import actor_labels
-from web.case_page import proposal_payload_label
+from web.case_page import proposal_payload_label, rationale_parts
 from web.diff import has_changes, word_diff
 from web.keyset import KeysetPage, keyset_page
 
@@ -76,6 +76,7 @@ def review_inbox(request):
     for proposal in proposals:
         proposal.is_stale_now = proposal.is_stale  # i7: staleness by precondition (ADR 0006)
         proposal.payload_label = proposal_payload_label(proposal, usernames)
+        proposal.rationale_short = rationale_parts(proposal.rationale)[0]
         proposal.is_own = me in {proposal.proposer_id, proposal.requested_by}
         proposal.may_decide = (section == "decide" and may_approve_proposals and not proposal.is_own
                                and not proposal.is_stale_now)
