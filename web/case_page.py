@@ -185,7 +185,8 @@ def case_page_context(request: HttpRequest, case: Case, outcome: Outcome | None 
         proposal.payload_label = proposal_payload_label(proposal, usernames)
         proposal.change = proposal_change(proposal, usernames)
         proposal.stale_words = stale_words(proposal, usernames)
-        proposal.rationale_short, proposal.rationale_detail = rationale_parts(proposal.rationale)
+        proposal.rationale_short, proposal.rationale_detail = rationale_parts(
+            proposal.rationale, by_agent=proposal.proposer_type == "agent")
     reasons = agent_reasons(tenant_id=case.tenant_id, proposals=proposals, evidence_ids={e.pk for e in evidence})
     quotes: dict[int, list[CitedQuote]] = {}
     for proposal in proposals:
@@ -363,19 +364,24 @@ def _marked_quote(request: HttpRequest, quotes: dict[int, list[CitedQuote]]) -> 
     return found, ""
 
 
-def rationale_parts(rationale: str) -> tuple[str, str]:
-    """(a short plain-language rationale, the rest): the first paragraph, cut at a sentence end near
-    300 characters, first; the machine detail (signal codes, points, "Risk rationale: ...") after,
-    folded away on the card. A short rationale is all plain."""
+def rationale_parts(rationale: str, *, by_agent: bool = True) -> tuple[str, str]:
+    """(a short plain-language rationale, the rest). An agent's: its first paragraph, cut at a
+    sentence end near 300 characters; the machine detail after it (signal codes, points, "Risk
+    rationale: ...") is the rest, folded away on the card. A person's rationale is theirs: shown
+    whole unless it is long (over 600 characters), then cut the same way."""
     text = (rationale or "").strip()
-    first, _, rest = text.partition("\n")
-    first, rest = first.strip(), rest.strip()
-    if len(first) > 300:
-        cut = max(first.rfind(". ", 0, 300), first.rfind("; ", 0, 300))
-        if cut > 80:
+    if by_agent:
+        first, _, rest = text.partition("\n")
+        first, rest = first.strip(), rest.strip()
+    else:
+        first, rest = text, ""
+    limit = 300 if by_agent else 600
+    if len(first) > limit:
+        cut = max(first.rfind(". ", 0, limit), first.rfind("; ", 0, limit))
+        if cut > limit // 4:
             first, rest = first[:cut + 1], (first[cut + 1:].strip() + ("\n" + rest if rest else "")).strip()
         else:
-            first, rest = first[:280].rsplit(" ", 1)[0] + " …", text
+            first, rest = first[:limit - 20].rsplit(" ", 1)[0] + " …", text
     return first, rest
 
 

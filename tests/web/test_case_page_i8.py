@@ -248,3 +248,17 @@ def test_a_quote_from_a_pdf_is_marked_in_its_extracted_text(client, analyst, sup
     item = item[:item.index("</li>")]
     assert '<details class="evidence-text" data-extraction="readable" open>' in item
     assert re.search(r'<mark id="quote-mark" tabindex="-1" data-focus-after-swap>[^<]*\$2,400 &lt;to&gt;', item), item
+
+
+def test_rationale_parts_fold_an_agent_s_machine_detail_but_keep_a_person_s_words():
+    from web.case_page import rationale_parts
+
+    agent_text = "The loss is above $1,000.\nRisk rationale: MONEY-LOSS +2 (E1) = 2 point(s)."
+    assert rationale_parts(agent_text) == ("The loss is above $1,000.",
+                                           "Risk rationale: MONEY-LOSS +2 (E1) = 2 point(s).")
+    person = "Two charges.\nBoth on the statement."
+    assert rationale_parts(person, by_agent=False) == (person, "")
+    long = "First sentence is here. " * 40
+    short, rest = rationale_parts(long, by_agent=False)
+    assert short.endswith("here.") and len(short) <= 600 and rest.startswith("First sentence")
+    assert (short + " " + rest).split() == long.split()  # nothing lost between the two parts

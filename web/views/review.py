@@ -76,7 +76,7 @@ def review_inbox(request):
     for proposal in proposals:
         proposal.is_stale_now = proposal.is_stale  # i7: staleness by precondition (ADR 0006)
         proposal.payload_label = proposal_payload_label(proposal, usernames)
-        proposal.rationale_short = rationale_parts(proposal.rationale)[0]
+        proposal.rationale_short = rationale_parts(proposal.rationale, by_agent=proposal.proposer_type == "agent")[0]
         proposal.is_own = me in {proposal.proposer_id, proposal.requested_by}
         proposal.may_decide = (section == "decide" and may_approve_proposals and not proposal.is_own
                                and not proposal.is_stale_now)
