@@ -268,20 +268,39 @@ def review_inbox_for_user(*, user, section: str = "decide", kind: str | None = N
             "notices": notices.annotate(case_notice_sent=case_notice_sent).order_by("created_at", "id")}
 
 
-def previous_notices_for(*, user, notices: list[Notice]) -> dict[int, Notice]:
-    """For each notice, the one drafted before it on the same case (the text it replaces, to diff
-    against), in one query for the whole page."""
-    case_ids = {n.case_id for n in notices}
-    if not case_ids:
+def notice_earlier_versions_for(*, user, notices: list[Notice]) -> dict[int, dict]:
+    """For each notice revised in place (notice_edit), the earlier text of that same notice to diff
+    against, in one query for the whole page: the latest earlier version that was submitted for
+    approval (the text a supervisor saw — rejected, say), else the version just before this one.
+    Each edit event keeps the text it replaced (`payload["replaced"]`); an edit recorded before it
+    did gives `{"unrecorded": True}`. A notice never edited (a first version) is not in the result.
+
+    Returns {notice pk: {"version", "recipient", "subject", "body", "content_hash", "was_submitted"}}."""
+    by_pk = {n.pk: n for n in notices}
+    if not by_pk:
         return {}
-    earlier: dict[int, list[Notice]] = {}
-    for other in Notice.objects.filter(tenant_id=_tenant_id(user), case_id__in=case_ids).order_by("created_at", "id"):
-        earlier.setdefault(other.case_id, []).append(other)
-    found = {}
-    for notice in notices:
-        before = [n for n in earlier.get(notice.case_id, []) if (n.created_at, n.pk) < (notice.created_at, notice.pk)]
-        if before:
-            found[notice.pk] = before[-1]
+    edits: dict[int, list[dict]] = {}
+    submitted: dict[int, set[str]] = {}
+    events = CaseEvent.objects.filter(tenant_id=_tenant_id(user), case_id__in={n.case_id for n in notices},
+                                      event_type__in=["notice.edited", "notice.submitted"]).order_by("sequence")
+    for event_type, payload in events.values_list("event_type", "payload"):
+        notice_id = (payload or {}).get("notice_id")
+        if notice_id not in by_pk:
+            continue
+        if event_type == "notice.submitted":
+            submitted.setdefault(notice_id, set()).add(payload.get("content_hash"))
+        else:
+            edits.setdefault(notice_id, []).append(payload)
+    found: dict[int, dict] = {}
+    for notice_id, payloads in edits.items():
+        recorded = [p["replaced"] | {"content_hash": p.get("old_hash", "")}
+                    for p in payloads if isinstance(p.get("replaced"), dict)]
+        if not recorded:
+            found[notice_id] = {"unrecorded": True}
+            continue
+        seen = submitted.get(notice_id, set())
+        base = next((r for r in reversed(recorded) if r["content_hash"] in seen), recorded[-1])
+        found[notice_id] = base | {"was_submitted": base["content_hash"] in seen}
     return found
 
 

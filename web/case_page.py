@@ -17,7 +17,15 @@ from django_fsm import can_proceed
 
 from cases import policy, selectors
 from cases.deadlines import notice_sent
-from cases.models import CASE_TRANSITIONS, Case, CaseStatus, NoticeStatus, ProposalKind, ProposalStatus
+from cases.models import (
+    CASE_TRANSITIONS,
+    PRECONDITION_LABELS,
+    Case,
+    CaseStatus,
+    NoticeStatus,
+    ProposalKind,
+    ProposalStatus,
+)
 from cases.services.case import TRANSITIONS_CONFIRMED_WITHOUT_NOTICE
 from cases.services.deadlines import CAN_EXTEND_DEADLINES
 from conversations.services import CAN_CHAT
@@ -26,6 +34,7 @@ from core.errors import DomainError
 from runs.services import CAN_MANAGE_RUNS
 from web.actors import actor_labels, tenant_users
 from web.errors import error_context
+from web.evidence_preview import CitedQuote, agent_reasons, display_text, parse_quote_key, preview
 from web.forms import (
     REASON_LABELS,
     TRANSITION_LABELS,
@@ -38,6 +47,7 @@ from web.forms import (
     ProposalCreateForm,
     TransitionForm,
 )
+from web.labels import label, words
 
 TIMELINE_LIMIT = 200
 
@@ -143,12 +153,13 @@ def case_page_context(request: HttpRequest, case: Case, outcome: Outcome | None 
 
     # --- evidence ---------------------------------------------------------------------------
     evidence = list(selectors.evidence_list_for_case(user=user, case=case).select_related("extraction"))
+    narrative = next((e for e in evidence if e.kind == "text" and e.title == selectors.NARRATIVE_TITLE), None)
     evidence_text_form = _form_for(outcome, "evidence_text", lambda: EvidenceTextForm(auto_id="id_text_%s"))
     evidence_file_form = _form_for(outcome, "evidence_file", lambda: EvidenceFileForm(auto_id="id_file_%s"))
 
     # --- proposals --------------------------------------------------------------------------
     proposals = list(selectors.proposal_list_for_user(user=user, case=case)
-                     .select_related("proposed_by_user").order_by("-created_at", "-id"))
+                     .select_related("proposed_by_user", "decided_by").order_by("-created_at", "-id"))
     may_decide_proposals = role in policy.CAN_APPROVE_PROPOSALS
     evidence_ids = ",".join(str(e.pk) for e in evidence)
     for proposal in proposals:
@@ -172,6 +183,29 @@ def case_page_context(request: HttpRequest, case: Case, outcome: Outcome | None 
                                                                               auto_id=f"id_p{p.pk}_reject_%s"))
         proposal.error = _error_for(outcome, key)
         proposal.payload_label = proposal_payload_label(proposal, usernames)
+        proposal.change = proposal_change(proposal, usernames)
+        proposal.stale_words = stale_words(proposal, usernames)
+        proposal.rationale_short, proposal.rationale_detail = rationale_parts(
+            proposal.rationale, by_agent=proposal.proposer_type == "agent")
+    reasons = agent_reasons(tenant_id=case.tenant_id, proposals=proposals, evidence_ids={e.pk for e in evidence})
+    quotes: dict[int, list[CitedQuote]] = {}
+    for proposal in proposals:
+        found = reasons.get(proposal.pk)
+        proposal.cited_quotes = quotes[proposal.pk] = found.quotes if found is not None else []
+        if found is not None and found.reasons and proposal.kind == ProposalKind.RISK_LEVEL:
+            # An agent's risk proposal says first, in words, what the level rests on.
+            proposal.rationale_short = f"{proposal.change['to']} risk because of: {'; '.join(found.reasons)}."
+            proposal.rationale_detail = proposal.rationale
+    marked, quote_note = _marked_quote(request, quotes)
+    evidence_by_id = {e.pk: e for e in evidence}
+    for item in evidence:
+        quote = marked.quote if marked is not None and marked.evidence_id == item.pk else ""
+        item.preview = preview(display_text(item), quote=quote, mark_id="quote-mark" if quote else "",
+                               whole=item is narrative)
+        if quote and not item.preview.marked:
+            quote_note = ("The quoted words were checked against the text as the agents read it (personal data "
+                          "redacted), so they cannot be marked in the text shown here.")
+    marked_evidence = evidence_by_id.get(marked.evidence_id) if marked is not None else None
     may_propose = role in policy.CAN_PROPOSE
     proposal_form = _form_for(outcome, "proposal_new",
                               lambda: ProposalCreateForm(users=users, auto_id="id_proposal_%s",
@@ -254,6 +288,11 @@ def case_page_context(request: HttpRequest, case: Case, outcome: Outcome | None 
         "lifecycle": CaseStatus.choices,
         "transitions": transitions,
         "evidence": evidence,
+        "narrative": narrative,
+        "marked_quote": marked,
+        "marked_evidence": marked_evidence,
+        "quote_note": quote_note,
+        "quote_refused": marked is None and request.GET.get("quote") is not None,
         "evidence_text_form": evidence_text_form,
         "evidence_file_form": evidence_file_form,
         "evidence_text_error": evidence_text_error,
@@ -307,6 +346,95 @@ def _item_form(outcome: Outcome, key: str, form_key: str, make):
     if outcome.target == key and outcome.form_key == form_key and outcome.form is not None:
         return outcome.form
     return make()
+
+
+def _marked_quote(request: HttpRequest, quotes: dict[int, list[CitedQuote]]) -> tuple[CitedQuote | None, str]:
+    """The cited quote named by `?quote=<proposal>.<index>` (a link on a proposal card), and a note
+    for a person when the link names no quote on this page (an old or hand-edited link)."""
+    raw = request.GET.get("quote")
+    if raw is None:
+        return None, ""
+    parsed = parse_quote_key(raw)
+    found = None
+    if parsed is not None:
+        listed = quotes.get(parsed[0], [])
+        found = listed[parsed[1]] if parsed[1] < len(listed) else None
+    if found is None:
+        return None, "That link names a quote this case's proposals do not cite, so nothing is highlighted."
+    return found, ""
+
+
+def rationale_parts(rationale: str, *, by_agent: bool = True) -> tuple[str, str]:
+    """(a short plain-language rationale, the rest). An agent's: its first paragraph, cut at a
+    sentence end near 300 characters; the machine detail after it (signal codes, points, "Risk
+    rationale: ...") is the rest, folded away on the card. A person's rationale is theirs: shown
+    whole unless it is long (over 600 characters), then cut the same way."""
+    text = (rationale or "").strip()
+    if by_agent:
+        first, _, rest = text.partition("\n")
+        first, rest = first.strip(), rest.strip()
+    else:
+        first, rest = text, ""
+    limit = 300 if by_agent else 600
+    if len(first) > limit:
+        cut = max(first.rfind(". ", 0, limit), first.rfind("; ", 0, limit))
+        if cut > limit // 4:
+            first, rest = first[:cut + 1], (first[cut + 1:].strip() + ("\n" + rest if rest else "")).strip()
+        else:
+            first, rest = first[:limit - 20].rsplit(" ", 1)[0] + " …", text
+    return first, rest
+
+
+def _field_value(field_name: str, value, usernames: dict[int, str]) -> str:
+    if value in (None, ""):
+        return "nobody" if field_name in ("assignee_id", "assigned_team") else "—"
+    if field_name == "status":
+        return label(value, "case_status")
+    if field_name == "risk_level":
+        return label(value, "risk")
+    if field_name == "assignee_id":
+        return usernames.get(value, "a former member of staff")
+    return str(value)
+
+
+def stale_words(proposal, usernames: dict[int, str]) -> str:
+    """Why a proposal is out of date, in words (Proposal.stale_message names stored values)."""
+    reason = proposal.stale_reason or {}
+    if not reason:
+        return ""
+    field_name = reason.get("field", "")
+    what = PRECONDITION_LABELS.get(field_name, words(field_name).lower())
+    before = _field_value(field_name, reason.get("from"), usernames)
+    now = _field_value(field_name, reason.get("to"), usernames)
+    return f"The {what} changed from {before} to {now} after this proposal was made; it assumed {before}."
+
+
+def proposal_change(proposal, usernames: dict[int, str]) -> dict:
+    """What the proposal changes, from → to, in words: the value it found when it was made (its
+    precondition, ADR 0006) and the value it asks for."""
+    before = proposal.preconditions or {}
+    payload = proposal.payload or {}
+    if proposal.kind == ProposalKind.STATUS_TRANSITION:
+        name = payload.get("transition", "")
+        target = ""
+        if name in CASE_TRANSITIONS:
+            meta = getattr(Case, name)._django_fsm
+            transition = meta.get_transition(before.get("status")) or next(iter(meta.transitions.values()), None)
+            target = CaseStatus(transition.target).label if transition is not None else ""
+        return {"what": "Status", "from": label(before.get("status"), "case_status"),
+                "to": target or TRANSITION_LABELS.get(name, words(name))}
+    if proposal.kind == ProposalKind.RISK_LEVEL:
+        return {"what": "Risk level", "from": label(before.get("risk_level"), "risk"),
+                "to": label(payload.get("risk_level"), "risk")}
+
+    def holder(team, assignee_id) -> str:
+        parts = [f"team {team}"] if team else []
+        if assignee_id:
+            parts.append(usernames.get(assignee_id, "a former member of staff"))
+        return " and ".join(parts) or "nobody"
+
+    return {"what": "Assignment", "from": holder(before.get("assigned_team"), before.get("assignee_id")),
+            "to": holder(payload.get("team"), payload.get("assignee_id"))}
 
 
 def proposal_payload_label(proposal, usernames: dict[int, str]) -> str:

@@ -138,6 +138,10 @@ def notice_edit(*, actor, notice: Notice, subject: str | None = None, body: str 
     if not can_proceed(locked.edit):
         raise NotAllowed(f"A notice that is {locked.get_status_display().lower()} cannot be edited.")
     old_hash = locked.content_hash
+    # The text this edit replaces, kept in the event (append-only): the review inbox diffs a revised
+    # notice against the version a supervisor saw (cases.selectors.notice_earlier_versions_for).
+    replaced = {"version": locked.version, "recipient": locked.recipient, "subject": locked.subject,
+                "body": locked.body}
     locked.recipient, locked.subject, locked.body = new["recipient"], new["subject"], new["body"]
     locked.content_hash = locked.compute_content_hash()
     if locked.content_hash == old_hash:
@@ -152,7 +156,7 @@ def notice_edit(*, actor, notice: Notice, subject: str | None = None, body: str 
     _record(case=case, actor=actor, event_type="notice.edited",
             payload={"notice_id": locked.pk, "old_hash": old_hash, "content_hash": locked.content_hash,
                      "previous_status": previous_status, "approvals_voided": voided,
-                     "check_flags": _flag_codes(locked.check_flags)},
+                     "check_flags": _flag_codes(locked.check_flags), "replaced": replaced},
             audit_action="cases.notice.edited", target_type="notice", target_id=locked.pk)
     notice.refresh_from_db()
     return locked

@@ -53,8 +53,16 @@
     if (marked) { marked.removeAttribute("data-focus-after-swap"); }
   });
 
+  // A page opened on a cited quote (?quote=… from a proposal card, without htmx) focuses the quote.
+  function focusQuoteOnLoad() {
+    var mark = document.getElementById("quote-mark");
+    if (!mark || !mark.hasAttribute("data-focus-after-swap")) { return; }
+    mark.removeAttribute("data-focus-after-swap");
+    mark.focus();
+  }
+
   var banner = function () { return document.getElementById("request-error"); };
-  document.addEventListener("DOMContentLoaded", function () { enhance(document); enhanceNav(); });
+  document.addEventListener("DOMContentLoaded", function () { enhance(document); enhanceNav(); focusQuoteOnLoad(); });
   document.addEventListener("htmx:load", function (event) { enhance(event.detail.elt); });
   document.addEventListener("htmx:beforeRequest", function () { var b = banner(); if (b) { b.hidden = true; } });
   // 4xx answers are swapped in place (see the htmx-config meta); only 5xx and network failures land here.

@@ -37,7 +37,7 @@ def test_every_case_selector_is_covered():
     assert public == {"case_list_for_user", "case_get_for_user", "evidence_list_for_case", "evidence_get_for_user",
                       "proposal_list_for_user", "proposal_get_for_user", "notice_list_for_user",
                       "notice_get_for_user", "review_inbox_for_user", "case_events_for_user",
-                      "previous_notices_for", "deadline_rows_for_inbox"}
+                      "notice_earlier_versions_for", "deadline_rows_for_inbox"}
     audit_public = {name for name, obj in inspect.getmembers(audit_selectors, inspect.isfunction)
                     if obj.__module__ == audit_selectors.__name__}
     assert audit_public == {"audit_events_for_tenant"}
@@ -62,8 +62,17 @@ def test_list_selectors_return_only_the_users_tenant(world, analyst, outsider):
         inbox = selectors.review_inbox_for_user(user=user)
         assert list(inbox["proposals"]) == [mine["proposal"]]
         assert list(inbox["notices"]) == [mine["notice"]]
-        # A foreign notice passed in finds no "previous" notice of the other tenant's case.
-        assert selectors.previous_notices_for(user=user, notices=[foreign["notice"]]) == {}
+
+
+
+def test_a_notice_s_earlier_versions_are_read_only_in_its_own_tenant(world, analyst, outsider):
+    ours, theirs = world["ours"], world["theirs"]
+    services.notice_edit(actor=analyst, notice=ours["notice"], body="Revised by us.")
+    services.notice_edit(actor=outsider, notice=theirs["notice"], body="Revised by them.")
+    for user, mine, foreign in ((analyst, ours, theirs), (outsider, theirs, ours)):
+        assert selectors.notice_earlier_versions_for(user=user, notices=[foreign["notice"]]) == {}
+        assert selectors.notice_earlier_versions_for(user=user, notices=[mine["notice"]])[mine["notice"].pk]["body"] \
+            == "We are on it."
 
 
 def test_inbox_deadlines_use_the_users_tenant_policy(world, analyst, outsider, other_tenant):

@@ -252,7 +252,7 @@ def test_approving_a_stale_proposal_is_a_409_that_explains_and_changes_nothing(
                                **HTMX)
     assert response.status_code == 409
     html = response.content.decode()
-    assert "risk level changed from unassessed to low" in html and "Stale: risk_level changed" in html
+    assert "risk level changed from unassessed to low" in html and "Out of date: risk level changed" in html
     assert "Ask the agents again" in html
 
 

@@ -77,7 +77,7 @@ def test_a_supervisor_approves_an_agent_proposal_from_the_inbox(new_page, analys
     item.get_by_role("button", name="Approve and apply").click()
     page.locator(f"#proposal-{proposal.pk} .badge", has_text="Applied").wait_for()
     assert "Risk: High" in page.locator(".case-meta").inner_text()
-    assert "Risk level: unassessed → high" in page.locator("#timeline").inner_text()
+    assert "Risk level: Unassessed → High" in page.locator("#timeline").inner_text()
 
     proposal.refresh_from_db()
     case.refresh_from_db()

@@ -16,7 +16,30 @@ def get(client, user, url):
     return client.get(url)
 
 
-def test_a_notice_is_shown_inline_with_a_diff_against_the_one_it_replaces(client, analyst, supervisor, case):
+def test_a_rejected_then_revised_notice_is_shown_with_a_diff_against_the_rejected_text(client, analyst, supervisor,
+                                                                                       case):
+    notice = services.notice_draft(actor=analyst, case=case, subject="Your complaint",
+                                   body="We will reply within 15 days.\nRegards")
+    services.notice_submit(actor=analyst, notice=notice)
+    services.notice_reject(actor=supervisor, notice=notice, note="Promise less.")
+    # Two edits before it goes back: the diff is against the text the supervisor rejected (v1), not v2.
+    services.notice_edit(actor=analyst, notice=notice, body="We will reply within 20 days.\nRegards")
+    services.notice_edit(actor=analyst, notice=notice, subject="Your complaint <ref>", recipient="new@example.org",
+                         body="We will reply within 30 days & <b>sooner</b>.\nRegards")
+    services.notice_submit(actor=analyst, notice=notice)
+    html = get(client, supervisor, reverse("web:review_inbox")).content.decode()
+    item = html[html.index(f'id="inbox-notice-{notice.pk}"'):]
+    item = item[:item.index("</li>")]
+    assert ("We will reply within <del>15</del><ins>30</ins> <del>days.</del><ins>days &amp; &lt;b&gt;sooner&lt;/b&gt;."
+            "</ins>\nRegards") in item
+    assert "20 days" not in item  # the intermediate draft nobody reviewed
+    assert "Changes since version 1, the text supervisor rejected" in item
+    assert "(was “Your complaint”)" in item and "Your complaint &lt;ref&gt;" in item
+    assert "to new@example.org (was to consumer@example.org)" in item
+    assert "<b>" not in item
+
+
+def test_a_first_version_shows_no_diff_even_after_an_earlier_notice_on_the_case(client, analyst, supervisor, case):
     first = services.notice_draft(actor=analyst, case=case, subject="Your complaint",
                                   body="We will reply within 15 days.")
     services.notice_submit(actor=analyst, notice=first)
@@ -26,8 +49,27 @@ def test_a_notice_is_shown_inline_with_a_diff_against_the_one_it_replaces(client
     services.notice_submit(actor=analyst, notice=second)
     html = get(client, supervisor, reverse("web:review_inbox")).content.decode()
     item = html[html.index(f'id="inbox-notice-{second.pk}"'):]
-    assert "<del>15</del><ins>30</ins>" in item and "We will reply within " in item
+    item = item[:item.index("</li>")]
+    assert "We will reply within 30 days." in item and "<del>" not in item and "<ins>" not in item
+    assert "Changes since" not in item
     assert f'id="inbox-notice-{first.pk}"' not in html  # rejected: not waiting for a decision
+
+
+def test_a_notice_edited_before_texts_were_kept_says_so(client, analyst, supervisor, case):
+    from cases.models import CaseEvent
+
+    notice = services.notice_draft(actor=analyst, case=case, subject="Hello", body="New text.")
+    # An edit recorded before edit events kept the text they replace (events are append-only, so
+    # such a row is written as it was then).
+    last = case.events.order_by("-sequence").first()
+    CaseEvent.objects.create(tenant=case.tenant, case=case, sequence=last.sequence + 1, event_type="notice.edited",
+                             payload={"notice_id": notice.pk, "old_hash": "0" * 64, "content_hash": notice.content_hash},
+                             case_version=last.case_version, actor_type="user", actor_id=f"user:{analyst.pk}",
+                             policy_version=last.policy_version)
+    services.notice_submit(actor=analyst, notice=notice)
+    html = get(client, supervisor, reverse("web:review_inbox")).content.decode()
+    item = html[html.index(f'id="inbox-notice-{notice.pk}"'):]
+    assert "revised before earlier texts were kept" in item[:item.index("</li>")]
 
 
 def test_rejected_section_lists_your_rejected_notices_with_the_reason(client, analyst, analyst_b, supervisor, case):

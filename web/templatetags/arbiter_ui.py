@@ -78,7 +78,8 @@ def event_summary(event, labels: dict | None = None) -> str:
             text += f" (proposal #{p['proposal_id']})"
         return text + (f" — “{p['reason']}”" if p.get("reason") else "")
     if kind == "case.risk_changed":
-        return f"Risk level: {p.get('from')} → {p.get('to')} (proposal #{p.get('proposal_id')})"
+        return (f"Risk level: {scheme_label(p.get('from'), 'risk')} → {scheme_label(p.get('to'), 'risk')}"
+                f" (proposal #{p.get('proposal_id')})")
     if kind == "case.assigned":
         assignee = ""
         if p.get("assignee_id"):
@@ -89,8 +90,14 @@ def event_summary(event, labels: dict | None = None) -> str:
         return f"Evidence added: {p.get('title', '')} ({p.get('size', '?')} bytes, sha256 {short_hash(p.get('sha256'))})"
     if kind == "proposal.created":
         payload = p.get("payload") or {}
-        detail = payload.get("transition") or payload.get("risk_level") or payload.get("team") or ""
-        return f"Proposal #{p.get('proposal_id')} made: {_status(p.get('kind'))} {_status(detail)}".strip()
+        if payload.get("transition"):
+            detail = transition_label(payload["transition"]).lower()
+        elif payload.get("risk_level"):
+            detail = scheme_label(payload["risk_level"], "risk").lower()
+        else:
+            detail = payload.get("team") or ""
+        kind_words = scheme_label(p.get("kind"), "proposal_kind").lower()
+        return f"Proposal #{p.get('proposal_id')} made: {kind_words} {detail}".strip()
     if kind in ("proposal.approved", "proposal.rejected", "proposal.withdrawn"):
         verb = kind.split(".")[1]
         return f"Proposal #{p.get('proposal_id')} {verb}" + (f" — “{p['note']}”" if p.get("note") else "")

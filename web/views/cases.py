@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import FileResponse
 from django.shortcuts import redirect, render
+from django.views.decorators.vary import vary_on_headers
 
 from cases import policy, selectors, services
 from cases.models import EvidenceKind
@@ -38,9 +39,13 @@ def case_create(request):
 
 
 @member_required
+@vary_on_headers("HX-Request")
 def case_detail(request, reference: str):
     case = selectors.case_get_for_user(user=request.user, reference=reference)
-    return render(request, "web/cases/detail.html", case_page_context(request, case))
+    context = case_page_context(request, case)
+    # A cited quote selected on a proposal card (hx-get ...?quote=) swaps the body in place.
+    template = "web/cases/_body.html" if request.htmx else "web/cases/detail.html"
+    return render(request, template, context, status=400 if context["quote_refused"] else 200)
 
 
 @member_required

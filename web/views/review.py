@@ -1,7 +1,7 @@
 """The review inbox: what waits for a person's decision in this tenant, in sections ("to decide",
 "approved, not yet sent", "rejected — yours to fix"), filtered, in keyset pages (proposals and
-notices each have their own cursor), with each notice's text inline and diffed against the notice
-it replaces."""
+notices each have their own cursor), with each notice's text inline and, for a notice revised in
+place (after a rejection, say), diffed against its earlier version — the one a supervisor saw."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from core.actors import Actor
 from core.errors import Invalid
 from web.access import member_required
 from web.actors import actor_labels
-from web.case_page import proposal_payload_label
+from web.case_page import proposal_payload_label, rationale_parts
 from web.diff import has_changes, word_diff
 from web.keyset import KeysetPage, keyset_page
 
@@ -76,23 +76,32 @@ def review_inbox(request):
     for proposal in proposals:
         proposal.is_stale_now = proposal.is_stale  # i7: staleness by precondition (ADR 0006)
         proposal.payload_label = proposal_payload_label(proposal, usernames)
+        proposal.rationale_short = rationale_parts(proposal.rationale, by_agent=proposal.proposer_type == "agent")[0]
         proposal.is_own = me in {proposal.proposer_id, proposal.requested_by}
         proposal.may_decide = (section == "decide" and may_approve_proposals and not proposal.is_own
                                and not proposal.is_stale_now)
     selectors.deadline_rows_for_inbox(user=user, items=[*proposals, *notices])  # i7: due dates (issue 7)
-    previous = selectors.previous_notices_for(user=user, notices=list(notices))
-    # The latest decision note on each notice (why it was rejected, what the approver said): one query.
+    earlier = selectors.notice_earlier_versions_for(user=user, notices=list(notices))
+    # The latest decision note on each notice (why it was rejected, what the approver said), and the
+    # decision on each text it had (what became of the earlier version): one query.
     notes_by_notice: dict[int, Approval] = {}
+    decision_by_text: dict[tuple[int, str], Approval] = {}
     for approval in Approval.objects.filter(tenant_id=user.tenant_id, notice_id__in=[n.pk for n in notices]) \
             .select_related("approver").order_by("created_at", "id"):
         notes_by_notice[approval.notice_id] = approval
+        decision_by_text[(approval.notice_id, approval.content_hash)] = approval
     for notice in notices:
         notice.is_own = me in {notice.drafted_by, notice.last_edited_by, notice.requested_by}
         notice.may_decide = section == "decide" and may_approve_notices and not notice.is_own
-        notice.previous = previous.get(notice.pk)
-        notice.diff = word_diff(notice.previous.body, notice.body) if notice.previous else None
-        notice.diff_has_changes = bool(notice.diff) and has_changes(notice.diff)
-        notice.subject_changed = bool(notice.previous) and notice.previous.subject != notice.subject
+        notice.previous = earlier.get(notice.pk)
+        notice.diff = notice.diff_has_changes = notice.subject_changed = notice.recipient_changed = None
+        notice.previous_decision = None
+        if notice.previous and not notice.previous.get("unrecorded"):
+            notice.diff = word_diff(notice.previous["body"], notice.body)
+            notice.diff_has_changes = has_changes(notice.diff)
+            notice.subject_changed = notice.previous["subject"] != notice.subject
+            notice.recipient_changed = notice.previous["recipient"] != notice.recipient
+            notice.previous_decision = decision_by_text.get((notice.pk, notice.previous["content_hash"]))
         notice.last_decision = notes_by_notice.get(notice.pk)
     return render(request, "web/review/inbox.html", {
         "form": form, "section": section, "sections": SECTIONS, "notes": notes,
