@@ -179,9 +179,11 @@ def test_sorting_by_due_date_and_the_overdue_view(client, analyst):
     late = make_case(actor=analyst, title="Late", narrative="", received_at=today - timedelta(days=200))
     soon = make_case(actor=analyst, title="Soon", narrative="", received_at=today - timedelta(days=1))
     undated = make_case(actor=analyst, title="Undated", narrative="")
-    Case.objects.filter(pk=undated.pk).update(acknowledge_due=None, response_due=None, close_due=None)
+    # A case with no due date at all (opened before deadlines existed): next_due is None too.
+    Case.objects.filter(pk=undated.pk).update(acknowledge_due=None, response_due=None, close_due=None, next_due=None)
+    # A case with nothing open comes last in either direction.
     assert listed(client, analyst, "/?sort=due") == [late.reference, soon.reference, undated.reference]
-    assert listed(client, analyst, "/?sort=-due") == [undated.reference, soon.reference, late.reference]
+    assert listed(client, analyst, "/?sort=-due") == [soon.reference, late.reference, undated.reference]
     assert listed(client, analyst, "/?view=overdue") == [late.reference]
     html = client.get("/?view=overdue").content.decode()
     assert "deadline-state--overdue" in html and date.min.isoformat() not in html
