@@ -265,6 +265,7 @@ def pages(slug: str) -> list[tuple[str, str, str]]:
         ("queue: unassigned", "/?view=unassigned", "analyst"),
         ("queue: overdue", "/?view=overdue", "analyst"),
         ("queue: sorted by due date", "/?sort=due", "analyst"),
+        ("queue: sorted by due date, latest", "/?sort=-due", "analyst"),
         ("queue: search two words", f"/?q={words.replace(' ', '+')}", "analyst"),
         ("queue: search a reference", f"/?q={case.reference}", "analyst"),
         ("queue: sorted by risk", "/?sort=-risk", "analyst"),
