@@ -156,7 +156,7 @@ def seed_tenant(*, slug: str, cases: int, events_per_case: int, pending: int, lo
             # The stored next due date (issue 8), by the rule cases.services.deadlines keeps it:
             # acknowledgement and response until a notice is sent, closure until decided or closed.
             cursor.execute("""
-                UPDATE cases_case c SET next_due = LEAST(  -- PostgreSQL's LEAST skips NULLs
+                UPDATE cases_case c SET next_due = LEAST(  -- LEAST skips NULLs on PostgreSQL
                     CASE WHEN EXISTS (SELECT 1 FROM cases_notice n WHERE n.case_id = c.id AND n.status = 'sent')
                          THEN NULL ELSE LEAST(c.acknowledge_due, c.response_due) END,
                     CASE WHEN c.status IN ('decided', 'closed') THEN NULL ELSE c.close_due END)
