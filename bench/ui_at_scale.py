@@ -250,7 +250,7 @@ def seed_tenant(*, slug: str, cases: int, events_per_case: int, pending: int, lo
 
 def pages(slug: str) -> list[tuple[str, str, str]]:
     """(name, url, who) per page; who is a role of the seeded people."""
-    from accounts.models import Tenant
+    from accounts.models import Tenant, User
     from cases.models import Case
     from runs.models import AgentRun
 
@@ -258,6 +258,7 @@ def pages(slug: str) -> list[tuple[str, str, str]]:
     case = Case.objects.filter(tenant=tenant).order_by("-id").first()
     long_run = AgentRun.objects.filter(tenant=tenant).order_by("-steps_used", "-id").first()
     words = "credit report"
+    supervisor_pk = User.objects.get(username=f"{slug}-supervisor").pk
     return [
         ("queue: all (default sort)", "/", "analyst"),
         ("queue: my cases", "/?view=mine", "analyst"),
@@ -274,12 +275,17 @@ def pages(slug: str) -> list[tuple[str, str, str]]:
         ("review inbox", "/review/", "supervisor"),
         ("audit timeline", "/audit/", "auditor"),
         ("audit timeline: everything", "/audit/?scope=all", "auditor"),
+        # Filters whose rows are rare (none in the seed): without an index they scan the ledger.
+        ("audit timeline: one person", f"/audit/?actor=user:{supervisor_pk}", "auditor"),
+        ("audit timeline: a rare action", "/audit/?scope=all&action=cases.notice.sent", "auditor"),
+        ("audit timeline: a rare decision", "/audit/?scope=all&decision=rejected", "auditor"),
         ("run list", "/runs/", "analyst"),
         (f"run inspector ({long_run.steps_used} steps)", f"/runs/{long_run.pk}/", "analyst"),
         ("api: cases", "/api/v1/cases/", "analyst"),
         ("api: proposals", "/api/v1/proposals/", "supervisor"),
         ("api: notices", "/api/v1/notices/", "supervisor"),
         ("api: audit events", "/api/v1/audit-events/", "auditor"),
+        ("api: audit events, a rare action", "/api/v1/audit-events/?action=cases.notice.sent", "auditor"),
         ("api: runs", "/api/v1/runs/", "analyst"),
     ]
 
