@@ -259,6 +259,12 @@ def pages(slug: str) -> list[tuple[str, str, str]]:
     long_run = AgentRun.objects.filter(tenant=tenant).order_by("-steps_used", "-id").first()
     words = "credit report"
     supervisor_pk = User.objects.get(username=f"{slug}-supervisor").pk
+    # A keyset page from the middle of the due-date order (page ~2,000 of 4,000 at the large size).
+    from cases.models import next_due_sort_key
+    from web.keyset import encode_cursor
+
+    middle = (Case.objects.filter(tenant=tenant).annotate(key=next_due_sort_key(descending=False))
+              .order_by("key", "pk").values_list("key", "pk")[Case.objects.filter(tenant=tenant).count() // 2])
     return [
         ("queue: all (default sort)", "/", "analyst"),
         ("queue: my cases", "/?view=mine", "analyst"),
@@ -267,6 +273,7 @@ def pages(slug: str) -> list[tuple[str, str, str]]:
         ("queue: overdue", "/?view=overdue", "analyst"),
         ("queue: sorted by due date", "/?sort=due", "analyst"),
         ("queue: sorted by due date, latest", "/?sort=-due", "analyst"),
+        ("queue: due date, mid-list page", f"/?sort=due&after={encode_cursor(*middle)}", "analyst"),
         ("queue: search two words", f"/?q={words.replace(' ', '+')}", "analyst"),
         ("queue: search a reference", f"/?q={case.reference}", "analyst"),
         ("queue: sorted by risk", "/?sort=-risk", "analyst"),
