@@ -169,3 +169,13 @@ def test_another_tenants_streams_and_verified_heads_are_not_shown(client, audito
     response = get(client, auditor, reverse("web:audit_timeline") + "?scope=all")
     assert their_stream not in chain_lines(response) and f'data-stream="{their_stream}"' not in response.content.decode()
     assert set(chain_lines(response)) == {f"case:{case.pk}"}
+
+
+@pytest.mark.parametrize("value", [None, "not a time", 5, "2026-13-45T00:00:00Z"])
+def test_a_hand_edited_timeline_cursor_is_a_400_with_the_first_page(client, auditor, history, value):
+    import base64
+
+    token = base64.urlsafe_b64encode(json.dumps([value, 1]).encode()).decode().rstrip("=")
+    response = get(client, auditor, reverse("web:audit_timeline") + f"?after={token}")
+    assert response.status_code == 400 and "changed by hand" in response.content.decode()
+    assert actions_on_page(response) == actions_on_page(get(client, auditor, reverse("web:audit_timeline")))
