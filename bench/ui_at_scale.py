@@ -131,36 +131,47 @@ def seed_tenant(*, slug: str, cases: int, events_per_case: int, pending: int, lo
             cursor.execute("""
                 INSERT INTO cases_proposal (tenant_id, case_id, kind, payload, rationale, evidence_refs, proposer_type,
                     proposer_id, requested_by, run_id, idempotency_key, case_version, policy_version, status,
-                    decided_at, decision_note, created_at, decided_by_id, proposed_by_user_id)
+                    decided_at, decision_note, created_at, decided_by_id, proposed_by_user_id, preconditions,
+                    stale_reason)
                 SELECT c.tenant_id, c.id, 'risk_level', jsonb_build_object('risk_level', 'high'),
                        'The narrative reports a loss above $1,000 (rule MONEY-LOSS).', '[]'::jsonb, 'agent',
                        'agent:risk_assessor@1.0', '', '', NULL, c.version, '2026.11.1',
                        CASE WHEN c.id %% 3 = 0 THEN 'applied' ELSE 'pending' END,
                        CASE WHEN c.id %% 3 = 0 THEN now() END, '', c.created_at + interval '1 hour',
-                       CASE WHEN c.id %% 3 = 0 THEN %s END, NULL
+                       CASE WHEN c.id %% 3 = 0 THEN %s END, NULL, jsonb_build_object('risk_level', c.risk_level),
+                       '{}'::jsonb
                 FROM cases_case c WHERE c.tenant_id = %s AND c.id %% %s = 0
             """, [supervisor.pk, tenant.pk, max(1, cases * 2 // (3 * pending))])
             cursor.execute("""
                 INSERT INTO cases_notice (tenant_id, case_id, kind, recipient, subject, body, content_hash, status,
                     drafted_by, last_edited_by, submitted_by, requested_by, run_id, idempotency_key, version, sent_at,
-                    external_message_id, created_at, updated_at)
+                    external_message_id, created_at, updated_at, consumer_request, check_flags, checked_hash)
                 SELECT c.tenant_id, c.id, 'response', c.complainant_email, 'About your complaint ' || c.reference,
                        'We received your complaint and will answer within 15 days.', md5(c.reference) || md5(c.title),
                        (ARRAY['pending_approval', 'approved', 'rejected', 'sent'])[1 + (c.id / 101) %% 4],
                        'user:' || %s, 'user:' || %s, 'user:' || %s, '', '', NULL, 1,
-                       CASE WHEN (c.id / 101) %% 4 = 3 THEN now() END, '', c.created_at, c.updated_at
+                       CASE WHEN (c.id / 101) %% 4 = 3 THEN now() END, '', c.created_at, c.updated_at, '', '[]'::jsonb, ''
                 FROM cases_case c WHERE c.tenant_id = %s AND c.id %% %s = 0
             """, [analyst.pk, analyst.pk, analyst.pk, tenant.pk, 101 if cases > 10_000 else 7])
+            # The stored next due date (issue 8), by the rule cases.services.deadlines keeps it:
+            # acknowledgement and response until a notice is sent, closure until decided or closed.
+            cursor.execute("""
+                UPDATE cases_case c SET next_due = LEAST(  -- LEAST skips NULLs on PostgreSQL
+                    CASE WHEN EXISTS (SELECT 1 FROM cases_notice n WHERE n.case_id = c.id AND n.status = 'sent')
+                         THEN NULL ELSE LEAST(c.acknowledge_due, c.response_due) END,
+                    CASE WHEN c.status IN ('decided', 'closed') THEN NULL ELSE c.close_due END)
+                WHERE c.tenant_id = %s
+            """, [tenant.pk])
             # Runs: one per 10 cases (the run list), each with no steps; and one run of many steps.
             cursor.execute("""
                 INSERT INTO runs_agentrun (tenant_id, case_id, graph, graph_version, input, status, phase, current_node,
                     completed_nodes, next_sequence, retry_counts, max_steps, max_tokens, max_wall_seconds, steps_used,
                     tokens_used, error, error_code, wait_reason, started_by, provider_name, model_name,
                     prompt_versions, version, queued_at, started_at, finished_at, created_at, updated_at,
-                    started_by_user_id)
+                    started_by_user_id, state_hash)
                 SELECT c.tenant_id, c.id, 'case_analysis', '1', '{}'::jsonb, 'completed', 'done', '', '[]'::jsonb, 9,
                        '{}'::jsonb, 50, 100000, 600, 8, 0, '', '', '', 'user:' || %s, 'offline', '', '{}'::jsonb, 1,
-                       c.created_at, c.created_at, c.created_at + interval '1 minute', c.created_at, c.created_at, %s
+                       c.created_at, c.created_at, c.created_at + interval '1 minute', c.created_at, c.created_at, %s, ''
                 FROM cases_case c WHERE c.tenant_id = %s AND c.id %% 10 = 0
             """, [analyst.pk, analyst.pk, tenant.pk])
             cursor.execute("SELECT id, reference FROM cases_case WHERE tenant_id = %s ORDER BY id DESC LIMIT 1",
@@ -172,10 +183,10 @@ def seed_tenant(*, slug: str, cases: int, events_per_case: int, pending: int, lo
                     completed_nodes, next_sequence, retry_counts, max_steps, max_tokens, max_wall_seconds, steps_used,
                     tokens_used, error, error_code, wait_reason, started_by, provider_name, model_name,
                     prompt_versions, version, queued_at, started_at, finished_at, created_at, updated_at,
-                    started_by_user_id)
+                    started_by_user_id, state_hash)
                 VALUES (%s, %s, 'case_analysis', '1', '{}'::jsonb, 'completed', 'done', '', '[]'::jsonb, %s,
                         '{}'::jsonb, %s, 10000000, 86400, %s, 0, '', '', '', 'user:' || %s, 'offline', '',
-                        '{}'::jsonb, 1, %s, %s, %s, %s, %s, %s) RETURNING id
+                        '{}'::jsonb, 1, %s, %s, %s, %s, %s, %s, '') RETURNING id
             """, [tenant.pk, busy_case_id, long_run_steps + 1, long_run_steps + 10, long_run_steps, analyst.pk,
                   now, now, now, now, now, analyst.pk])
             long_run = cursor.fetchone()[0]
@@ -239,7 +250,7 @@ def seed_tenant(*, slug: str, cases: int, events_per_case: int, pending: int, lo
 
 def pages(slug: str) -> list[tuple[str, str, str]]:
     """(name, url, who) per page; who is a role of the seeded people."""
-    from accounts.models import Tenant
+    from accounts.models import Tenant, User
     from cases.models import Case
     from runs.models import AgentRun
 
@@ -247,6 +258,13 @@ def pages(slug: str) -> list[tuple[str, str, str]]:
     case = Case.objects.filter(tenant=tenant).order_by("-id").first()
     long_run = AgentRun.objects.filter(tenant=tenant).order_by("-steps_used", "-id").first()
     words = "credit report"
+    supervisor_pk = User.objects.get(username=f"{slug}-supervisor").pk
+    # A keyset page from the middle of the due-date order (page ~2,000 of 4,000 at the large size).
+    from cases.models import next_due_sort_key
+    from web.keyset import encode_cursor
+
+    middle = (Case.objects.filter(tenant=tenant).annotate(key=next_due_sort_key(descending=False))
+              .order_by("key", "pk").values_list("key", "pk")[Case.objects.filter(tenant=tenant).count() // 2])
     return [
         ("queue: all (default sort)", "/", "analyst"),
         ("queue: my cases", "/?view=mine", "analyst"),
@@ -254,6 +272,8 @@ def pages(slug: str) -> list[tuple[str, str, str]]:
         ("queue: unassigned", "/?view=unassigned", "analyst"),
         ("queue: overdue", "/?view=overdue", "analyst"),
         ("queue: sorted by due date", "/?sort=due", "analyst"),
+        ("queue: sorted by due date, latest", "/?sort=-due", "analyst"),
+        ("queue: due date, mid-list page", f"/?sort=due&after={encode_cursor(*middle)}", "analyst"),
         ("queue: search two words", f"/?q={words.replace(' ', '+')}", "analyst"),
         ("queue: search a reference", f"/?q={case.reference}", "analyst"),
         ("queue: sorted by risk", "/?sort=-risk", "analyst"),
@@ -262,12 +282,17 @@ def pages(slug: str) -> list[tuple[str, str, str]]:
         ("review inbox", "/review/", "supervisor"),
         ("audit timeline", "/audit/", "auditor"),
         ("audit timeline: everything", "/audit/?scope=all", "auditor"),
+        # Filters whose rows are rare (none in the seed): without an index they scan the ledger.
+        ("audit timeline: one person", f"/audit/?actor=user:{supervisor_pk}", "auditor"),
+        ("audit timeline: a rare action", "/audit/?scope=all&action=cases.notice.sent", "auditor"),
+        ("audit timeline: a rare decision", "/audit/?scope=all&decision=rejected", "auditor"),
         ("run list", "/runs/", "analyst"),
         (f"run inspector ({long_run.steps_used} steps)", f"/runs/{long_run.pk}/", "analyst"),
         ("api: cases", "/api/v1/cases/", "analyst"),
         ("api: proposals", "/api/v1/proposals/", "supervisor"),
         ("api: notices", "/api/v1/notices/", "supervisor"),
         ("api: audit events", "/api/v1/audit-events/", "auditor"),
+        ("api: audit events, a rare action", "/api/v1/audit-events/?action=cases.notice.sent", "auditor"),
         ("api: runs", "/api/v1/runs/", "analyst"),
     ]
 

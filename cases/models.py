@@ -5,6 +5,8 @@ goes through cases.services; nothing else assigns a status (the FSM fields are p
 
 from __future__ import annotations
 
+from datetime import date
+
 from django.conf import settings
 from django.db import models
 from django.db.models.functions import Coalesce, Least
@@ -124,22 +126,43 @@ class ThreadSafeRefreshMixin:
 
 class CaseQuerySet(models.QuerySet):
     def with_deadlines(self):
-        """Annotate `next_due` (the earliest due date still open: acknowledgement and response
-        until a notice is sent, closure until the case is decided or closed; NULL when none) and
-        `notice_sent` — sortable in the queue: `.with_deadlines().order_by(F("next_due").asc(nulls_last=True))`."""
+        """Annotate `notice_sent` and `computed_next_due`: the rule the stored `Case.next_due` follows
+        (next_due_expression), evaluated from the rows it depends on. The two are equal for every
+        case written through the services (tests/cases/test_next_due.py); sort on the stored column."""
         notice_sent = models.Exists(Notice.objects.filter(case=models.OuterRef("pk"), status=NoticeStatus.SENT))
-        settled = models.Q(status__in=[CaseStatus.DECIDED, CaseStatus.CLOSED])
-        open_notice = models.Case(models.When(notice_sent=True, then=models.Value(None)),
-                                  default=_least("acknowledge_due", "response_due"), output_field=models.DateField())
-        open_close = models.Case(models.When(settled, then=models.Value(None)), default=models.F("close_due"),
-                                 output_field=models.DateField())
-        return self.annotate(notice_sent=notice_sent).annotate(next_due=_least(open_notice, open_close))
+        return self.annotate(notice_sent=notice_sent).annotate(
+            computed_next_due=next_due_expression(notice_sent=models.Q(notice_sent=True)))
+
+
+def next_due_expression(*, notice_sent) -> models.Expression:
+    """The earliest due date still open, as SQL: acknowledgement and response until a notice is
+    sent, closure until the case is decided or closed; NULL when none (the rule of
+    cases.services.deadlines.next_due_of). `notice_sent` is a condition on the case row."""
+    settled = models.Q(status__in=[CaseStatus.DECIDED, CaseStatus.CLOSED])
+    open_notice = models.Case(models.When(notice_sent, then=models.Value(None)),
+                              default=_least("acknowledge_due", "response_due"), output_field=models.DateField())
+    open_close = models.Case(models.When(settled, then=models.Value(None)), default=models.F("close_due"),
+                             output_field=models.DateField())
+    return _least(open_notice, open_close)
 
 
 def _least(a, b):
     """LEAST ignoring NULLs on every database (SQLite's MIN() of a NULL is NULL; PostgreSQL's
     LEAST skips them): each side is coalesced with the other."""
     return Least(Coalesce(a, b), Coalesce(b, a), output_field=models.DateField())
+
+
+# The queue's due-date sort keys (cases.selectors.CASE_SORTS): the stored next_due with "no open due
+# date" last in either direction — the latest possible date ascending, the earliest descending. Each
+# has its (tenant, key, id) index in Case.Meta, built from these same expressions (an expression index
+# serves only a query whose expression compiles to the same SQL).
+NO_DUE_LAST_ASCENDING = date(9999, 12, 31)
+NO_DUE_LAST_DESCENDING = date(1, 1, 1)
+
+
+def next_due_sort_key(*, descending: bool) -> Coalesce:
+    return Coalesce("next_due", models.Value(NO_DUE_LAST_DESCENDING if descending else NO_DUE_LAST_ASCENDING),
+                    output_field=models.DateField())
 
 
 class Case(ThreadSafeRefreshMixin, ConcurrentTransitionMixin, models.Model):
@@ -174,6 +197,10 @@ class Case(ThreadSafeRefreshMixin, ConcurrentTransitionMixin, models.Model):
     deadline_policy_version = models.PositiveIntegerField(null=True, blank=True)
     # Set while the clock is paused (waiting for evidence, when the policy says so).
     deadline_paused_on = models.DateField(null=True, blank=True)
+    # Derived, stored for the queue's due-date sort (issue 8): the earliest due date still open
+    # (next_due_expression). Written only by cases.services.deadlines.recompute_next_due, which every
+    # service that changes a due date, the status or a notice's sending calls in its transaction.
+    next_due = models.DateField(null=True, blank=True, editable=False)
     version = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -185,7 +212,14 @@ class Case(ThreadSafeRefreshMixin, ConcurrentTransitionMixin, models.Model):
         constraints = [
             models.UniqueConstraint(fields=["tenant", "reference"], name="case_reference_unique_per_tenant"),
         ]
-        indexes = [models.Index(fields=["tenant", "status"])]
+        indexes = [
+            models.Index(fields=["tenant", "status"]),
+            # The queue's due-date sort, both directions, and the overdue view (next_due_sort_key).
+            models.Index(models.F("tenant"), next_due_sort_key(descending=False), models.F("id"),
+                         name="case_next_due_asc_key"),
+            models.Index(models.F("tenant"), next_due_sort_key(descending=True), models.F("id"),
+                         name="case_next_due_desc_key"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.reference} {self.title[:60]}"

@@ -20,11 +20,20 @@ from django.db.models import (
     Value,
     When,
 )
-from django.db.models.functions import Coalesce, Least
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from cases import policy
-from cases.models import Case, CaseEvent, Evidence, Notice, NoticeStatus, Proposal, ProposalStatus
+from cases.models import (
+    Case,
+    CaseEvent,
+    Evidence,
+    Notice,
+    NoticeStatus,
+    Proposal,
+    ProposalStatus,
+    next_due_sort_key,
+)
 from core.errors import NotFound
 
 
@@ -49,36 +58,18 @@ def _rank(field: str, ranks: dict[str, int]) -> DjangoCase:
                       default=Value(0), output_field=IntegerField())
 
 
-def _least_date(a, b):
-    """LEAST ignoring NULLs on every database (as cases.models' with_deadlines does)."""
-    return Least(Coalesce(a, b), Coalesce(b, a), output_field=DateField())
-
-
-def _next_due(tenant_id) -> DjangoCase:
-    """The earliest due date still open — the same rule as Case.objects.with_deadlines() (issue 7):
-    acknowledgement and response until a notice is sent, closure until the case is decided or
-    closed. "A notice was sent" is `id IN (cases with a sent notice)`, which PostgreSQL evaluates
-    once as a hashed set; the EXISTS of with_deadlines is a probe per row, 3 s to sort 100,000
-    cases by it."""
-    sent = Q(pk__in=Notice.objects.filter(tenant_id=tenant_id, status=NoticeStatus.SENT).order_by()
-             .values("case_id"))
-    open_notice = DjangoCase(When(sent, then=Value(None)), default=_least_date("acknowledge_due", "response_due"),
-                             output_field=DateField())
-    open_close = DjangoCase(When(status__in=["decided", "closed"], then=Value(None)), default=F("close_due"),
-                            output_field=DateField())
-    return _least_date(open_notice, open_close)
-
-
-# Sort keys the queue offers: name -> (expression, descending by default). Each is non-null, so a
-# keyset cursor can compare it; the PostgreSQL indexes (tenant, key, id) are in web/migrations.
+# Sort keys the queue offers: name -> (expression for a direction, descending by default). Each is
+# non-null, so a keyset cursor can compare it; the PostgreSQL indexes (tenant, key, id) are in
+# web/migrations, the due date's in Case.Meta.
 CASE_SORTS = {
-    "created": (lambda: F("created_at"), True),
-    "updated": (lambda: F("updated_at"), True),
-    "received": (lambda: Coalesce("received_at", Value(date(1, 1, 1)), output_field=DateField()), True),
-    "risk": (lambda: _rank("risk_level", RISK_RANK), True),
-    "status": (lambda: _rank("status", STATUS_RANK), False),
-    # The earliest due date still open (_next_due; issue 7), soonest first, cases with none last.
-    "due": (lambda: Coalesce("next_due", Value(date(9999, 12, 31)), output_field=DateField()), False),
+    "created": (lambda descending: F("created_at"), True),
+    "updated": (lambda descending: F("updated_at"), True),
+    "received": (lambda descending: Coalesce("received_at", Value(date(1, 1, 1)), output_field=DateField()), True),
+    "risk": (lambda descending: _rank("risk_level", RISK_RANK), True),
+    "status": (lambda descending: _rank("status", STATUS_RANK), False),
+    # The stored next_due (the earliest due date still open, issue 7), soonest first; cases with none
+    # come last in either direction.
+    "due": (lambda descending: next_due_sort_key(descending=descending), False),
 }
 
 QUICK_VIEWS = ("mine", "decide", "overdue", "unassigned")
@@ -133,12 +124,14 @@ def _needs_decision_of(user) -> Q:
 def case_list_for_user(*, user, status: str | None = None, search: str | None = None,
                        risk_level: str | None = None, product: str | None = None, company: str | None = None,
                        assignee_id: int | None = None, tag: str | None = None, has_pending_work: bool = False,
-                       view: str | None = None, sort: str | None = None) -> QuerySet[Case]:
+                       view: str | None = None, sort: str | None = None,
+                       descending: bool | None = None) -> QuerySet[Case]:
     """The tenant's cases, filtered. Every case carries `pending_proposals` (a per-row count, so only
     the rows fetched pay for it). `view` is a quick view (QUICK_VIEWS); `sort` a CASE_SORTS name,
-    which annotates `sort_key` (ordering is the caller's: keyset pages order by it and the id)."""
+    which annotates `sort_key` for that direction (`descending`, else the sort's default; ordering is
+    the caller's: keyset pages order by it and the id)."""
     tenant_id = _tenant_id(user)
-    qs = Case.objects.filter(tenant_id=tenant_id).select_related("assignee").annotate(next_due=_next_due(tenant_id))
+    qs = Case.objects.filter(tenant_id=tenant_id).select_related("assignee")
     if status:
         qs = qs.filter(status=status)
     if risk_level:
@@ -156,7 +149,8 @@ def case_list_for_user(*, user, status: str | None = None, search: str | None = 
     if view == "mine":
         qs = qs.filter(assignee_id=getattr(user, "pk", None))
     elif view == "overdue":
-        qs = qs.filter(next_due__lt=timezone.localdate())
+        # On the ascending due-date key (no due date = 9999-12-31, never overdue): its index serves it.
+        qs = qs.alias(due_key=next_due_sort_key(descending=False)).filter(due_key__lt=timezone.localdate())
     elif view == "unassigned":
         qs = qs.filter(assignee__isnull=True).exclude(status="closed")
     elif view == "decide":
@@ -164,8 +158,8 @@ def case_list_for_user(*, user, status: str | None = None, search: str | None = 
     if search and search.strip():
         qs = _search_filter(qs, tenant_id=tenant_id, search=search)
     if sort:
-        expression, _descending = CASE_SORTS[sort]
-        qs = qs.annotate(sort_key=expression())
+        expression, descending_default = CASE_SORTS[sort]
+        qs = qs.annotate(sort_key=expression(descending_default if descending is None else descending))
     pending = (Proposal.objects.filter(case=OuterRef("pk"), status=ProposalStatus.PENDING).order_by()
                .values("case").annotate(n=Count("pk")).values("n"))
     return qs.annotate(pending_proposals=Coalesce(Subquery(pending, output_field=IntegerField()), 0))

@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass, field
 from datetime import date, datetime
 
+from django.core.exceptions import ValidationError
 from django.db.models import Q, QuerySet
 
 from core.errors import Invalid
@@ -74,6 +75,26 @@ def decode_cursor(token: str) -> tuple:
     return value, pk
 
 
+def _key_value(qs: QuerySet, key: str, value):
+    """The cursor's key value as the key's own type (a date, a number ...). The keys are never NULL
+    (sorts whose column may be NULL page on a non-null expression of it, e.g. the due date's
+    COALESCE), so a NULL, or a value the key's field rejects, is a cursor we did not make: Invalid."""
+    if key == "pk":
+        return value
+    annotation = qs.query.annotations.get(key)
+    field = annotation.output_field if annotation is not None else qs.model._meta.get_field(key)
+    if value is None:
+        raise Invalid(BAD_CURSOR)
+    try:
+        converted = field.to_python(value)
+        field.get_prep_value(converted)
+    except (ValidationError, ValueError, TypeError, OverflowError):
+        raise Invalid(BAD_CURSOR) from None
+    if converted is None:
+        raise Invalid(BAD_CURSOR)
+    return converted
+
+
 def _after(key: str, value, pk: int, *, descending: bool) -> Q:
     """Rows that come after (value, pk) in the order. The redundant `key <= value` bound lets the
     index scan start at the cursor instead of filtering its way there."""
@@ -93,6 +114,7 @@ def keyset_page(qs: QuerySet, *, key: str = "pk", descending: bool = True, curso
     order = [f"{direction}{key}", f"{direction}pk"] if key != "pk" else [f"{direction}pk"]
     if before:
         value, pk = decode_cursor(before)
+        value = _key_value(qs, key, value)
         reverse = [o[1:] if o.startswith("-") else f"-{o}" for o in order]
         rows = list(qs.filter(_after(key, value, pk, descending=not descending)).order_by(*reverse)[:size + 1])
         has_more_before = len(rows) > size
@@ -105,6 +127,7 @@ def keyset_page(qs: QuerySet, *, key: str = "pk", descending: bool = True, curso
         return page
     if cursor:
         value, pk = decode_cursor(cursor)
+        value = _key_value(qs, key, value)
         qs = qs.filter(_after(key, value, pk, descending=descending))
     rows = list(qs.order_by(*order)[:size + 1])
     page = KeysetPage(rows[:size], size=size, is_first=not cursor)

@@ -21,6 +21,7 @@ from cases.models import (
     CASE_TRANSITIONS,
     Case,
     CaseReferenceCounter,
+    CaseStatus,
     Evidence,
     EvidenceKind,
     Proposal,
@@ -34,7 +35,7 @@ from cases.services._common import (
     _require_tenant,
     _require_user,
 )
-from cases.services.deadlines import deadlines_on_transition, intake_deadlines
+from cases.services.deadlines import deadlines_on_transition, intake_deadlines, recompute_next_due
 from core.actors import Actor, coerce_actor
 from core.errors import Forbidden, Invalid, NotAllowed
 
@@ -167,6 +168,7 @@ def evidence_add(*, actor, case: Case, title: str, text: str | None = None, uplo
 
 # Deciding or closing a case no notice was ever sent on needs an explicit confirmation (issue 7).
 TRANSITIONS_CONFIRMED_WITHOUT_NOTICE = frozenset({"decide", "close"})
+SETTLED = frozenset({CaseStatus.DECIDED, CaseStatus.CLOSED})
 
 
 def _apply_transition(*, case: Case, actor: Actor, user: User, transition: str, reason: str,
@@ -205,6 +207,8 @@ def _apply_transition(*, case: Case, actor: Actor, user: User, transition: str, 
     _record(case=case, actor=actor, event_type="case.transitioned", payload=payload,
             audit_action="cases.case.transitioned", run_id=run_id, decision="allowed")
     deadlines_on_transition(case=case, actor=actor, source=source, target=case.status)
+    if {source, case.status} & SETTLED:  # closure is met while decided or closed (the stored next_due)
+        recompute_next_due(case)
 
 
 def _why_not(case: Case, transition: str) -> str:

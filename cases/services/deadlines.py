@@ -30,7 +30,7 @@ from cases.deadlines import (
     met_deadlines,
     validate_region,
 )
-from cases.models import Case, CaseStatus, DayCount, DeadlineCrossing, DeadlinePolicy
+from cases.models import Case, CaseStatus, DayCount, DeadlineCrossing, DeadlinePolicy, NoticeStatus
 from cases.services._common import (
     _check_expected_version,
     _lock_case,
@@ -50,6 +50,38 @@ POLICY_FIELDS = ("country", "subdivision", "acknowledge_days", "acknowledge_day_
                  "response_day_count", "close_days", "close_day_count", "due_soon_days",
                  "pause_while_waiting_for_evidence")
 WATCHER = "deadline-watch"
+
+
+# --- the stored next due date (issue 8) ---------------------------------------------------------------
+
+def next_due_of(case: Case, *, notice_sent: bool) -> date | None:
+    """The earliest due date still open: acknowledgement and response until a notice is sent,
+    closure until the case is decided or closed; None when none is (cases.models.next_due_expression
+    is the same rule in SQL)."""
+    candidates = []
+    if not notice_sent:
+        candidates += [case.acknowledge_due, case.response_due]
+    if case.status not in (CaseStatus.DECIDED, CaseStatus.CLOSED):
+        candidates.append(case.close_due)
+    return min((due for due in candidates if due is not None), default=None)
+
+
+def recompute_next_due(case: Case, *, notice_sent: bool | None = None) -> date | None:
+    """Bring the stored `Case.next_due` up to date, in the caller's transaction (the caller holds
+    the case lock). The one writer of the field: every service that changes what it depends on —
+    a due date (intake, policy, pause/resume, extension), the status (transitions), a notice sent
+    (dispatch, settlement) — calls it after its change. `notice_sent` may be passed when the caller
+    knows it (saves a query). Writes only when the value changes (one UPDATE of that column: no
+    version bump, no event — it is derived, like a cache the case's own fields determine)."""
+    if notice_sent is None:
+        notice_sent = case.pk is not None and case.notices.filter(status=NoticeStatus.SENT).exists()
+    value = next_due_of(case, notice_sent=notice_sent)
+    if case.pk is None or case._state.adding:
+        case.next_due = value  # the caller's save writes it
+    elif value != case.next_due:
+        Case.objects.filter(pk=case.pk).update(next_due=value)
+        case.next_due = value
+    return value
 
 
 def deadline_values(case: Case) -> dict:
@@ -138,6 +170,7 @@ def intake_deadlines(case: Case) -> None:
     for field, due in compute_due_dates(current, start).items():
         setattr(case, field, due)
     case.deadline_policy_version = current.version
+    recompute_next_due(case, notice_sent=False)  # a new case: no notice yet
 
 
 def _set_deadlines(*, case: Case, actor: Actor, cause: str, reason: str = "", changes: dict,
@@ -151,6 +184,7 @@ def _set_deadlines(*, case: Case, actor: Actor, cause: str, reason: str = "", ch
     _record(case=case, actor=actor, event_type="case.deadlines_changed",
             payload={"cause": cause, "reason": reason, **new, "previous": previous, **(extra or {})},
             audit_action="cases.case.deadlines_changed", decision="allowed")
+    recompute_next_due(case)
 
 
 def _recompute(*, case: Case, actor: Actor, deadline_policy: DeadlinePolicy) -> None:

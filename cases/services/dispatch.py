@@ -22,6 +22,7 @@ from cases.models import (
     NoticeStatus,
 )
 from cases.services._common import _lock_case, _record, _require_role, _require_tenant
+from cases.services.deadlines import recompute_next_due
 from cases.services.notices import _lock_notice
 from core.actors import Actor, coerce_actor
 from core.errors import Conflict, Forbidden, Invalid, NotAllowed
@@ -203,6 +204,8 @@ def _record_outcome_once(*, notice: Notice, actor: Actor, outcome: str, error: s
             event_type, action = "notice.sent", "cases.notice.sent"
         locked.save()
         dispatch.save()
+        if locked.status == NoticeStatus.SENT:  # the acknowledgement and response are met now
+            recompute_next_due(case, notice_sent=True)
         _record(case=case, actor=actor, event_type=event_type,
                 payload={"notice_id": locked.pk, "message_id": dispatch.message_id, "error": error},
                 audit_action=action, target_type="notice", target_id=locked.pk,
@@ -273,6 +276,8 @@ def notice_settle(*, actor, notice: Notice, outcome: str, reason: str, message_i
             dispatch.last_error = f"Settled as failed by {actor.identifier}: {reason}"[:2000]
         locked.save()
         dispatch.save()
+        if locked.status == NoticeStatus.SENT:
+            recompute_next_due(case, notice_sent=True)
         _record(case=case, actor=actor, event_type="notice.settled",
                 payload={"notice_id": locked.pk, "outcome": outcome, "previous_status": previous, "reason": reason,
                          "message_id": message_id or dispatch.message_id,

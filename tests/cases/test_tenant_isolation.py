@@ -40,7 +40,7 @@ def test_every_case_selector_is_covered():
                       "notice_earlier_versions_for", "deadline_rows_for_inbox"}
     audit_public = {name for name, obj in inspect.getmembers(audit_selectors, inspect.isfunction)
                     if obj.__module__ == audit_selectors.__name__}
-    assert audit_public == {"audit_events_for_tenant"}
+    assert audit_public == {"audit_events_for_tenant", "audit_chain_status"}
 
 
 def test_list_selectors_return_only_the_users_tenant(world, analyst, outsider):
@@ -142,6 +142,18 @@ def test_audit_selector_is_tenant_scoped(world, tenant, other_tenant):
     assert not audit_selectors.audit_events_for_tenant(tenant_id=other_tenant.pk, case_id=ours["case"].pk).exists()
     drafted = audit_selectors.audit_events_for_tenant(tenant_id=tenant.pk, action="cases.notice")
     assert set(drafted.values_list("action", flat=True)) == {"cases.notice.drafted", "cases.notice.submitted"}
+
+
+def test_audit_chain_status_is_tenant_scoped(world, tenant, other_tenant):
+    from audit.verify import verify_ledger
+
+    verify_ledger(since=True)  # both tenants' streams get a verified head
+    ours, theirs = f"case:{world['ours']['case'].pk}", f"case:{world['theirs']['case'].pk}"
+    both = [ours, theirs, f"tenant:{other_tenant.pk}", "no-such-stream"]
+    assert set(audit_selectors.audit_chain_status(tenant_id=tenant.pk, streams=both)) == {ours}
+    assert set(audit_selectors.audit_chain_status(tenant_id=other_tenant.pk, streams=both)) == {theirs}
+    status = audit_selectors.audit_chain_status(tenant_id=tenant.pk, streams=[ours])[ours]
+    assert status.up_to_date and status.verified_at is not None and status.events == status.verified_sequence
 
 
 def _outsider_calls(world, outsider, tenant):

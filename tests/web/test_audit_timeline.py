@@ -95,3 +95,87 @@ def test_csv_and_json_lines_exports_stream_what_the_filter_selects(client, audit
 
 def test_exports_are_for_auditors_only(client, analyst, case):
     assert get(client, analyst, reverse("web:audit_export", args=["csv"])).status_code == 403
+
+
+# --- the hash-chain status of the streams in view (issue 8): recorded by audit_verify, read ------
+
+def chain_lines(response) -> dict[str, dict]:
+    return {c["stream"]: c for c in response.context["chains"]}
+
+
+def test_the_timeline_shows_each_streams_last_verification_and_what_was_appended_since(
+        client, auditor, analyst, supervisor, history, tenant):
+    from audit.verify import verify_ledger
+    from tests.factories import make_case
+
+    case = history["proposal"].case
+    stream = f"case:{case.pk}"
+    never = make_case(actor=analyst, title="Opened after the verification")
+    verify_ledger([stream], since=True)  # what `audit_verify --since` records, for this stream only
+    verified_to = AuditEvent.objects.filter(stream=stream).count()
+    url = reverse("web:audit_timeline") + "?scope=all"
+    lines = chain_lines(get(client, auditor, url))
+    assert lines[stream]["state"] == "verified" and lines[stream]["sequence"] == verified_to
+    assert lines[f"case:{never.pk}"]["state"] == "never"
+    html = get(client, auditor, url).content.decode()
+    assert f"Case {case.reference}: verified up to event {verified_to}, its latest, at <time" in html
+    assert f"Case {never.reference}: never verified: none of its" in html
+
+    services.case_transition(actor=supervisor, case=case, transition="triage", reason="read it")  # appends
+    lines = chain_lines(get(client, auditor, url))
+    appended = AuditEvent.objects.filter(stream=stream).count() - verified_to
+    assert appended >= 1 and lines[stream]["state"] == "behind" and lines[stream]["appended"] == appended
+    html = get(client, auditor, url).content.decode()
+    assert (f"verified up to event {verified_to} at <time" in html
+            and f"not verified since: {appended} event{'s' if appended > 1 else ''} appended since" in html)
+    rows = {(e.stream, e.sequence): e.chain_verified for e in get(client, auditor, url).context["page"]}
+    assert rows[(stream, verified_to)] is True and rows[(stream, verified_to + 1)] is False
+
+
+def test_the_timeline_recomputes_no_hash(client, auditor, history, monkeypatch):
+    import audit.verify
+    import web.views.audit
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("the tenant timeline must not recompute hashes")
+
+    monkeypatch.setattr(web.views.audit, "verify_stream", forbidden)
+    monkeypatch.setattr(audit.verify, "verify_ledger", forbidden)
+    monkeypatch.setattr(audit.verify, "event_hash", forbidden)
+    response = get(client, auditor, reverse("web:audit_timeline") + "?scope=all")
+    assert response.status_code == 200 and response.context["chains"]
+
+
+def test_a_long_case_stream_is_not_rechecked_on_page_load(client, auditor, case, monkeypatch):
+    import web.views.audit
+
+    monkeypatch.setattr(web.views.audit, "LIVE_VERIFY_MAX_EVENTS", 1)
+    html = get(client, auditor, reverse("web:case_audit", args=[case.reference])).content.decode()
+    assert "<strong>intact</strong>" not in html and "not re-checked on page load" in html
+    assert f"Case {case.reference}: never verified" in html
+
+
+def test_another_tenants_streams_and_verified_heads_are_not_shown(client, auditor, case, outsider, other_tenant):
+    from audit.selectors import audit_chain_status
+    from audit.verify import verify_ledger
+    from tests.factories import make_case
+
+    theirs = make_case(actor=outsider, title="Theirs")
+    verify_ledger(since=True)
+    their_stream = f"case:{theirs.pk}"
+    assert audit_chain_status(tenant_id=case.tenant_id, streams=[their_stream, f"case:{case.pk}"]).keys() == {
+        f"case:{case.pk}"}
+    assert audit_chain_status(tenant_id=other_tenant.pk, streams=[their_stream]).keys() == {their_stream}
+    response = get(client, auditor, reverse("web:audit_timeline") + "?scope=all")
+    assert their_stream not in chain_lines(response) and f'data-stream="{their_stream}"' not in response.content.decode()
+    assert set(chain_lines(response)) == {f"case:{case.pk}"}
+
+
+@pytest.mark.parametrize("value", [None, "not a time", 5, "2026-13-45T00:00:00Z"])
+def test_a_hand_edited_timeline_cursor_is_a_400_with_the_first_page(client, auditor, history, value):
+    import base64
+
+    token = base64.urlsafe_b64encode(json.dumps([value, 1]).encode()).decode().rstrip("=")
+    response = get(client, auditor, reverse("web:audit_timeline") + f"?after={token}")
+    assert response.status_code == 400 and "changed by hand" in response.content.decode()
+    assert actions_on_page(response) == actions_on_page(get(client, auditor, reverse("web:audit_timeline")))

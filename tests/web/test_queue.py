@@ -8,7 +8,7 @@ from cases import services
 from cases.models import Case
 from core.errors import Forbidden, NotAllowed, NotFound
 from tests.factories import make_case
-from tests.helpers import assert_nothing_changed
+from tests.helpers import assert_nothing_changed, bring_case_to
 from web.models import SavedView
 
 pytestmark = pytest.mark.django_db
@@ -179,9 +179,58 @@ def test_sorting_by_due_date_and_the_overdue_view(client, analyst):
     late = make_case(actor=analyst, title="Late", narrative="", received_at=today - timedelta(days=200))
     soon = make_case(actor=analyst, title="Soon", narrative="", received_at=today - timedelta(days=1))
     undated = make_case(actor=analyst, title="Undated", narrative="")
-    Case.objects.filter(pk=undated.pk).update(acknowledge_due=None, response_due=None, close_due=None)
+    # A case with no due date at all (opened before deadlines existed): next_due is None too.
+    Case.objects.filter(pk=undated.pk).update(acknowledge_due=None, response_due=None, close_due=None, next_due=None)
+    # A case with nothing open comes last in either direction.
     assert listed(client, analyst, "/?sort=due") == [late.reference, soon.reference, undated.reference]
-    assert listed(client, analyst, "/?sort=-due") == [undated.reference, soon.reference, late.reference]
+    assert listed(client, analyst, "/?sort=-due") == [soon.reference, late.reference, undated.reference]
     assert listed(client, analyst, "/?view=overdue") == [late.reference]
     html = client.get("/?view=overdue").content.decode()
     assert "deadline-state--overdue" in html and date.min.isoformat() not in html
+
+
+@pytest.mark.parametrize("sort", ["due", "-due"])
+def test_due_date_pages_continue_across_cases_with_no_due_date(client, analyst, supervisor, sort):
+    """Keyset pages on the stored next_due (issue 8): every case once, in order, the ones with
+    nothing open (decided: next_due None) after all dated ones in either direction."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    today = timezone.localdate()
+    made = [make_case(actor=analyst, title=f"Case {n}", narrative="", received_at=today - timedelta(days=n % 7))
+            for n in range(34)]
+    for case in made[::5]:  # notice sent and decided: nothing open
+        notice = services.notice_draft(actor=analyst, case=case, subject="Your complaint", body="We are on it.")
+        services.notice_submit(actor=analyst, notice=notice)
+        services.notice_approve(actor=supervisor, notice=notice, content_hash=notice.content_hash,
+                                override_reason="seen")
+        services.notice_dispatch(actor=analyst, notice=notice)
+        bring_case_to(case, "decided", supervisor=supervisor, analyst=analyst)
+    client.force_login(analyst)
+    seen, url, pages = [], f"/?sort={sort}", []
+    while url:
+        page = client.get(url).context["page"]
+        pages.append([(c.next_due, c.pk) for c in page])
+        seen += pages[-1]
+        url = f"/?sort={sort}&after={page.next_cursor}" if page.has_next else None
+    rows = list(Case.objects.values_list("next_due", "pk"))
+    dated = sorted((r for r in rows if r[0] is not None), reverse=sort.startswith("-"))
+    undated = sorted((r for r in rows if r[0] is None), key=lambda r: r[1], reverse=sort.startswith("-"))
+    assert len(undated) == 7 and seen == dated + undated and len(pages) == 2
+    back = client.get(f"/?sort={sort}&before={page.previous_cursor}").context["page"]  # "Previous" from the last
+    assert [(c.next_due, c.pk) for c in back] == pages[0]
+
+
+@pytest.mark.parametrize("value", [None, "not a date", 12, "9999-99-99"])
+def test_a_hand_edited_due_cursor_is_a_400_with_the_first_page(client, analyst, value):
+    import base64
+    import json
+
+    make_case(actor=analyst, title="Only", narrative="")
+    token = base64.urlsafe_b64encode(json.dumps([value, 1]).encode()).decode().rstrip("=")
+    client.force_login(analyst)
+    response = client.get(f"/?sort=due&after={token}")
+    assert response.status_code == 400
+    assert "changed by hand" in response.content.decode()
+    assert [c.title for c in response.context["page"]] == ["Only"]

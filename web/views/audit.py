@@ -3,8 +3,9 @@
 By default it shows people's decisions (actions taken by a person); agents' and the system's run
 plumbing is one click away (scope=all). Filters by actor, case, action, decision and date; keyset
 pages; CSV and JSON-lines export of exactly what the filter selects, streamed; each target linked;
-approval notes shown; and for a case, the hash-chain status of its stream with the time it was
-verified."""
+approval notes shown; and the hash-chain status of the streams in view with the time each was last
+verified (what `audit_verify` recorded: a read, no hash recomputed), a case's short stream also
+checked on page load."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
 
-from audit.selectors import audit_events_for_tenant
+from audit.selectors import audit_chain_status, audit_events_for_tenant
 from audit.verify import verify_stream
 from cases import selectors
 from core.errors import Invalid, NotFound
@@ -24,9 +25,13 @@ from web.access import member_required, require_audit_access
 from web.actors import actor_labels, tenant_users
 from web.forms import AuditFilterForm
 from web.keyset import keyset_page
-from web.labels import SCHEMES, action_label
+from web.labels import SCHEMES, action_label, label
 
 EVENTS_PER_PAGE = 50
+# A case's own trail also re-checks its stream on page load when it is at most this long (a bounded
+# cost); longer ones, and the tenant timeline, show only what `audit_verify` recorded.
+LIVE_VERIFY_MAX_EVENTS = 2000
+CHAIN_STATES = ("verified", "behind", "never")
 COUNT_LIMIT = 1000
 EXPORT_CHUNK = 2000
 EXPORT_FIELDS = ("id", "created_at", "tenant_id", "stream", "sequence", "actor_type", "actor_id", "action",
@@ -75,6 +80,33 @@ def _events(request, form: AuditFilterForm, *, case=None):
     return events, case
 
 
+def _stream_order(status) -> tuple:
+    kind, _, rest = status.stream.partition(":")
+    return (kind, int(rest) if rest.isdigit() else 0, rest)
+
+
+def _chain_line(status, references: dict[int, str]) -> dict:
+    """One stream's chain status for the page: its name in words, its state (CHAIN_STATES) and the
+    figures the sentence needs."""
+    case_id = _case_id(status.stream)
+    if case_id is not None:
+        name = f"Case {references.get(case_id) or status.stream}"
+    elif status.stream.startswith("tenant:"):
+        name = "Organisation-wide events"
+    else:
+        name = label(status.stream, "stream")
+    state = "never" if status.never_verified else ("verified" if status.up_to_date else "behind")
+    return {"stream": status.stream, "name": name, "state": state, "state_label": label(state, "chain_state"),
+            "events": status.events, "sequence": status.verified_sequence, "verified_at": status.verified_at,
+            "appended": status.appended_since}
+
+
+def _chain_summary(chains: list[dict]) -> dict:
+    counts = {state: sum(1 for c in chains if c["state"] == state) for state in CHAIN_STATES}
+    times = [c["verified_at"] for c in chains if c["verified_at"] is not None]
+    return {"streams": len(chains), **counts, "oldest": min(times) if times else None}
+
+
 def _link(event, references: dict[int, str]) -> str | None:
     """Where the event's target is shown: the case page (at the item), the run, or nothing."""
     reference = references.get(_case_id(event.stream))
@@ -117,9 +149,19 @@ def _timeline(request, *, case=None):
         event.action_words = action_label(event.action)
         event.run_link = reverse("web:run_detail", args=[int(event.run_id)]) if event.run_id.isdigit() else None
         event.note = (event.payload or {}).get("note") or (event.payload or {}).get("reason") or ""
+    # The hash-chain status of the streams in view (issue 8): read from the stream heads and the
+    # heads `audit_verify` recorded — no hash recomputed for the timeline, whatever its size.
+    streams = [f"case:{case_filter.pk}"] if case_filter is not None else [e.stream for e in page]
+    statuses = audit_chain_status(tenant_id=request.user.tenant_id, streams=streams)
+    chains = [_chain_line(known, references) for known in sorted(statuses.values(), key=_stream_order)]
+    for event in page:
+        known = statuses.get(event.stream)
+        event.chain_verified = bool(known and known.verified_sequence and event.sequence <= known.verified_sequence)
     chain = None
-    if case_filter is not None:  # a case's stream is short: verify it now, and say when
-        broken = verify_stream(f"case:{case_filter.pk}")
+    case_status = statuses.get(streams[0]) if case_filter is not None else None
+    if case_status is not None and case_status.events <= LIVE_VERIFY_MAX_EVENTS:
+        # One case's stream is short: it is also checked now (bounded), and the page says when.
+        broken = verify_stream(case_status.stream)
         chain = {"ok": broken is None, "verified_at": timezone.now(), "break": broken,
                  "reference": case_filter.reference}
     query = request.GET.copy()
@@ -130,6 +172,8 @@ def _timeline(request, *, case=None):
         "case": case, "case_filter": case_filter, "form": form, "page": page, "labels": labels,
         "query": query.urlencode(), "suggestions": ACTION_SUGGESTIONS, "total": total,
         "total_is_capped": total > COUNT_LIMIT, "count_limit": COUNT_LIMIT, "notes": notes, "chain": chain,
+        "chains": chains, "chain_summary": _chain_summary(chains),
+        "live_verify_max": LIVE_VERIFY_MAX_EVENTS if case_filter is not None else None,
         "scope_all": data.get("scope") == "all" or bool(data.get("actor_type")),
         "export_query": query.urlencode(),
     }, status=status)

@@ -66,7 +66,7 @@ def queue_context(request, *, form: CaseFilterForm) -> tuple[dict, int]:
         status = 400  # e.g. an unknown status in a hand-edited URL: say so, list with the rest
     kwargs = form.selector_kwargs()
     sort = form.sort_value if form.is_valid() else DEFAULT_SORT
-    kwargs["sort"] = sort.lstrip("-")
+    kwargs["sort"], kwargs["descending"] = sort.lstrip("-"), sort.startswith("-")
     cases = selectors.case_list_for_user(user=request.user, **kwargs)
     try:
         page = keyset_page(cases, key="sort_key", descending=sort.startswith("-"),
