@@ -279,6 +279,18 @@ class Case(ThreadSafeRefreshMixin, ConcurrentTransitionMixin, models.Model):
 
 CASE_TRANSITIONS = ("triage", "start_review", "request_evidence", "receive_evidence", "mark_ready",
                     "return_to_review", "decide", "close", "reopen")
+# The transitions in words, for every text a person reads (forms, pages, an agent's rationale).
+TRANSITION_LABELS = {
+    "triage": "Triage",
+    "start_review": "Start review",
+    "request_evidence": "Request evidence",
+    "receive_evidence": "Evidence received",
+    "mark_ready": "Mark ready for decision",
+    "return_to_review": "Return to review",
+    "decide": "Decide",
+    "close": "Close",
+    "reopen": "Reopen",
+}
 
 
 class CaseReferenceCounter(models.Model):

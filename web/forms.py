@@ -6,19 +6,7 @@ from __future__ import annotations
 from django import forms
 
 from cases import policy
-from cases.models import CASE_TRANSITIONS, CaseStatus, ProposalKind, RiskLevel
-
-TRANSITION_LABELS = {
-    "triage": "Triage",
-    "start_review": "Start review",
-    "request_evidence": "Request evidence",
-    "receive_evidence": "Evidence received",
-    "mark_ready": "Mark ready for decision",
-    "return_to_review": "Return to review",
-    "decide": "Decide",
-    "close": "Close",
-    "reopen": "Reopen",
-}
+from cases.models import CASE_TRANSITIONS, TRANSITION_LABELS, CaseStatus, ProposalKind, RiskLevel
 
 REASON_LABELS = {
     "decide": "Decision and resolution",

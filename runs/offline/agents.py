@@ -8,6 +8,7 @@ import math
 import re
 from datetime import timedelta
 
+from cases.models import TRANSITION_LABELS, CaseStatus
 from runs.offline.classifier import get_classifier
 from runs.offline.context import (
     EvidenceText,
@@ -178,7 +179,7 @@ def policy_checker(context: dict) -> dict:
                 applies, reason = True, "Received date unknown: record it so the 15-day deadline can be computed."
         elif code == "CLOSE-60":
             if status in CLOSED_STATUSES:
-                applies, reason = False, f"The case is already {status}."
+                applies, reason = False, f"The case is already {_status_words(status)}."
             elif deadline:
                 applies, reason = True, (f"Received {received.isoformat()}; a decision is due by "
                                          f"{deadline.isoformat()} ({_days_phrase(deadline, today)}).")
@@ -213,6 +214,14 @@ def policy_checker(context: dict) -> dict:
 
 
 # --- adjudicator ----------------------------------------------------------------------------
+def _status_words(status: str) -> str:
+    return dict(CaseStatus.choices).get(status, status.replace("_", " ")).lower()
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{'No' if n == 0 else n} {noun}{'' if n == 1 else 's'}"
+
+
 NEXT_TRANSITION = {"new": "triage", "triaged": "start_review", "ready_for_decision": "decide", "decided": "close"}
 MIN_WORDS_SUFFICIENT = 40
 _UNRESOLVED = "Unresolved"
@@ -298,14 +307,16 @@ def adjudicator(context: dict) -> dict:
         transition = "mark_ready" if sufficient else "request_evidence"
         why = f"evidence is {'sufficient' if sufficient else 'insufficient'} ({sufficiency})"
         if sufficient and str(case.get("risk_level") or "unassessed") == "unassessed":
-            why += f"; the risk level ({level}) must be approved first, as mark_ready needs an assessed risk"
+            why += (f"; the risk level ({level}) must be approved first, as marking ready for decision "
+                    "needs an assessed risk")
     elif status == "waiting_for_evidence":
         transition = "receive_evidence" if sufficient else None
         why = ("the requested evidence appears to be in" if sufficient
                else f"still waiting: {sufficiency}")
     else:
         transition = NEXT_TRANSITION.get(status)
-        why = "the next lifecycle step" if transition else f"no further step from {status or 'an unknown status'}"
+        why = ("the next lifecycle step" if transition
+               else f"no further step from the status {_status_words(status) or 'unknown'}")
     if status == "under_review" and not sufficient:
         disputes.append({
             "topic": "evidence",
@@ -330,24 +341,27 @@ def adjudicator(context: dict) -> dict:
     unresolved = [d for d in disputes if d["resolution"].startswith(_UNRESOLVED)]
     confidence = max(0.0, min(1.0, confidence - 0.15 * len(unresolved)))
 
-    reference = case.get("reference") or "the case"
     product = (triage_out or {}).get("product") or recorded_product or "unclassified product"
     issue = (triage_out or {}).get("issue") or case.get("issue") or "unclassified issue"
     respondent = str(case.get("company") or "an unrecorded respondent").rstrip(". ")
-    signal_codes = [s.get("code") for s in risk.get("signals") or [] if isinstance(s, dict)]
-    classified = (f"{product} / {issue} (needs an analyst to confirm)" if (triage_out or {}).get("needs_analyst")
+    signal_words = [str(s.get("code") or "").replace("-", " ").replace("_", " ").lower()
+                    for s in risk.get("signals") or [] if isinstance(s, dict) and s.get("code")]
+    classified = (f"{product} / {issue} (an analyst should confirm this)" if (triage_out or {}).get("needs_analyst")
                   else f"{product} / {issue}")
     request = (triage_out or {}).get("consumer_request")
     wants = (f"The consumer asks for: {request['statement']}. "
              if isinstance(request, dict) and request.get("kind") not in (None, "none") else "")
+    rules = ", ".join(sorted(c for c in applied if c))
+    # Plain words, the recommendation first: this text is the rationale a supervisor reads on the
+    # proposal's card (issue 8: no stored status values or internal ids in what a person reads).
+    step = TRANSITION_LABELS.get(transition, transition).lower() if transition else None
     summary = (
-        f"{reference} ({status or 'status unknown'}, v{case.get('version', '?')}): {classified}, "
-        f"against {respondent}. {wants}Risk {level}"
-        f"{' (signals: ' + ', '.join(signal_codes) + ')' if signal_codes else ' (no risk signals)'}. "
-        f"Policy: {', '.join(sorted(c for c in applied if c)) or 'no rule applies'}; "
-        f"notice due: {'yes' if policy.get('notice_due') else 'no'}. "
-        f"{len(disputes)} dispute(s). "
-        f"Recommended next step: {transition or 'none'} — {why}."
+        f"{'Recommended next step: ' + step if step else 'No next step recommended'} — {why}. "
+        f"Classified as {classified}, against {respondent}. {wants}"
+        f"Risk {level}{' (signals: ' + ', '.join(signal_words) + ')' if signal_words else ' (no risk signals)'}. "
+        f"{'Policy rules that apply: ' + rules if rules else 'No policy rule applies'}; "
+        f"{'a notice to the consumer is due' if policy.get('notice_due') else 'no notice is due'}. "
+        f"{_count(len(disputes), 'dispute')} between the agents."
     )
     return {"summary": shorten(summary, 4000), "risk_level": level, "recommended_transition": transition,
             "disputes": disputes, "confidence": round(confidence, 4)}
