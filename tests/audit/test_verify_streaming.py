@@ -104,3 +104,47 @@ def test_the_command_reports_counts(ledger):
     out = StringIO()
     call_command("audit_verify", "--verbosity", "2", stdout=out)
     assert out.getvalue().startswith("OK: 4 audit streams verified.\n28 events read in ")
+
+
+def test_streaming_finds_a_reordered_event(ledger):
+    """Two events swapped (each given the other's sequence): the chain breaks where the first of
+    them now stands."""
+    events = _events("case:103")
+    third, fourth = events[2], events[3]
+    with triggers_disabled():
+        raw_execute("UPDATE audit_auditevent SET sequence = 1000 WHERE id = %s", [third.pk])
+        raw_execute("UPDATE audit_auditevent SET sequence = 3 WHERE id = %s", [fourth.pk])
+        raw_execute("UPDATE audit_auditevent SET sequence = 4 WHERE id = %s", [third.pk])
+    result = verify_ledger()
+    assert [(b.stream, b.event_id, b.sequence, b.reason) for b in result.breaks] == [
+        ("case:103", fourth.pk, 3, "prev_hash does not match the previous event"),
+    ]
+    assert not AuditVerifiedHead.objects.filter(stream="case:103").exists()
+
+
+@pytest.mark.parametrize("change", ["last_hash = %s", "last_sequence = last_sequence + 1, last_hash = %s",
+                                    "last_sequence = last_sequence - 1, last_hash = %s"])
+def test_streaming_finds_a_wrong_stored_head(ledger, change):
+    events = _events("case:102")
+    forged = {"last_hash = %s": "f" * 64}.get(change, events[-1].hash if "+" in change else events[-2].hash)
+    with triggers_disabled():
+        raw_execute(f"UPDATE audit_auditstreamhead SET {change} WHERE stream = %s", [forged, "case:102"])
+    result = verify_ledger()
+    assert [(b.stream, b.event_id, b.reason) for b in result.breaks] == [
+        ("case:102", None, "stream head does not match the last event (events removed from the end?)"),
+    ]
+
+
+def test_the_walk_costs_the_same_statements_for_any_number_of_streams(ledger):
+    """No round trip per stream: the scan is one statement (fetched in batches), whatever the
+    number of streams and events (on PostgreSQL also SET LOCAL jit and a savepoint around it)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as four_streams:
+        assert verify_ledger(record=False).streams == 4
+    for case_id in range(200, 212):
+        _append(ledger, case_id, 2)
+    with CaptureQueriesContext(connection) as sixteen_streams:
+        assert verify_ledger(record=False).streams == 16
+    assert len(sixteen_streams.captured_queries) == len(four_streams.captured_queries) <= 4
