@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from json.decoder import JSONDecoder
 from json.encoder import c_make_encoder, encode_basestring
@@ -196,8 +197,7 @@ def _rows(streams: list[str] | None, since: bool):
             cursor = connection.chunked_cursor()
             try:
                 cursor.execute(sql, params)
-                while rows := cursor.fetchmany(batch):
-                    yield rows
+                yield from _read_ahead(cursor, batch)
             finally:
                 cursor.close()
         return
@@ -209,6 +209,22 @@ def _rows(streams: list[str] | None, since: bool):
         while rows := cursor.fetchmany(batch):
             yield [row if row[SEQUENCE] == _HEAD_SEQUENCE else
                    (*row[:CREATED_AT], convert(row[CREATED_AT]), *row[CREATED_AT + 1:]) for row in rows]
+
+
+def _read_ahead(cursor, batch: int):
+    """cursor.fetchmany(batch) until it is empty, the next batch fetched by a helper thread while the
+    caller hashes this one: PostgreSQL produces rows while Python checks them (the thread waits on
+    the socket without the GIL). psycopg serialises the connection's use, so the caller may run
+    other statements (recording verified heads) meanwhile."""
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="audit-verify-fetch") as pool:
+        pending = pool.submit(cursor.fetchmany, batch)
+        try:
+            while rows := pending.result():
+                pending = pool.submit(cursor.fetchmany, batch)
+                yield rows
+        finally:
+            if not pending.done():
+                pending.cancel() or wait([pending])
 
 
 def _count_streams(streams: list[str] | None) -> int:
