@@ -191,9 +191,6 @@ def _rows(streams: list[str] | None, since: bool):
     batch = settings.ARBITER_AUDIT_VERIFY_BATCH_SIZE
     if connection.vendor == "postgresql":
         with transaction.atomic():  # a server-side cursor lives in a transaction
-            with connection.cursor() as cursor:
-                # JIT compiling the scan's expressions costs more than it saves on a streamed read.
-                cursor.execute("SET LOCAL jit = off")
             cursor = connection.chunked_cursor()
             try:
                 cursor.execute(sql, params)
