@@ -148,3 +148,13 @@ def test_the_walk_costs_the_same_statements_for_any_number_of_streams(ledger):
     with CaptureQueriesContext(connection) as sixteen_streams:
         assert verify_ledger(record=False).streams == 16
     assert len(sixteen_streams.captured_queries) == len(four_streams.captured_queries) <= 3
+
+
+def test_since_with_streams_reads_only_those_that_moved(ledger):
+    verify_ledger()
+    _append(ledger, 101, 2)
+    _append(ledger, 102, 2)
+    result = verify_ledger(["case:101", "case:103"], since=True)
+    assert (result.streams, result.events, result.breaks) == (2, 3, [])  # 101 from its verified #7; 103 unmoved
+    assert dict(AuditVerifiedHead.objects.values_list("stream", "sequence")) == {
+        "case:101": 9, "case:102": 7, "case:103": 7, "case:104": 7}
