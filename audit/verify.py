@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from json.decoder import JSONDecoder
 from json.encoder import c_make_encoder, encode_basestring
@@ -215,13 +215,11 @@ def _read_ahead(cursor, batch: int):
     other statements (recording verified heads) meanwhile."""
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="audit-verify-fetch") as pool:
         pending = pool.submit(cursor.fetchmany, batch)
-        try:
-            while rows := pending.result():
-                pending = pool.submit(cursor.fetchmany, batch)
-                yield rows
-        finally:
-            if not pending.done():
-                pending.cancel() or wait([pending])
+        while rows := pending.result():
+            pending = pool.submit(cursor.fetchmany, batch)
+            yield rows
+    # Leaving the pool (also when the caller stops early) waits for a fetch still in flight, so the
+    # cursor is idle when the caller closes it.
 
 
 def _count_streams(streams: list[str] | None) -> int:

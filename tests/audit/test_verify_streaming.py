@@ -158,3 +158,15 @@ def test_since_with_streams_reads_only_those_that_moved(ledger):
     assert (result.streams, result.events, result.breaks) == (2, 3, [])  # 101 from its verified #7; 103 unmoved
     assert dict(AuditVerifiedHead.objects.values_list("stream", "sequence")) == {
         "case:101": 9, "case:102": 7, "case:103": 7, "case:104": 7}
+
+
+def test_a_scan_stopped_early_leaves_the_connection_usable(ledger):
+    """On PostgreSQL a helper thread may be fetching the next batch when the walk stops (an error
+    while recording, say): the scan waits for it and closes its cursor."""
+    from audit.verify import _rows
+
+    rows = _rows(None, False)
+    assert len(next(rows)) == 3  # the fixture's batch size
+    rows.close()
+    assert AuditEvent.objects.count() == 28
+    assert verify_ledger().breaks == []
