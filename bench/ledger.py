@@ -10,6 +10,10 @@ one real case with a long history, each replaying to its stored row), then times
     case_replay --all        every case against its events
 
 and reports events/s and the process's peak memory. It measures, it never asserts.
+
+While iterating: `--reuse` keeps a database already built (the --since appends then pile up on it),
+`--skip-cases` leaves out the case part (its build is most of the run), `--repeat N` times the full
+walk N times (every verified head is deleted first, so each walk records them all, as the first).
 """
 
 from __future__ import annotations
