@@ -1,25 +1,32 @@
 """Walk the audit hash chains and report the first event of each stream that does not match.
 
-Streaming at ledger scale (ADR 0010): one ordered scan over every event, read in batches through a
-server-side cursor on PostgreSQL, merged with an ordered scan of the stream heads — constant memory
-and no round trip per stream. `since=True` verifies incrementally: each stream resumes from its
-last verified head (AuditVerifiedHead: sequence and hash of the last event a verification passed,
+Streaming at ledger scale (ADR 0010): one scan, ordered by (stream, sequence), returns every stream's
+head row followed by its events, read in batches through a server-side cursor on PostgreSQL
+(PostgreSQL merges the event index with the heads, so no sort and no round trip per stream) —
+constant memory. `since=True` verifies incrementally: each changed stream resumes from its last
+verified head (AuditVerifiedHead: sequence and hash of the last event a verification passed,
 recorded when it passes), so a nightly verification costs what was appended since. What was
-verified before is trusted then; a full verification (the default) re-checks everything."""
+verified before is trusted then; a full verification (the default) re-checks everything.
+
+Speed (ADR 0010, "audit_verify speed"): the hash is recomputed from the row as the database returns
+it — the JSON columns as text, the timestamp as the exact `isoformat` text — by `row_hash`, which
+writes the same bytes as `audit.hashing.event_hash` without building an event, a dict per row or a
+json.dumps call (tests/audit/test_verify_hash.py checks the equality on randomised events)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections import namedtuple
-from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import lru_cache
+from json.decoder import JSONDecoder
+from json.encoder import c_make_encoder, encode_basestring
 
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from audit.hashing import HASHED_FIELDS, event_hash
+from audit.hashing import HASHED_FIELDS
 from audit.models import AuditEvent, AuditVerifiedHead
 
 
@@ -38,162 +45,247 @@ class VerifyResult:
     breaks: list[ChainBreak]
 
 
-_COLUMNS = ("id", "hash", *HASHED_FIELDS, "created_at")
-Event = namedtuple("Event", _COLUMNS)
+# --- the hash, from a row --------------------------------------------------------------------------
+
+# event_hash writes json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+# default=str): the body's keys in sorted order, each value as that encoder writes it. The scan
+# selects the values in that order, so a row is: id, hash, then the body's values.
+BODY_KEYS = tuple(sorted((*HASHED_FIELDS, "created_at")))
+_COLUMNS = ("id", "hash", *BODY_KEYS)
+(ACTION, ACTOR_ID, ACTOR_TYPE, CREATED_AT, DECISION, EVIDENCE_REFS, PAYLOAD, POLICY_VERSION, PREV_HASH, RUN_ID,
+ SEQUENCE, STREAM, TARGET_ID, TARGET_TYPE, TENANT_ID) = (_COLUMNS.index(name) for name in BODY_KEYS)
+ID, HASH = 0, 1
+_BODY = "{" + ",".join(f'"{name}":%s' for name in BODY_KEYS) + "}"
+
+# The encoder json.dumps builds for those arguments (JSONEncoder.iterencode with _one_shot), made
+# once. markers=None only drops the check for circular references, which JSON decoded from the
+# database cannot have; the text written is the same.
+if c_make_encoder is not None:
+    _c_encoder = c_make_encoder(None, str, encode_basestring, None, ":", ",", True, False, True)
+
+    def canonical_json(value) -> str:
+        return "".join(_c_encoder(value, 0))
+else:  # pragma: no cover - CPython always has the C accelerator
+    def canonical_json(value) -> str:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+_scan_json = JSONDecoder().scan_once  # what json.loads runs, without its wrappers
 
 
-@lru_cache(maxsize=4)
-def _converters(vendor: str) -> list[tuple]:
-    """The database's and the fields' converters per selected column (what the ORM applies)."""
-    converters = []
-    for index, name in enumerate(_COLUMNS):
-        field = AuditEvent._meta.get_field(name.removesuffix("_id") if name == "tenant_id" else name)
-        column = field.get_col(AuditEvent._meta.db_table)
-        found = connection.ops.get_db_converters(column) + field.get_db_converters(connection)
-        if found:
-            converters.append((index, column, found))
-    return converters
+def _json_text(text: str) -> str:
+    """The canonical text of the JSON document `text` (as json.loads then event_hash's dumps)."""
+    if text == "[]" or text == "{}":  # most events' evidence_refs: already canonical
+        return text
+    try:
+        value, end = _scan_json(text, 0)
+    except StopIteration:
+        end = -1
+    if end != len(text):
+        value = json.loads(text)  # surrounding whitespace, or not JSON at all (ValueError)
+    return canonical_json(value)
 
 
-def _order(expression: str) -> str:
-    # Byte order on both databases, so the two scans merge in Python's string order.
-    return f'{expression} COLLATE "C"' if connection.vendor == "postgresql" else expression
+def row_hash(row) -> str | None:
+    """sha256 of the event in `row` (laid out as the scan selects it: the string columns as str,
+    sequence and tenant_id as int or None, created_at as its isoformat text, evidence_refs and
+    payload as JSON text) — the same digest event_hash gives for the event. None if a JSON column
+    holds no JSON (only possible where the database does not check it: SQLite)."""
+    try:
+        evidence_refs, payload = _json_text(row[EVIDENCE_REFS]), _json_text(row[PAYLOAD])
+    except ValueError:
+        return None
+    sequence, tenant_id = row[SEQUENCE], row[TENANT_ID]
+    body = _BODY % (
+        encode_basestring(row[ACTION]), encode_basestring(row[ACTOR_ID]), encode_basestring(row[ACTOR_TYPE]),
+        encode_basestring(row[CREATED_AT]), encode_basestring(row[DECISION]), evidence_refs, payload,
+        encode_basestring(row[POLICY_VERSION]), encode_basestring(row[PREV_HASH]), encode_basestring(row[RUN_ID]),
+        sequence if type(sequence) is int else canonical_json(sequence),
+        encode_basestring(row[STREAM]), encode_basestring(row[TARGET_ID]), encode_basestring(row[TARGET_TYPE]),
+        tenant_id if type(tenant_id) is int else canonical_json(tenant_id),
+    )
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 
-def _scan(sql: str, params: list, *, convert: bool) -> Iterator[tuple]:
-    """Rows of `sql`, fetched in batches of ARBITER_AUDIT_VERIFY_BATCH_SIZE through a server-side
-    cursor on PostgreSQL (Django's chunked cursor), converted like the ORM would."""
-    batch = settings.ARBITER_AUDIT_VERIFY_BATCH_SIZE
-    converters = _converters(connection.vendor) if convert else ()
-    with transaction.atomic():  # a server-side cursor lives in a transaction
-        cursor = connection.chunked_cursor()
-        try:
-            cursor.execute(sql, params)
-            while rows := cursor.fetchmany(batch):
-                for row in rows:
-                    if converters:
-                        row = list(row)
-                        for index, column, functions in converters:
-                            for function in functions:
-                                row[index] = function(row[index], column, connection)
-                    yield row
-        finally:
-            cursor.close()
+# --- the scan --------------------------------------------------------------------------------------
 
-
-class _IsoText(str):
-    """A timestamp already in the text `datetime.isoformat(timespec="microseconds")` gives."""
-
-    def isoformat(self, timespec: str = "microseconds") -> str:
-        return str(self)
-
-
-_EVIDENCE, _PAYLOAD, _CREATED = _COLUMNS.index("evidence_refs"), _COLUMNS.index("payload"), _COLUMNS.index("created_at")
-_PG_EXPRESSIONS = {
-    "evidence_refs": "e.evidence_refs::text", "payload": "e.payload::text",
+# A stream's head row comes first in its stream (sequence -1) and reuses four columns:
+# id = verified sequence, hash = the head's last hash, prev_hash = verified hash,
+# tenant_id = the head's last sequence. Either side may be NULL (no head / never verified).
+_HEAD_SEQUENCE = -1
+_HEAD_COLUMNS = {"id": "c.verified_sequence", "hash": "CAST(c.last_hash AS text)",
+                 "prev_hash": "CAST(c.verified_hash AS text)",
+                 "tenant_id": "c.last_sequence", "sequence": f"CAST({_HEAD_SEQUENCE} AS bigint)", "stream": "c.stream"}
+# Every other column is text on both sides of the UNION ALL: PostgreSQL merges its two ordered
+# inputs (Merge Append over the (stream, sequence) index) only when the types match exactly.
+_PG_EVENT_COLUMNS = {
     "created_at": """to_char(e.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"')""",
 }
+_KEEP_TYPE = ("id", "sequence", "stream", "tenant_id")
 
 
-def _event_rows(streams: list[str] | None, since: bool) -> Iterator[Event]:
+def _streams_sql(streams: list[str] | None) -> tuple[str, list]:
+    """Every stream (of `streams`) with a head or a verified head: (stream, last_sequence,
+    last_hash, verified_sequence, verified_hash)."""
+    heads, verified, params = "audit_auditstreamhead", "audit_auditverifiedhead", []
+    if streams is not None:
+        among = f"WHERE stream IN ({', '.join(['%s'] * len(streams))})"
+        heads, verified = f"(SELECT * FROM {heads} {among})", f"(SELECT * FROM {verified} {among})"
+        params = [*streams, *streams]
+    return ("SELECT COALESCE(h.stream, v.stream) AS stream, h.last_sequence, h.last_hash, "
+            "v.sequence AS verified_sequence, v.hash AS verified_hash "
+            f"FROM {heads} h FULL JOIN {verified} v ON v.stream = h.stream"), params
+
+
+def _scan_sql(streams: list[str] | None, since: bool) -> tuple[str, list]:
+    postgres = connection.vendor == "postgresql"
+    if postgres:
+        events = ", ".join(_PG_EVENT_COLUMNS.get(name, f"e.{name}" if name in _KEEP_TYPE else f"e.{name}::text")
+                           for name in _COLUMNS)
+        heads = ", ".join(_HEAD_COLUMNS.get(name, "NULL::text") for name in _COLUMNS)
+    else:
+        events = ", ".join(f"e.{name}" for name in _COLUMNS)
+        heads = ", ".join(_HEAD_COLUMNS.get(name, "NULL") for name in _COLUMNS)
+    chosen, params = _streams_sql(streams)
+    if since:
+        # Driven by the streams that changed since they were verified, each read from its verified
+        # event on by an index range scan: the cost is what was appended. (OFFSET 0 keeps
+        # PostgreSQL from flattening the lateral subquery into a hash join over the whole ledger
+        # when it overestimates how many streams changed.)
+        chosen += (" WHERE COALESCE(h.last_sequence, -1) <> COALESCE(v.sequence, -1) "
+                   "OR COALESCE(h.last_hash, '') <> COALESCE(v.hash, '')")
+        if postgres:
+            source = ("c CROSS JOIN LATERAL (SELECT * FROM audit_auditevent x WHERE x.stream = c.stream "
+                      "AND x.sequence >= COALESCE(c.verified_sequence, 1) OFFSET 0) e")
+        else:
+            source = "c JOIN audit_auditevent e ON e.stream = c.stream AND e.sequence >= COALESCE(c.verified_sequence, 1)"
+        sql = (f"WITH c AS {'MATERIALIZED ' if postgres else ''}({chosen}) "
+               f"SELECT {events} FROM {source} UNION ALL SELECT {heads} FROM c")
+    else:
+        event_where = ""
+        if streams is not None:
+            event_where = f"WHERE e.stream IN ({', '.join(['%s'] * len(streams))})"
+            params = [*streams, *params]
+        sql = (f"SELECT {events} FROM audit_auditevent e {event_where} "
+               f"UNION ALL SELECT {heads} FROM ({chosen}) c")
+    return f"{sql} ORDER BY {STREAM + 1}, {SEQUENCE + 1}", params
+
+
+def _created_at_text():
+    """SQLite returns the timestamp as stored: convert it like the ORM, then write it as event_hash
+    does."""
+    field = AuditEvent._meta.get_field("created_at")
+    column = field.get_col(AuditEvent._meta.db_table)
+    converters = connection.ops.get_db_converters(column) + field.get_db_converters(connection)
+
+    def convert(value):
+        for function in converters:
+            value = function(value, column, connection)
+        return value.isoformat(timespec="microseconds")
+
+    return convert
+
+
+def _rows(streams: list[str] | None, since: bool):
+    """The scan's rows, in batches of ARBITER_AUDIT_VERIFY_BATCH_SIZE."""
+    sql, params = _scan_sql(streams, since)
+    batch = settings.ARBITER_AUDIT_VERIFY_BATCH_SIZE
     if connection.vendor == "postgresql":
-        columns = ", ".join(_PG_EXPRESSIONS.get(name, f"e.{name}") for name in _COLUMNS)
-    else:
-        columns = ", ".join(f"e.{name}" for name in _COLUMNS)
-    where, params = [], []
-    if since and connection.vendor == "postgresql":
-        # Driven by the heads of streams that changed since they were verified, each read from its
-        # verified event on by an index range scan: the cost is what was appended.
-        source = ("audit_auditstreamhead h LEFT JOIN audit_auditverifiedhead v ON v.stream = h.stream "
-                  "CROSS JOIN LATERAL (SELECT * FROM audit_auditevent x WHERE x.stream = h.stream "
-                  "AND x.sequence >= COALESCE(v.sequence, 1)) e")
-        where.append("(h.last_sequence <> COALESCE(v.sequence, 0) OR h.last_hash <> COALESCE(v.hash, ''))")
-    elif since:
-        source = ("audit_auditevent e LEFT JOIN audit_auditverifiedhead v ON v.stream = e.stream "
-                  "LEFT JOIN audit_auditstreamhead h ON h.stream = e.stream")
-        where.append("e.sequence >= COALESCE(v.sequence, 1) AND (h.id IS NULL OR h.last_sequence <> "
-                     "COALESCE(v.sequence, 0) OR h.last_hash <> COALESCE(v.hash, ''))")
-    else:
-        source = "audit_auditevent e"
-    if streams is not None:
-        where.append(f"e.stream IN ({', '.join(['%s'] * len(streams))})")
-        params += streams
-    sql = (f"SELECT {columns} FROM {source} {'WHERE ' + ' AND '.join(where) if where else ''} "
-           f"ORDER BY {_order('e.stream')}, e.sequence")
-    if connection.vendor != "postgresql":
-        for row in _scan(sql, params, convert=True):
-            yield Event(*row)
+        with transaction.atomic():  # a server-side cursor lives in a transaction
+            with connection.cursor() as cursor:
+                # No JIT for the scan: the planner cannot know how few streams moved since they
+                # were verified, estimates the --since scan at a third of the ledger, and JIT then
+                # compiled for ~0.2 s (and ~0.8 s under load) to read a thousand rows. SET LOCAL
+                # would outlive our savepoint in a caller's transaction: the value is put back.
+                cursor.execute("SELECT current_setting('jit'), set_config('jit', 'off', true)")
+                jit = cursor.fetchone()[0]
+            cursor = connection.chunked_cursor()
+            try:
+                cursor.execute(sql, params)
+                yield from _read_ahead(cursor, batch)
+            finally:
+                cursor.close()
+                with connection.cursor() as restore:
+                    restore.execute("SELECT set_config('jit', %s, true)", [jit])
         return
-    # PostgreSQL: the timestamp as the exact text the hash is computed over, the JSON decoded once
-    # here — the ORM's per-value converters were most of the walk's cost.
-    loads = json.loads
-    for row in _scan(sql, params, convert=False):
-        row = list(row)
-        row[_EVIDENCE], row[_PAYLOAD], row[_CREATED] = loads(row[_EVIDENCE]), loads(row[_PAYLOAD]), _IsoText(row[_CREATED])
-        yield Event(*row)
+    # SQLite: a plain read in chunks, no transaction held open (the web page's chain status runs
+    # beside a live server thread sharing the connection in the browser tests).
+    convert = _created_at_text()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        while rows := cursor.fetchmany(batch):
+            yield [row if row[SEQUENCE] == _HEAD_SEQUENCE else
+                   (*row[:CREATED_AT], convert(row[CREATED_AT]), *row[CREATED_AT + 1:]) for row in rows]
 
 
-def _head_rows(streams: list[str] | None) -> Iterator[tuple]:
-    """(stream, last_sequence, last_hash, verified_sequence, verified_hash) for every stream with a
-    head or a verified head, in stream order."""
-    where, params = "", []
-    if streams is not None:
-        where = f"WHERE s.stream IN ({', '.join(['%s'] * len(streams))})"
-        params = streams
-    sql = (f"SELECT s.stream, h.last_sequence, h.last_hash, v.sequence, v.hash FROM "
-           f"(SELECT stream FROM audit_auditstreamhead UNION SELECT stream FROM audit_auditverifiedhead) s "
-           f"LEFT JOIN audit_auditstreamhead h ON h.stream = s.stream "
-           f"LEFT JOIN audit_auditverifiedhead v ON v.stream = s.stream {where} ORDER BY {_order('s.stream')}")
-    yield from _scan(sql, params, convert=False)
+def _read_ahead(cursor, batch: int):
+    """cursor.fetchmany(batch) until it is empty, the next batch fetched by a helper thread while the
+    caller hashes this one: PostgreSQL produces rows while Python checks them (the thread waits on
+    the socket without the GIL). psycopg serialises the connection's use, so the caller may run
+    other statements (recording verified heads) meanwhile."""
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="audit-verify-fetch") as pool:
+        pending = pool.submit(cursor.fetchmany, batch)
+        while rows := pending.result():
+            pending = pool.submit(cursor.fetchmany, batch)
+            yield rows
+    # Leaving the pool (also when the caller stops early) waits for a fetch still in flight, so the
+    # cursor is idle when the caller closes it.
 
 
-def _key(stream: str) -> bytes:
-    return stream.encode("utf-8")
+def _count_streams(streams: list[str] | None) -> int:
+    sql, params = _streams_sql(streams)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT COUNT(*) FROM ({sql}) c", params)
+        return cursor.fetchone()[0]
 
 
-class _StreamCheck:
-    """The state of one stream's walk: what the next event must look like."""
+# --- the walk --------------------------------------------------------------------------------------
 
-    def __init__(self, stream: str, verified_sequence: int | None, verified_hash: str | None):
-        self.stream = stream
+class _Stream:
+    """One stream's walk: what the next event must look like, and how the stream ended."""
+
+    __slots__ = ("name", "head_sequence", "head_hash", "verified_sequence", "verified_hash", "resume",
+                 "expected_sequence", "expected_prev", "broken", "walked")
+
+    def __init__(self, name: str, head_sequence, head_hash, verified_sequence, verified_hash, *, resume: bool):
+        self.name = name
+        self.head_sequence, self.head_hash = head_sequence, head_hash
+        self.verified_sequence, self.verified_hash = verified_sequence, verified_hash
+        # Resuming (since): the verified event itself is read again and must be unchanged.
+        self.resume = resume and bool(verified_sequence)
+        self.expected_sequence = verified_sequence if self.resume else 1
+        self.expected_prev = None if self.resume else ""
         self.broken: ChainBreak | None = None
-        self.last: tuple[int, str] | None = None
-        if verified_sequence:
-            # Resume: the verified event itself is read again and must be unchanged.
-            self.expected_sequence, self.expected_prev = verified_sequence, None
-            self.verified = (verified_sequence, verified_hash)
-        else:
-            self.expected_sequence, self.expected_prev, self.verified = 1, "", None
+        self.walked = 0
 
-    def feed(self, event: Event) -> None:
-        if self.broken is not None:
-            return
-        if event.sequence != self.expected_sequence:
-            self.broken = ChainBreak(self.stream, event.id, event.sequence,
-                                     f"sequence gap: expected {self.expected_sequence}, found {event.sequence}")
-        elif self.expected_prev is not None and event.prev_hash != self.expected_prev:
-            self.broken = ChainBreak(self.stream, event.id, event.sequence,
-                                     "prev_hash does not match the previous event")
-        elif self.verified is not None and event.sequence == self.verified[0] and event.hash != self.verified[1]:
-            self.broken = ChainBreak(self.stream, event.id, event.sequence,
-                                     "the last verified event changed since it was verified")
-        elif event_hash(event) != event.hash:
-            self.broken = ChainBreak(self.stream, event.id, event.sequence,
-                                     "stored hash does not match the event's content")
+    def feed(self, row) -> None:
+        sequence = row[SEQUENCE]
+        if sequence != self.expected_sequence:
+            reason = f"sequence gap: expected {self.expected_sequence}, found {sequence}"
+        elif self.expected_prev is not None and row[PREV_HASH] != self.expected_prev:
+            reason = "prev_hash does not match the previous event"
+        elif self.resume and sequence == self.verified_sequence and row[HASH] != self.verified_hash:
+            reason = "the last verified event changed since it was verified"
+        elif row_hash(row) != row[HASH]:
+            reason = "stored hash does not match the event's content"
         else:
-            self.expected_prev = event.hash
+            self.expected_prev = row[HASH]
             self.expected_sequence += 1
-            self.last = (event.sequence, event.hash)
+            self.walked += 1
+            return
+        self.broken = ChainBreak(self.name, row[ID], sequence, reason)
 
-    def finish(self, head_sequence: int | None, head_hash: str | None) -> ChainBreak | None:
+    def last(self) -> tuple[int, str] | None:
+        return (self.expected_sequence - 1, self.expected_prev) if self.walked else None
+
+    def finish(self) -> ChainBreak | None:
         if self.broken is not None:
             return self.broken
-        if self.verified is not None and self.last is None:
-            return ChainBreak(self.stream, None, self.verified[0],
+        if self.resume and not self.walked:
+            return ChainBreak(self.name, None, self.verified_sequence,
                               "the last verified event was removed (events removed from the end?)")
-        last_sequence, last_hash = self.last if self.last else (0, "")
-        if head_sequence is not None and (head_sequence != last_sequence or head_hash != last_hash):
-            return ChainBreak(self.stream, None, head_sequence,
+        last_sequence, last_hash = self.last() or (0, "")
+        if self.head_sequence is not None and (self.head_sequence != last_sequence or self.head_hash != last_hash):
+            return ChainBreak(self.name, None, self.head_sequence,
                               "stream head does not match the last event (events removed from the end?)")
         return None
 
@@ -201,41 +293,53 @@ class _StreamCheck:
 def verify_ledger(streams: list[str] | None = None, *, since: bool = False, record: bool = True) -> VerifyResult:
     """Verify every stream (or `streams`), from the start or, with `since`, from each stream's last
     verified head. Streams that pass get their verified head recorded (unless `record=False`).
-    The event scan and the head scan are both in stream order and merged here; a stream with events
-    but no head (events inserted behind the ledger's back) is walked too."""
-    events = _event_rows(streams, since)
-    heads = _head_rows(streams)
-    event, head = next(events, None), next(heads, None)
-    checked = count = 0
+    A stream with events but no head (events inserted behind the ledger's back) is walked too by a
+    full verification; `since` walks only the streams whose head moved since it was verified."""
+    walked = count = 0
     breaks: list[ChainBreak] = []
     verified: list[AuditVerifiedHead] = []
-    while event is not None or head is not None:
-        if head is not None and (event is None or _key(head[0]) <= _key(event.stream)):
-            stream, head_sequence, head_hash, verified_sequence, verified_hash = head
-            head = next(heads, None)
-        else:
-            stream, head_sequence, head_hash, verified_sequence, verified_hash = event.stream, None, None, None, None
-        checked += 1
-        if since and verified_sequence and (head_sequence, head_hash) == (verified_sequence, verified_hash):
-            while event is not None and event.stream == stream:  # not selected by the scan; defensive
-                event = next(events, None)
-            continue  # nothing appended since it was verified
-        check = _StreamCheck(stream, verified_sequence if since else None, verified_hash if since else None)
-        while event is not None and event.stream == stream:
-            check.feed(event)
-            count += 1
-            event = next(events, None)
-        found = check.finish(head_sequence, head_hash)
+    # PostgreSQL records the verified heads as the scan goes (its cursor reads a snapshot); SQLite
+    # once the scan is done, not into a table its open read is scanning.
+    flush_at = settings.ARBITER_AUDIT_VERIFY_BATCH_SIZE if connection.vendor == "postgresql" else None
+
+    def close(stream: _Stream | None) -> None:
+        nonlocal verified
+        if stream is None:
+            return
+        found = stream.finish()
         if found is not None:
             breaks.append(found)
-        elif record and check.last is not None and check.last != (verified_sequence, verified_hash):
-            verified.append(AuditVerifiedHead(stream=stream, sequence=check.last[0], hash=check.last[1],
+            return
+        last = stream.last()
+        if record and last is not None and last != (stream.verified_sequence, stream.verified_hash):
+            verified.append(AuditVerifiedHead(stream=stream.name, sequence=last[0], hash=last[1],
                                               verified_at=timezone.now()))
-            if len(verified) >= settings.ARBITER_AUDIT_VERIFY_BATCH_SIZE:
+            if flush_at and len(verified) >= flush_at:
                 _record(verified)
                 verified = []
+
+    current: _Stream | None = None
+    headless = 0
+    for rows in _rows(streams, since):
+        for row in rows:
+            if row[SEQUENCE] == _HEAD_SEQUENCE:
+                close(current)
+                walked += 1
+                current = _Stream(row[STREAM], row[TENANT_ID], row[HASH], row[ID], row[PREV_HASH], resume=since)
+                continue
+            if current is None or row[STREAM] != current.name:
+                close(current)  # events of a stream without a head row
+                walked += 1
+                headless += 1
+                current = _Stream(row[STREAM], None, None, None, None, resume=False)
+            count += 1
+            if current.broken is None:
+                current.feed(row)
+    close(current)
     _record(verified)
-    return VerifyResult(streams=checked, events=count, breaks=breaks)
+    if since:  # the streams not walked were verified before and have not moved since
+        walked = _count_streams(streams) + headless
+    return VerifyResult(streams=walked, events=count, breaks=breaks)
 
 
 def _record(heads: list[AuditVerifiedHead]) -> None:

@@ -10,6 +10,10 @@ one real case with a long history, each replaying to its stored row), then times
     case_replay --all        every case against its events
 
 and reports events/s and the process's peak memory. It measures, it never asserts.
+
+While iterating: `--reuse` keeps a database already built (the --since appends then pile up on it),
+`--skip-cases` leaves out the case part (its build is most of the run), `--repeat N` times the full
+walk N times (every verified head is deleted first, so each walk records them all, as the first).
 """
 
 from __future__ import annotations
@@ -34,6 +38,16 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def _ledger_exists(url: str) -> bool:
+    import psycopg
+
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            return conn.execute("SELECT to_regclass('audit_auditevent') IS NOT NULL").fetchone()[0]
+    except psycopg.OperationalError:
+        return False
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--database-url", default=os.environ.get("BENCH_LEDGER_DATABASE_URL",
@@ -42,11 +56,18 @@ def main() -> int:
     parser.add_argument("--per-stream", type=int, default=50)
     parser.add_argument("--appended", type=int, default=1000)
     parser.add_argument("--results", default=str(ROOT / "bench" / "RESULTS.md"))
+    parser.add_argument("--reuse", action="store_true",
+                        help="Keep the database if it already holds the ledger (and cases) of these sizes "
+                             "instead of rebuilding it; the --since appends then land on top of the last run's.")
+    parser.add_argument("--skip-cases", action="store_true", help="Only the audit ledger part (no case_replay).")
+    parser.add_argument("--repeat", type=int, default=1, help="Time the full audit_verify this many times.")
     args = parser.parse_args()
 
     from steps import recreate_database
 
-    recreate_database(args.database_url)
+    fresh = not (args.reuse and _ledger_exists(args.database_url))
+    if fresh:
+        recreate_database(args.database_url)
     os.environ.update({"DATABASE_URL": args.database_url, "DJANGO_SETTINGS_MODULE": "config.settings", "DEBUG": "1"})
     import django
 
@@ -58,14 +79,63 @@ def main() -> int:
     settings.DEBUG = False
     call_command("migrate", verbosity=0)
     from accounts.models import Role, Tenant, User
-    from audit.hashing import HASHED_FIELDS, event_hash
-    from cases import services
 
-    tenant = Tenant.objects.create(name="Bench", slug="bench")
-    analyst = User.objects.create(username="bench-analyst", tenant=tenant, role=Role.ANALYST)
     lines = []
+    if fresh:
+        tenant = Tenant.objects.create(name="Bench", slug="bench")
+        analyst = User.objects.create(username="bench-analyst", tenant=tenant, role=Role.ANALYST)
+        _build_ledger(args, connection, tenant, lines)
+    else:
+        tenant, analyst = Tenant.objects.get(slug="bench"), User.objects.get(username="bench-analyst")
+        lines.append("ledger reused (--reuse): " + _sizes(connection))
 
-    # --- the audit ledger -------------------------------------------------------------------------
+    def timed(*command):
+        out = io.StringIO()
+        rss = _rss_mb()
+        begun = time.perf_counter()
+        call_command(*command, stdout=out, stderr=io.StringIO())
+        return time.perf_counter() - begun, out.getvalue(), _rss_mb() - rss
+
+    from audit.models import AuditVerifiedHead
+
+    for _ in range(args.repeat):
+        AuditVerifiedHead.objects.all().delete()  # every full walk records every head, as the first one does
+        elapsed, out, grew = timed("audit_verify", "--verbosity", "2")
+        total = int(out.splitlines()[-1].split()[0])  # "<n> events read in ..."
+        lines.append(f"audit_verify (full): {total:,} events in {elapsed:.1f} s → {total / elapsed:,.0f} events/s; "
+                     f"peak memory grew {grew:.0f} MB; {out.splitlines()[0]}")
+    from django.db import transaction
+
+    from audit.services import audit_record
+
+    for i in range(args.appended):
+        with transaction.atomic():
+            audit_record(tenant_id=tenant.pk, case_id=None, actor_type="system", actor_id="system:bench",
+                         action="bench.appended", payload={"i": i})
+    elapsed, out, grew = timed("audit_verify", "--since", "--verbosity", "2")
+    lines.append(f"audit_verify --since after {args.appended:,} appends: {elapsed:.2f} s ({out.splitlines()[-1]})")
+    if not args.skip_cases:
+        _cases(args, connection, tenant, analyst, lines, timed, fresh)
+
+    stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    text = f"### Ledger benchmark — {stamp}\n\n" + "\n".join(f"- {line}" for line in lines) + "\n"
+    print(text)
+    with open(args.results, "a") as handle:
+        handle.write(text + "\n")
+    return 0
+
+
+def _sizes(connection) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT (SELECT count(*) FROM audit_auditevent), (SELECT count(*) FROM audit_auditstreamhead), "
+                       "(SELECT count(*) FROM cases_caseevent)")
+        events, streams, case_events = cursor.fetchone()
+    return f"{events:,} audit events in {streams:,} streams, {case_events:,} case events"
+
+
+def _build_ledger(args, connection, tenant, lines) -> None:
+    from audit.hashing import HASHED_FIELDS, event_hash
+
     started = time.perf_counter()
     Row = namedtuple("Row", (*HASHED_FIELDS, "created_at"))
     streams = args.events // args.per_stream
@@ -95,65 +165,43 @@ def main() -> int:
     lines.append(f"ledger built: {streams * args.per_stream:,} audit events in {streams:,} streams "
                  f"({time.perf_counter() - started:.0f} s)")
 
-    def timed(*command):
-        out = io.StringIO()
-        rss = _rss_mb()
-        begun = time.perf_counter()
-        call_command(*command, stdout=out, stderr=io.StringIO())
-        return time.perf_counter() - begun, out.getvalue(), _rss_mb() - rss
 
-    elapsed, out, grew = timed("audit_verify", "--verbosity", "2")
-    total = streams * args.per_stream
-    lines.append(f"audit_verify (full): {total:,} events in {elapsed:.1f} s → {total / elapsed:,.0f} events/s; "
-                 f"peak memory grew {grew:.0f} MB; {out.splitlines()[0]}")
-    from django.db import transaction
+def _cases(args, connection, tenant, analyst, lines, timed, fresh) -> None:
+    from cases import services
+    from cases.models import CaseEvent
 
-    from audit.services import audit_record
-
-    for i in range(args.appended):
-        with transaction.atomic():
-            audit_record(tenant_id=tenant.pk, case_id=None, actor_type="system", actor_id="system:bench",
-                         action="bench.appended", payload={"i": i})
-    elapsed, out, grew = timed("audit_verify", "--since", "--verbosity", "2")
-    lines.append(f"audit_verify --since after {args.appended:,} appends: {elapsed:.2f} s ({out.splitlines()[-1]})")
-
-    # --- cases ----------------------------------------------------------------------------------------
-    started = time.perf_counter()
-    template = services.case_create(actor=analyst, tenant=tenant, title="Bench complaint", narrative="Charged twice.",
-                                    product="Credit card", issue="Billing", company="Example Bank",
-                                    complainant_email="c@example.org", source="bench", source_reference="t")
-    services.case_transition(actor=analyst, case=template, transition="triage")
-    services.case_transition(actor=analyst, case=template, transition="start_review")
-    while template.events.count() < args.per_stream:
-        services.case_transition(actor=analyst, case=template, transition="request_evidence")
-        services.case_transition(actor=analyst, case=template, transition="receive_evidence")
-    per_case = template.events.count()
-    cases = args.events // per_case
-    case_columns = [f.column for f in type(template)._meta.concrete_fields if f.column not in ("id", "reference")]
-    with connection.cursor() as cursor:
-        cursor.execute(f"INSERT INTO cases_case ({', '.join(case_columns)}, reference) "
-                       f"SELECT {', '.join('c.' + c for c in case_columns)}, 'BENCH-' || lpad(g::text, 7, '0') "
-                       f"FROM cases_case c, generate_series(1, %s) g WHERE c.id = %s", [cases - 1, template.pk])
-        cursor.execute("INSERT INTO cases_caseevent (tenant_id, case_id, sequence, event_type, payload, case_version, "
-                       "actor_type, actor_id, run_id, policy_version, created_at) "
-                       "SELECT e.tenant_id, c.id, e.sequence, e.event_type, CASE WHEN e.event_type = 'case.created' "
-                       "THEN jsonb_set(e.payload, '{reference}', to_jsonb(c.reference)) ELSE e.payload END, "
-                       "e.case_version, e.actor_type, e.actor_id, e.run_id, e.policy_version, e.created_at "
-                       "FROM cases_caseevent e, cases_case c WHERE e.case_id = %s AND c.reference LIKE 'BENCH-%%'",
-                       [template.pk])
-        cursor.execute("ANALYZE")
-    lines.append(f"cases built: {cases:,} cases × {per_case} events = {cases * per_case:,} case events "
-                 f"({time.perf_counter() - started:.0f} s)")
+    if fresh or not CaseEvent.objects.exists():
+        started = time.perf_counter()
+        template = services.case_create(actor=analyst, tenant=tenant, title="Bench complaint", narrative="Charged twice.",
+                                        product="Credit card", issue="Billing", company="Example Bank",
+                                        complainant_email="c@example.org", source="bench", source_reference="t")
+        services.case_transition(actor=analyst, case=template, transition="triage")
+        services.case_transition(actor=analyst, case=template, transition="start_review")
+        while template.events.count() < args.per_stream:
+            services.case_transition(actor=analyst, case=template, transition="request_evidence")
+            services.case_transition(actor=analyst, case=template, transition="receive_evidence")
+        per_case = template.events.count()
+        cases = args.events // per_case
+        case_columns = [f.column for f in type(template)._meta.concrete_fields if f.column not in ("id", "reference")]
+        with connection.cursor() as cursor:
+            cursor.execute(f"INSERT INTO cases_case ({', '.join(case_columns)}, reference) "
+                           f"SELECT {', '.join('c.' + c for c in case_columns)}, 'BENCH-' || lpad(g::text, 7, '0') "
+                           f"FROM cases_case c, generate_series(1, %s) g WHERE c.id = %s", [cases - 1, template.pk])
+            cursor.execute("INSERT INTO cases_caseevent (tenant_id, case_id, sequence, event_type, payload, case_version, "
+                           "actor_type, actor_id, run_id, policy_version, created_at) "
+                           "SELECT e.tenant_id, c.id, e.sequence, e.event_type, CASE WHEN e.event_type = 'case.created' "
+                           "THEN jsonb_set(e.payload, '{reference}', to_jsonb(c.reference)) ELSE e.payload END, "
+                           "e.case_version, e.actor_type, e.actor_id, e.run_id, e.policy_version, e.created_at "
+                           "FROM cases_caseevent e, cases_case c WHERE e.case_id = %s AND c.reference LIKE 'BENCH-%%'",
+                           [template.pk])
+            cursor.execute("ANALYZE")
+        lines.append(f"cases built: {cases:,} cases × {per_case} events = {cases * per_case:,} case events "
+                     f"({time.perf_counter() - started:.0f} s)")
+    total = CaseEvent.objects.count()
+    cases = CaseEvent.objects.values("case_id").distinct().count()
     elapsed, out, grew = timed("case_replay", "--all")
-    lines.append(f"case_replay --all: {cases * per_case:,} events in {elapsed:.1f} s → "
-                 f"{cases * per_case / elapsed:,.0f} events/s; peak memory grew {grew:.0f} MB; {out.strip()}")
-
-    stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    text = f"### Ledger benchmark — {stamp}\n\n" + "\n".join(f"- {line}" for line in lines) + "\n"
-    print(text)
-    with open(args.results, "a") as handle:
-        handle.write(text + "\n")
-    return 0
+    lines.append(f"case_replay --all: {total:,} events of {cases:,} cases in {elapsed:.1f} s → "
+                 f"{total / elapsed:,.0f} events/s; peak memory grew {grew:.0f} MB; {out.strip()}")
 
 
 if __name__ == "__main__":
