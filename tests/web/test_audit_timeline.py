@@ -141,7 +141,7 @@ def test_the_timeline_recomputes_no_hash(client, auditor, history, monkeypatch):
 
     monkeypatch.setattr(web.views.audit, "verify_stream", forbidden)
     monkeypatch.setattr(audit.verify, "verify_ledger", forbidden)
-    monkeypatch.setattr(audit.verify, "event_hash", forbidden)
+    monkeypatch.setattr(audit.verify, "row_hash", forbidden)  # the per-row hash of every verify path
     response = get(client, auditor, reverse("web:audit_timeline") + "?scope=all")
     assert response.status_code == 200 and response.context["chains"]
 
