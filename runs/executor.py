@@ -87,6 +87,7 @@ from runs.state import (
     load_chain,
 )
 from runs.state_cache import STATE_CACHE, CachedState
+from runs.step_commit import commit_in_one_statement
 from runs.step_sql import Increment, insert_returning_pk, run_update_if_owned, step_commit_if_owned
 
 __all__ = ["LeaseLost", "StepFailed", "StepRetry", "StepOutcome", "run_step", "run_steps", "drive_inline",
@@ -227,26 +228,35 @@ def run_step(*, run_id: int, worker_id: str, expected_sequence: int | None = Non
     goes on with the next step itself: run_steps, drive_inline) keeps the lease at commit, so the
     next step of this worker needs no claim: one durable commit per step."""
     run_id = int(run_id)  # run ids travel as text on messages and audit rows; compare as numbers
-    run = _read_run(run_id)
-    if run is None:
-        return StepOutcome(run_id, "missing", "")
-    if run.is_finished or run.status == RunStatus.WAITING:
-        return StepOutcome(run_id, "finished", run.status)
-    if expected_sequence is not None and run.next_sequence != expected_sequence:
-        return StepOutcome(run_id, "stale", run.status, detail=f"step {expected_sequence} is already done")
-    if run.status == RunStatus.QUEUED:
-        if not _admit(run_id):
-            run.refresh_from_db()
-            return StepOutcome(run_id, "not_admitted", run.status)
-        run = _read_run(run_id)  # admitted (by us or a concurrent delivery): read it again
-        if run.status != RunStatus.RUNNING:
+    own = STATE_CACHE.own_run(run_id, worker_id, settings.ARBITER_RUN_HEARTBEAT_SECONDS) if keep_lease else None
+    if own is not None and (expected_sequence is None or own.run.next_sequence == expected_sequence):
+        # This worker's own commit kept the lease moments ago: the row is what that commit wrote,
+        # unless someone wrote it since — which this step's commit detects (it requires the same
+        # version, no cancel pending, the lease still ours), so the row is not read again. A
+        # cancellation requested in between is seen at that commit: the step's work is kept and the
+        # run is cancelled at its boundary, as when it is requested while a node runs (ADR 0010).
+        run, cached, untouched = own.run, own, True
+    else:
+        run = _read_run(run_id)
+        if run is None:
+            return StepOutcome(run_id, "missing", "")
+        if run.is_finished or run.status == RunStatus.WAITING:
             return StepOutcome(run_id, "finished", run.status)
         if expected_sequence is not None and run.next_sequence != expected_sequence:
             return StepOutcome(run_id, "stale", run.status, detail=f"step {expected_sequence} is already done")
-    cached = STATE_CACHE.get(run)
-    # Nobody wrote the run row since this worker's own last commit: no other attempt of this step
-    # can have left tool calls behind, so the reconciliation query is skipped.
-    untouched = cached is not None and cached.run_version == run.version
+        if run.status == RunStatus.QUEUED:
+            if not _admit(run_id):
+                run.refresh_from_db()
+                return StepOutcome(run_id, "not_admitted", run.status)
+            run = _read_run(run_id)  # admitted (by us or a concurrent delivery): read it again
+            if run.status != RunStatus.RUNNING:
+                return StepOutcome(run_id, "finished", run.status)
+            if expected_sequence is not None and run.next_sequence != expected_sequence:
+                return StepOutcome(run_id, "stale", run.status, detail=f"step {expected_sequence} is already done")
+        cached = STATE_CACHE.get(run)
+        # Nobody wrote the run row since this worker's own last commit: no other attempt of this
+        # step can have left tool calls behind, so the reconciliation query is skipped.
+        untouched = cached is not None and cached.run_version == run.version
     if not lease_is_fresh(run, worker_id, timezone.now()) and not lease_claim(run, worker_id):
         return StepOutcome(run_id, "busy", RunStatus.RUNNING, detail="another worker holds the lease",
                            retry_after=seconds_until_claimable(run, timezone.now()))
@@ -422,46 +432,59 @@ def _commit_step(*, run: AgentRun, worker_id: str, ctx: NodeContext, result: Nod
                  check_abandoned: bool) -> StepOutcome:
     run_id, sequence = run.pk, ctx.sequence
     state: RunState = ctx.state
+    state.completed_steps.append(CompletedStep(sequence=sequence, node=ctx.node, outcome=result.kind))
+    if state.plan and state.plan[0] == ctx.node:
+        state.plan = state.plan[1:]
+    if result.kind == NodeResult.END:
+        state.phase = RunPhase.DONE
+    fields = checkpoint_fields_incremental(delta=tracker.delta(state), state=state, digest=loaded.digest,
+                                           chain=loaded.chain, sequence=sequence)
+    now = timezone.now()
+    keeps = keep_lease and result.kind == NodeResult.GOTO
+    values = {
+        "next_sequence": sequence + 1, "steps_used": Increment(1), "tokens_used": Increment(ctx.buffer.tokens),
+        "completed_nodes": [*run.completed_nodes, ctx.node],
+        "retry_counts": {k: v for k, v in run.retry_counts.items() if k != str(sequence)},
+        "phase": state.phase, "heartbeat_at": now, "error": "", "error_code": "",
+        "lease_owner": worker_id if keeps else None,
+        "state_sequence": sequence, "state_hash": fields["state_hash"], "version": Increment(1),
+        "updated_at": now,
+    }
+    if not keeps:
+        values["lease_expires_at"] = handoff_deadline(now)
+    elif run.lease_owner != worker_id or lease_renewal_due(run, now):
+        values["lease_expires_at"] = now + timedelta(seconds=lease_seconds())
+    if result.kind == NodeResult.END:
+        values |= {"status": RunStatus.COMPLETED, "current_node": "", "finished_at": now}
+    elif result.kind == NodeResult.WAIT:
+        values |= {"status": RunStatus.WAITING, "current_node": ctx.node, "wait_reason": result.reason[:500]}
+    else:
+        values |= {"current_node": result.next_node}
+    step_values = _step_values(run_id=run_id, ctx=ctx, status=StepStatus.COMPLETED, outcome=result.kind,
+                               next_node=result.next_node or "", summary=result.reason, started_at=started_at)
+    checkpoint_values = {"run": run_id, "sequence": sequence, "created_at": now, **fields}
+    event_payload = {"sequence": sequence, "node": ctx.node, "outcome": result.kind,
+                     "next_node": result.next_node or "", "state_hash": fields["state_hash"],
+                     "tokens": ctx.buffer.tokens, "tool_calls": ctx.buffer.tool_call_ids,
+                     "model_calls": len(ctx.buffer.model_calls)}
+    if keeps and not check_abandoned and _nothing_buffered(ctx):
+        if commit_in_one_statement(run=run, worker_id=worker_id, ctx=ctx, values=values, step=step_values,
+                                   checkpoint=checkpoint_values,
+                                   event_payload={**event_payload, "findings": [], "artifacts": []}):
+            run = _after_update(run, values, ctx)
+            STATE_CACHE.put(run_id, CachedState(sequence=sequence, state_hash=fields["state_hash"], state=state,
+                                                digest=loaded.digest, chain=loaded.chain, run_version=run.version,
+                                                run=run, worker_id=worker_id, committed_at=time.monotonic()))
+            return StepOutcome(run_id, "executed", run.status, sequence=sequence, detail=result.reason)
     with transaction.atomic():
-        state.completed_steps.append(CompletedStep(sequence=sequence, node=ctx.node, outcome=result.kind))
-        if state.plan and state.plan[0] == ctx.node:
-            state.plan = state.plan[1:]
-        if result.kind == NodeResult.END:
-            state.phase = RunPhase.DONE
-        fields = checkpoint_fields_incremental(delta=tracker.delta(state), state=state, digest=loaded.digest,
-                                               chain=loaded.chain, sequence=sequence)
-        now = timezone.now()
-        keeps = keep_lease and result.kind == NodeResult.GOTO
-        values = {
-            "next_sequence": sequence + 1, "steps_used": Increment(1), "tokens_used": Increment(ctx.buffer.tokens),
-            "completed_nodes": [*run.completed_nodes, ctx.node],
-            "retry_counts": {k: v for k, v in run.retry_counts.items() if k != str(sequence)},
-            "phase": state.phase, "heartbeat_at": now, "error": "", "error_code": "",
-            "lease_owner": worker_id if keeps else None,
-            "state_sequence": sequence, "state_hash": fields["state_hash"], "version": Increment(1),
-            "updated_at": now,
-        }
-        if not keeps:
-            values["lease_expires_at"] = handoff_deadline(now)
-        elif run.lease_owner != worker_id or lease_renewal_due(run, now):
-            values["lease_expires_at"] = now + timedelta(seconds=lease_seconds())
-        if result.kind == NodeResult.END:
-            values |= {"status": RunStatus.COMPLETED, "current_node": "", "finished_at": now}
-        elif result.kind == NodeResult.WAIT:
-            values |= {"status": RunStatus.WAITING, "current_node": ctx.node, "wait_reason": result.reason[:500]}
-        else:
-            values |= {"current_node": result.next_node}
         # The lease check, the renewal (or release) and the run's new position in one conditional
         # UPDATE, which also takes the run row's lock first (lock order: run, then the rest). On
         # PostgreSQL the Step and Checkpoint rows ride in the same statement.
-        step_values = _step_values(run_id=run_id, ctx=ctx, status=StepStatus.COMPLETED, outcome=result.kind,
-                                   next_node=result.next_node or "", summary=result.reason, started_at=started_at)
-        checkpoint_values = {"run": run_id, "sequence": sequence, "created_at": now, **fields}
         step = None
         if connection.vendor == "postgresql":
             step_id = step_commit_if_owned(run_id=run_id, worker_id=worker_id, sequence=sequence,
-                                           status=RunStatus.RUNNING, values=values, step=step_values,
-                                           checkpoint=checkpoint_values)
+                                           status=RunStatus.RUNNING, version=run.version, values=values,
+                                           step=step_values, checkpoint=checkpoint_values)
             if step_id is not None:
                 run = _after_update(run, values, ctx)
                 step = _step_instance(step_values, step_id)
@@ -470,7 +493,7 @@ def _commit_step(*, run: AgentRun, worker_id: str, ctx: NodeContext, result: Nod
                                           now=now)
         else:
             if run_update_if_owned(run_id=run_id, worker_id=worker_id, sequence=sequence, status=RunStatus.RUNNING,
-                                   values=values):
+                                   version=run.version, values=values):
                 run = _after_update(run, values, ctx)
             else:
                 run = _commit_with_cancel(run_id=run_id, worker_id=worker_id, sequence=sequence, values=values,
@@ -482,10 +505,7 @@ def _commit_step(*, run: AgentRun, worker_id: str, ctx: NodeContext, result: Nod
         for write in ctx.buffer.on_commit:
             write(step)
         _audit(run, action="runs.step.completed", actor_type=Actor.AGENT, actor_id=ctx.actor.identifier,
-               payload={"sequence": sequence, "node": ctx.node, "outcome": result.kind,
-                        "next_node": result.next_node or "", "state_hash": fields["state_hash"],
-                        "tokens": ctx.buffer.tokens, "tool_calls": ctx.buffer.tool_call_ids,
-                        "model_calls": len(ctx.buffer.model_calls), **written})
+               payload={**event_payload, **written})
         if run.status != RunStatus.RUNNING:
             _audit(run, action=f"runs.run.{run.status}", decision=run.status,
                    payload={"steps": run.steps_used, "tokens": run.tokens_used, "reason": result.reason or run.error})
@@ -497,10 +517,17 @@ def _commit_step(*, run: AgentRun, worker_id: str, ctx: NodeContext, result: Nod
     # Committed: this worker's copy of the state is the run's state now.
     if run.status == RunStatus.RUNNING:
         STATE_CACHE.put(run_id, CachedState(sequence=sequence, state_hash=fields["state_hash"], state=state,
-                                            digest=loaded.digest, chain=loaded.chain, run_version=run.version))
+                                            digest=loaded.digest, chain=loaded.chain, run_version=run.version,
+                                            **({"run": run, "worker_id": worker_id, "committed_at": time.monotonic()}
+                                               if keeps else {})))
     else:
         STATE_CACHE.drop(run_id)
     return StepOutcome(run_id, "executed", run.status, sequence=sequence, detail=result.reason)
+
+
+def _nothing_buffered(ctx: NodeContext) -> bool:
+    buffer = ctx.buffer
+    return not (buffer.model_calls or buffer.findings or buffer.artifacts or buffer.tool_call_ids or buffer.on_commit)
 
 
 def _after_update(run: AgentRun, values: dict, ctx: NodeContext) -> AgentRun:
@@ -524,7 +551,12 @@ def _commit_with_cancel(*, run_id: int, worker_id: str, sequence: int, values: d
     """The step's UPDATE matched nothing: either the lease is gone (LeaseLost, the transaction rolls
     back) or a cancellation was requested while the step ran — then the step's work is kept and the
     run is cancelled at this step boundary."""
-    _lock_owned(run_id, worker_id, sequence)
+    locked = _lock_owned(run_id, worker_id, sequence)
+    if locked.cancel_requested_at is None:
+        # Still ours at this step, no cancel: someone else wrote the row (its version moved) while
+        # the step ran. Its values were computed from a row that is no longer current: stop, and let
+        # the next attempt start from a fresh read.
+        raise LeaseLost(f"run {run_id}: the run row changed during step {sequence}; the step is not committed")
     AgentRun.objects.filter(pk=run_id).update(**{name: F(name) + value.amount if isinstance(value, Increment) else value
                                                  for name, value in values.items()})
     run = AgentRun.objects.select_related("tenant").get(pk=run_id)
