@@ -136,9 +136,10 @@ def _preparers(fields: tuple) -> tuple:
     return tuple(field if isinstance(field, JSONField) else None for field in fields)
 
 
-def _prepared(fields: tuple, values: dict, db) -> list:
-    return [value if field is None else field.get_db_prep_save(value, db)
-            for field, value in zip(_preparers(fields), (values[field.name] for field in fields), strict=True)]
+def _prepared(fields_and_preparers: tuple, values: dict, db) -> list:
+    fields, preparers = fields_and_preparers
+    return [values[field.name] if json is None else json.get_db_prep_save(values[field.name], db)
+            for field, json in zip(fields, preparers, strict=True)]
 
 
 def _numbered(sql: str) -> str:
@@ -147,12 +148,8 @@ def _numbered(sql: str) -> str:
     return "".join(part + (f"${index}" if index < len(parts) else "") for index, part in enumerate(parts, start=1))
 
 
-def _prepared_cursor():
-    """A cursor that sends the statement as a server-side prepared statement with $n parameters
-    (psycopg's RawCursor, prepare=True), behind Django's cursor wrapper so execute wrappers and
-    query logging still see it. Per step this spares psycopg parsing the SQL for placeholders and
-    quoting ~70 values into it, and PostgreSQL parsing and planning the statement: it is prepared
-    once per connection (Django leaves psycopg's automatic preparation off)."""
+@lru_cache(maxsize=1)
+def _prepared_cursor_class():
     import psycopg
 
     class PreparedRawCursor(psycopg.RawCursor):
@@ -165,18 +162,22 @@ def _prepared_cursor():
                     # so the tests that count statements) reads it from here.
                     self._query = SimpleNamespace(query=query.encode())
 
-    global _prepared_cursor_class
-    _prepared_cursor_class = _prepared_cursor_class or PreparedRawCursor
+    return PreparedRawCursor
+
+
+def _prepared_cursor():
+    """A cursor that sends the statement as a server-side prepared statement with $n parameters
+    (psycopg's RawCursor, prepare=True), behind Django's cursor wrapper so execute wrappers and
+    query logging still see it. Per step this spares psycopg parsing the SQL for placeholders and
+    quoting ~70 values into it, and PostgreSQL parsing and planning the statement: it is prepared
+    once per connection (Django leaves psycopg's automatic preparation off)."""
     connection.ensure_connection()
     raw = connection.connection
     if raw.prepare_threshold is None:
         # Django turns psycopg's statement preparation off (None), which also ignores prepare=True.
         # A threshold no statement reaches keeps every other query unprepared, as Django wants.
         raw.prepare_threshold = 2**31
-    return connection._prepare_cursor(_prepared_cursor_class(raw))
-
-
-_prepared_cursor_class = None
+    return connection._prepare_cursor(_prepared_cursor_class()(raw))
 
 
 @lru_cache(maxsize=64)
@@ -211,7 +212,8 @@ def _step_commit_with_event_sql(run_names: tuple[str, ...], increments: frozense
            f"event AS (INSERT INTO audit_auditevent ({columns(event_fields)}) SELECT {values(event_fields)} "
            "FROM head RETURNING id) "
            "SELECT (SELECT step_id FROM checkpoint), (SELECT id FROM event), 1 / (SELECT count(*) FROM event)")
-    return _numbered(sql), run_fields, step_fields, checkpoint_fields
+    return (_numbered(sql), (run_fields, _preparers(run_fields)), (step_fields, _preparers(step_fields)),
+            (checkpoint_fields, _preparers(checkpoint_fields)), (event_fields, _preparers(event_fields)))
 
 
 def step_commit_with_event(*, run_id: int, worker_id: str, sequence: int, status: str, version: int, values: dict,
@@ -224,10 +226,8 @@ def step_commit_with_event(*, run_id: int, worker_id: str, sequence: int, status
     StepCommitRefused — with nothing written — when any of it did not match."""
     from django.db import DataError
 
-    from audit.services import audit_event_fields
-
     increments = frozenset(name for name, value in values.items() if isinstance(value, Increment))
-    sql, run_fields, step_fields, checkpoint_fields = _step_commit_with_event_sql(
+    sql, run_fields, step_fields, checkpoint_fields, event_fields = _step_commit_with_event_sql(
         tuple(values), increments, tuple(step), tuple(checkpoint))
     db = connections[DEFAULT_DB_ALIAS]  # the wrapper itself: each access through the proxy costs
     params = _prepared(run_fields, {name: value.amount if name in increments else value
@@ -237,8 +237,7 @@ def step_commit_with_event(*, run_id: int, worker_id: str, sequence: int, status
     params += _prepared(checkpoint_fields, checkpoint, db)
     head_id, last_sequence, last_hash = head
     params += [event.sequence, event.hash, head_id, last_sequence, last_hash]
-    params += _prepared(audit_event_fields(), {field.name: getattr(event, field.attname)
-                                               for field in audit_event_fields()}, db)
+    params += _prepared(event_fields, {field.name: getattr(event, field.attname) for field in event_fields[0]}, db)
     try:
         with _prepared_cursor() as cursor:
             cursor.execute(sql, params)
