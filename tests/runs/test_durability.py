@@ -13,6 +13,7 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 
+from audit import hooks
 from audit.models import AuditEvent
 from audit.services import audit_head_guess, audit_head_remember, audit_record, stream_for
 from audit.verify import verify_stream
@@ -130,6 +131,23 @@ def test_an_audit_head_moved_by_another_writer_refuses_the_one_statement_commit_
     run.refresh_from_db()
     assert run.status == RunStatus.COMPLETED and _step_events(run) == [1, 2, 3, 4, 5, 6]
     assert verify_stream(stream) is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_audit_listener_interested_in_step_events_gets_them_inside_the_steps_transaction(
+        analyst, tenant, test_graphs, monkeypatch):
+    seen = []
+
+    def listener(event):
+        seen.append((event.action, event.payload.get("sequence"), connection.in_atomic_block))
+
+    monkeypatch.setattr(hooks, "_after_record", [*hooks._after_record])
+    hooks.register_after_record(listener, interested_in=lambda action: action == "runs.step.completed")
+    run = _start(analyst, tenant, n=4)
+    for _ in range(3):
+        _step(run)
+    assert [item for item in seen if item[0] == "runs.step.completed"] == [
+        ("runs.step.completed", sequence, True) for sequence in (1, 2, 3)]
 
 
 @pytest.mark.django_db(transaction=True)
