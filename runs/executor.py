@@ -88,7 +88,7 @@ from runs.state import (
 )
 from runs.state_cache import STATE_CACHE, CachedState
 from runs.step_commit import commit_in_one_statement
-from runs.step_sql import Increment, insert_returning_pk, run_update_if_owned, step_commit_if_owned
+from runs.step_sql import Append, Increment, insert_returning_pk, run_update_if_owned, step_commit_if_owned
 
 __all__ = ["LeaseLost", "StepFailed", "StepRetry", "StepOutcome", "run_step", "run_steps", "drive_inline",
            "lease_reap_expired", "admission_order", "call_model_for_node", "provider_for_run"]
@@ -443,7 +443,8 @@ def _commit_step(*, run: AgentRun, worker_id: str, ctx: NodeContext, result: Nod
     keeps = keep_lease and result.kind == NodeResult.GOTO
     values = {
         "next_sequence": sequence + 1, "steps_used": Increment(1), "tokens_used": Increment(ctx.buffer.tokens),
-        "completed_nodes": [*run.completed_nodes, ctx.node],
+        # PostgreSQL appends the node itself: a step sends one name, not the run's whole history.
+        "completed_nodes": Append([ctx.node]) if connection.vendor == "postgresql" else [*run.completed_nodes, ctx.node],
         "retry_counts": {k: v for k, v in run.retry_counts.items() if k != str(sequence)},
         "phase": state.phase, "heartbeat_at": now, "error": "", "error_code": "",
         "lease_owner": worker_id if keeps else None,
@@ -539,7 +540,7 @@ def _after_update(run: AgentRun, values: dict, ctx: NodeContext) -> AgentRun:
     for name, value in values.items():
         if name in ("steps_used", "tokens_used", "version", "status"):
             continue
-        setattr(run, name, value)
+        setattr(run, name, [*getattr(run, name), *value.items] if isinstance(value, Append) else value)
     if values.get("status") == RunStatus.COMPLETED:
         run.complete()
     elif values.get("status") == RunStatus.WAITING:
@@ -557,8 +558,10 @@ def _commit_with_cancel(*, run_id: int, worker_id: str, sequence: int, values: d
         # the step ran. Its values were computed from a row that is no longer current: stop, and let
         # the next attempt start from a fresh read.
         raise LeaseLost(f"run {run_id}: the run row changed during step {sequence}; the step is not committed")
-    AgentRun.objects.filter(pk=run_id).update(**{name: F(name) + value.amount if isinstance(value, Increment) else value
-                                                 for name, value in values.items()})
+    AgentRun.objects.filter(pk=run_id).update(**{
+        name: F(name) + value.amount if isinstance(value, Increment)
+        else getattr(locked, name) + value.items if isinstance(value, Append) else value
+        for name, value in values.items()})
     run = AgentRun.objects.select_related("tenant").get(pk=run_id)
     if run.status == RunStatus.RUNNING:
         run.cancel()

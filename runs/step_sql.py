@@ -21,6 +21,28 @@ class Increment:
         self.amount = amount
 
 
+class Append:
+    """`column = column || items` in an UPDATE of a JSON list column (PostgreSQL): the items are
+    appended by the database, so a step sends what it adds, not the whole (growing) list."""
+
+    def __init__(self, items: list):
+        self.items = items
+
+
+def _kinds(values: dict) -> tuple[frozenset, frozenset]:
+    return (frozenset(name for name, value in values.items() if isinstance(value, Increment)),
+            frozenset(name for name, value in values.items() if isinstance(value, Append)))
+
+
+def _plain(value):
+    """The parameter an UPDATE value stands for: the amount, the appended items, or itself."""
+    if isinstance(value, Increment):
+        return value.amount
+    if isinstance(value, Append):
+        return value.items
+    return value
+
+
 def _qn(name: str) -> str:
     return connection.ops.quote_name(name)
 
@@ -44,9 +66,11 @@ def insert_returning_pk(model, values: dict):
 
 
 @lru_cache(maxsize=64)
-def _run_update_sql(names: tuple[str, ...], increments: frozenset) -> tuple[str, tuple]:
+def _run_update_sql(names: tuple[str, ...], increments: frozenset, appends: frozenset = frozenset()
+                    ) -> tuple[str, tuple]:
     fields = tuple(AgentRun._meta.get_field(name) for name in names)
     sets = ", ".join(f"{_qn(field.column)} = {_qn(field.column)} + %s" if field.name in increments
+                     else f"{_qn(field.column)} = {_qn(field.column)} || %s" if field.name in appends
                      else f"{_qn(field.column)} = %s" for field in fields)
     where = (f"{_qn('id')} = %s AND {_qn('lease_owner')} = %s AND {_qn('status')} = %s AND "
              f"{_qn('next_sequence')} = %s AND {_qn('cancel_requested_at')} IS NULL AND {_qn('version')} = %s")
@@ -59,10 +83,10 @@ def run_update_if_owned(*, run_id: int, worker_id: str, sequence: int, status: s
     run is `status`, `sequence` is its next step, no cancellation is pending and the row is still
     at `version` (nobody else wrote it since this worker read or committed it). Returns the row
     count (0: lease lost, cancel requested, or another writer)."""
-    increments = frozenset(name for name, value in values.items() if isinstance(value, Increment))
-    sql, fields = _run_update_sql(tuple(values), increments)
+    increments, appends = _kinds(values)
+    sql, fields = _run_update_sql(tuple(values), increments, appends)
     params = [values[field.name].amount if field.name in increments
-              else field.get_db_prep_save(values[field.name], connection) for field in fields]
+              else field.get_db_prep_save(_plain(values[field.name]), connection) for field in fields]
     params += [run_id, worker_id, status, sequence, version]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -70,11 +94,11 @@ def run_update_if_owned(*, run_id: int, worker_id: str, sequence: int, status: s
 
 
 @lru_cache(maxsize=64)
-def _step_commit_sql(run_names: tuple[str, ...], increments: frozenset, step_names: tuple[str, ...],
-                     checkpoint_names: tuple[str, ...]) -> tuple[str, tuple, tuple, tuple]:
+def _step_commit_sql(run_names: tuple[str, ...], increments: frozenset, appends: frozenset,
+                     step_names: tuple[str, ...], checkpoint_names: tuple[str, ...]) -> tuple[str, tuple, tuple, tuple]:
     from runs.models import Checkpoint, Step
 
-    update_sql, run_fields = _run_update_sql(run_names, increments)
+    update_sql, run_fields = _run_update_sql(run_names, increments, appends)
     step_fields = tuple(Step._meta.get_field(name) for name in step_names)
     checkpoint_fields = tuple(Checkpoint._meta.get_field(name) for name in checkpoint_names)
     step_columns = ", ".join(_qn(field.column) for field in step_fields)
@@ -93,11 +117,11 @@ def step_commit_if_owned(*, run_id: int, worker_id: str, sequence: int, status: 
     """PostgreSQL: the run's conditional UPDATE, the Step and the Checkpoint in ONE statement (data-
     modifying CTEs): the step and checkpoint rows exist only if the run row matched. Returns the new
     step's id, or None when the run is no longer ours or a cancellation is pending (nothing written)."""
-    increments = frozenset(name for name, value in values.items() if isinstance(value, Increment))
-    sql, run_fields, step_fields, checkpoint_fields = _step_commit_sql(tuple(values), increments, tuple(step),
-                                                                       tuple(checkpoint))
+    increments, appends = _kinds(values)
+    sql, run_fields, step_fields, checkpoint_fields = _step_commit_sql(tuple(values), increments, appends,
+                                                                       tuple(step), tuple(checkpoint))
     params = [values[field.name].amount if field.name in increments
-              else field.get_db_prep_save(values[field.name], connection) for field in run_fields]
+              else field.get_db_prep_save(_plain(values[field.name]), connection) for field in run_fields]
     params += [run_id, worker_id, status, sequence, version]
     params += [field.get_db_prep_save(step[field.name], connection) for field in step_fields]
     params += [field.get_db_prep_save(checkpoint[field.name], connection) for field in checkpoint_fields]
@@ -181,12 +205,12 @@ def _prepared_cursor():
 
 
 @lru_cache(maxsize=64)
-def _step_commit_with_event_sql(run_names: tuple[str, ...], increments: frozenset, step_names: tuple[str, ...],
-                                checkpoint_names: tuple[str, ...]) -> tuple[str, tuple, tuple, tuple]:
+def _step_commit_with_event_sql(run_names: tuple[str, ...], increments: frozenset, appends: frozenset,
+                                step_names: tuple[str, ...], checkpoint_names: tuple[str, ...]) -> tuple:
     from audit.services import audit_event_fields
     from runs.models import Checkpoint, Step
 
-    update_sql, run_fields = _run_update_sql(run_names, increments)
+    update_sql, run_fields = _run_update_sql(run_names, increments, appends)
     step_fields = tuple(Step._meta.get_field(name) for name in step_names)
     checkpoint_fields = tuple(Checkpoint._meta.get_field(name) for name in checkpoint_names)
     event_fields = audit_event_fields()
@@ -226,12 +250,11 @@ def step_commit_with_event(*, run_id: int, worker_id: str, sequence: int, status
     StepCommitRefused — with nothing written — when any of it did not match."""
     from django.db import DataError
 
-    increments = frozenset(name for name, value in values.items() if isinstance(value, Increment))
+    increments, appends = _kinds(values)
     sql, run_fields, step_fields, checkpoint_fields, event_fields = _step_commit_with_event_sql(
-        tuple(values), increments, tuple(step), tuple(checkpoint))
+        tuple(values), increments, appends, tuple(step), tuple(checkpoint))
     db = connections[DEFAULT_DB_ALIAS]  # the wrapper itself: each access through the proxy costs
-    params = _prepared(run_fields, {name: value.amount if name in increments else value
-                                    for name, value in values.items()}, db)
+    params = _prepared(run_fields, {name: _plain(value) for name, value in values.items()}, db)
     params += [run_id, worker_id, status, sequence, version]
     params += _prepared(step_fields, step, db)
     params += _prepared(checkpoint_fields, checkpoint, db)
