@@ -246,7 +246,9 @@ def run_step(*, run_id: int, worker_id: str, expected_sequence: int | None = Non
             return StepOutcome(run_id, "stale", run.status, detail=f"step {expected_sequence} is already done")
         if run.status == RunStatus.QUEUED:
             if not _admit(run_id):
-                run.refresh_from_db()
+                # Read afresh rather than refresh_from_db: django_fsm's refresh_from_db unprotects
+                # the status field class-wide for a moment, which races with other threads.
+                run = _read_run(run_id) or run
                 return StepOutcome(run_id, "not_admitted", run.status)
             run = _read_run(run_id)  # admitted (by us or a concurrent delivery): read it again
             if run.status != RunStatus.RUNNING:
