@@ -37,7 +37,6 @@ import time
 import traceback
 from dataclasses import dataclass
 from datetime import timedelta
-from functools import lru_cache
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
@@ -50,7 +49,7 @@ from cases import policy
 from core.actors import Actor
 from ops import metrics  # issue 13
 from runs.admission import _admit, _pump, admission_order
-from runs.graphs import NodeContext, NodeResult, PendingFinding, UnknownGraph, get_graph
+from runs.graphs import NodeContext, NodeResult, UnknownGraph, get_graph
 from runs.leases import (
     LeaseLost,
     handoff_deadline,
@@ -64,19 +63,14 @@ from runs.leases import (
     seconds_until_claimable,
     throttled_heartbeat,
 )
-from runs.model_calls import StepFailed, StepRetry, _jsonable, call_model_for_node, provider_for_run
+from runs.model_calls import StepFailed, StepRetry, call_model_for_node, provider_for_run
 from runs.models import (
     AgentRun,
-    Artifact,
     Checkpoint,
-    Finding,
-    ModelCall,
     RunPhase,
     RunStatus,
     Step,
     StepStatus,
-    ToolCall,
-    content_hash,
 )
 from runs.state import (
     CompletedStep,
@@ -88,7 +82,16 @@ from runs.state import (
 )
 from runs.state_cache import STATE_CACHE, CachedState
 from runs.step_commit import commit_in_one_statement
-from runs.step_sql import Append, Increment, insert_returning_pk, run_update_if_owned, step_commit_if_owned
+from runs.step_rows import step_instance, step_row, write_buffered
+from runs.step_rows import step_values as step_row_values
+from runs.step_sql import (
+    Append,
+    Increment,
+    insert_returning_pk,
+    read_run,
+    run_update_if_owned,
+    step_commit_if_owned,
+)
 
 __all__ = ["LeaseLost", "StepFailed", "StepRetry", "StepOutcome", "run_step", "run_steps", "drive_inline",
            "lease_reap_expired", "admission_order", "call_model_for_node", "provider_for_run"]
@@ -171,53 +174,6 @@ def _budget_exhausted(run: AgentRun) -> str:
 
 # --- the step -------------------------------------------------------------------------------------
 
-@lru_cache(maxsize=4)
-def _run_read_plan(vendor: str) -> tuple[str, list, list]:
-    """The SQL that reads a run and its case (if any) in one statement, and per model the database's
-    and the fields' value converters (what the ORM applies to rows)."""
-    from django.db import connection
-
-    from cases.models import Case
-
-    plans, selected = [], []
-    for alias, model in (("r", AgentRun), ("c", Case)):
-        converters = []
-        for field in model._meta.concrete_fields:
-            column = field.get_col(model._meta.db_table)
-            found = connection.ops.get_db_converters(column) + field.get_db_converters(connection)
-            if found:
-                converters.append((len(selected), column, found))
-            selected.append(f"{alias}.{connection.ops.quote_name(field.column)}")
-        plans.append((model, [field.attname for field in model._meta.concrete_fields], converters))
-    sql = (f"SELECT {', '.join(selected)} FROM {AgentRun._meta.db_table} r "
-           f"LEFT JOIN {Case._meta.db_table} c ON c.id = r.case_id WHERE r.id = %s")
-    return sql, plans, [len(AgentRun._meta.concrete_fields)]
-
-
-def _read_run(run_id: int) -> AgentRun | None:
-    """The run row and its case, in one statement with SQL built once (compiling an ORM query per
-    step cost more CPU than the database spent answering it); rows built with `Model.from_db`."""
-    from django.db import connection
-
-    sql, plans, (split,) = _run_read_plan(connection.vendor)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [run_id])
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    values = list(row)
-    for _model, _names, converters in plans:
-        for index, column, functions in converters:
-            if values[index] is not None or index < split:
-                for function in functions:
-                    values[index] = function(values[index], column, connection)
-    (run_model, run_names, _), (case_model, case_names, _) = plans
-    run = run_model.from_db("default", run_names, values[:split])
-    if run.case_id:
-        run.case = case_model.from_db("default", case_names, values[split:])
-    return run
-
-
 def run_step(*, run_id: int, worker_id: str, expected_sequence: int | None = None,
              enqueue: bool = True, keep_lease: bool = False) -> StepOutcome:
     """Execute the run's next step if this worker can take it; otherwise do nothing.
@@ -237,7 +193,7 @@ def run_step(*, run_id: int, worker_id: str, expected_sequence: int | None = Non
         # run is cancelled at its boundary, as when it is requested while a node runs (ADR 0010).
         run, cached, untouched = own.run, own, True
     else:
-        run = _read_run(run_id)
+        run = read_run(run_id)
         if run is None:
             return StepOutcome(run_id, "missing", "")
         if run.is_finished or run.status == RunStatus.WAITING:
@@ -248,9 +204,9 @@ def run_step(*, run_id: int, worker_id: str, expected_sequence: int | None = Non
             if not _admit(run_id):
                 # Read afresh rather than refresh_from_db: django_fsm's refresh_from_db unprotects
                 # the status field class-wide for a moment, which races with other threads.
-                run = _read_run(run_id) or run
+                run = read_run(run_id) or run
                 return StepOutcome(run_id, "not_admitted", run.status)
-            run = _read_run(run_id)  # admitted (by us or a concurrent delivery): read it again
+            run = read_run(run_id)  # admitted (by us or a concurrent delivery): read it again
             if run.status != RunStatus.RUNNING:
                 return StepOutcome(run_id, "finished", run.status)
             if expected_sequence is not None and run.next_sequence != expected_sequence:
@@ -366,69 +322,6 @@ def _execute_claimed(*, run: AgentRun, worker_id: str, enqueue: bool, keep_lease
                               started_at=started_at)
 
 
-def _step_values(*, run_id: int, ctx: NodeContext, status: str, outcome: str, next_node: str = "",
-                 summary: str = "", error: str = "", started_at) -> dict:
-    finished = timezone.now()
-    return {"run": run_id, "sequence": ctx.sequence, "node": ctx.node, "attempt": ctx.attempt, "status": status,
-            "outcome": outcome, "next_node": next_node, "summary": summary[:2000], "error": error,
-            "worker_id": ctx.worker_id, "tokens": ctx.buffer.tokens, "started_at": started_at,
-            "finished_at": finished, "duration_ms": max(int((finished - started_at).total_seconds() * 1000), 0),
-            "copied_from": None}
-
-
-def _step_instance(values: dict, pk: int) -> Step:
-    step = Step(**{("run_id" if k == "run" else "copied_from_id" if k == "copied_from" else k): v
-                   for k, v in values.items()})
-    step.pk = pk
-    step._state.adding = False
-    return step
-
-
-def _step_row(*, run: AgentRun, ctx: NodeContext, status: str, outcome: str, next_node: str = "",
-              summary: str = "", error: str = "", started_at) -> Step:
-    values = _step_values(run_id=run.pk, ctx=ctx, status=status, outcome=outcome, next_node=next_node,
-                          summary=summary, error=error, started_at=started_at)
-    return _step_instance(values, insert_returning_pk(Step, values))
-
-
-def _write_buffered(*, run: AgentRun, step: Step | None, ctx: NodeContext, with_outputs: bool,
-                    check_abandoned: bool = True) -> dict:
-    """Model calls always (what the model saw is kept, failed or not); findings and artifacts
-    only when the step succeeded. `check_abandoned=False`: no tool call of this step can be left
-    `started` (no earlier attempt, none made now), so the query for them is skipped."""
-    if ctx.buffer.model_calls:
-        ModelCall.objects.bulk_create([ModelCall(step=step, **record) for record in ctx.buffer.model_calls])
-    if step is not None and (check_abandoned or ctx.buffer.tool_call_ids):
-        from runs.tools import tool_abandon_unfinished
-
-        ctx.buffer.tool_call_ids.extend(tool_abandon_unfinished(run=run, sequence=ctx.sequence))
-    if ctx.buffer.tool_call_ids and step is not None:
-        ToolCall.objects.filter(pk__in=ctx.buffer.tool_call_ids, run=run).update(step=step)
-    written = {"findings": [], "artifacts": []}
-    if not with_outputs:
-        return written
-    for pending in ctx.buffer.findings:
-        contradicts = pending.contradicts
-        contradicts_id = contradicts.pk if isinstance(contradicts, PendingFinding) else contradicts
-        finding = Finding.objects.create(
-            tenant_id=run.tenant_id, case_id=run.case_id, run=run, step=step, agent=pending.agent, type=pending.type,
-            summary=pending.summary, evidence_refs=pending.evidence_refs, confidence=pending.confidence,
-            contradicts_id=contradicts_id, data=_jsonable(pending.data))
-        pending.pk = finding.pk
-        written["findings"].append(finding.pk)
-    for pending in ctx.buffer.artifacts:
-        content = _jsonable(pending.content)
-        if pending.findings:
-            content["finding_ids"] = [f.pk if isinstance(f, PendingFinding) else int(f) for f in pending.findings]
-        artifact = Artifact.objects.create(
-            tenant_id=run.tenant_id, case_id=run.case_id, run=run, step=step, kind=pending.kind, content=content,
-            content_hash=content_hash(content), source_refs=_jsonable(pending.source_refs),
-            schema_version=pending.schema_version, produced_by=pending.produced_by)
-        pending.pk = artifact.pk
-        written["artifacts"].append(artifact.pk)
-    return written
-
-
 def _commit_step(*, run: AgentRun, worker_id: str, ctx: NodeContext, result: NodeResult, tracker: StateTracker,
                  loaded: CachedState, started_at, enqueue: bool, keep_lease: bool,
                  check_abandoned: bool) -> StepOutcome:
@@ -463,7 +356,7 @@ def _commit_step(*, run: AgentRun, worker_id: str, ctx: NodeContext, result: Nod
         values |= {"status": RunStatus.WAITING, "current_node": ctx.node, "wait_reason": result.reason[:500]}
     else:
         values |= {"current_node": result.next_node}
-    step_values = _step_values(run_id=run_id, ctx=ctx, status=StepStatus.COMPLETED, outcome=result.kind,
+    step_values = step_row_values(run_id=run_id, ctx=ctx, status=StepStatus.COMPLETED, outcome=result.kind,
                                next_node=result.next_node or "", summary=result.reason, started_at=started_at)
     checkpoint_values = {"run": run_id, "sequence": sequence, "created_at": now, **fields}
     event_payload = {"sequence": sequence, "node": ctx.node, "outcome": result.kind,
@@ -490,7 +383,7 @@ def _commit_step(*, run: AgentRun, worker_id: str, ctx: NodeContext, result: Nod
                                            step=step_values, checkpoint=checkpoint_values)
             if step_id is not None:
                 run = _after_update(run, values, ctx)
-                step = _step_instance(step_values, step_id)
+                step = step_instance(step_values, step_id)
             else:
                 run = _commit_with_cancel(run_id=run_id, worker_id=worker_id, sequence=sequence, values=values,
                                           now=now)
@@ -502,9 +395,9 @@ def _commit_step(*, run: AgentRun, worker_id: str, ctx: NodeContext, result: Nod
                 run = _commit_with_cancel(run_id=run_id, worker_id=worker_id, sequence=sequence, values=values,
                                           now=now)
         if step is None:
-            step = _step_instance(step_values, insert_returning_pk(Step, step_values))
+            step = step_instance(step_values, insert_returning_pk(Step, step_values))
             insert_returning_pk(Checkpoint, {**checkpoint_values, "step": step.pk})
-        written = _write_buffered(run=run, step=step, ctx=ctx, with_outputs=True, check_abandoned=check_abandoned)
+        written = write_buffered(run=run, step=step, ctx=ctx, with_outputs=True, check_abandoned=check_abandoned)
         for write in ctx.buffer.on_commit:
             write(step)
         _audit(run, action="runs.step.completed", actor_type=Actor.AGENT, actor_id=ctx.actor.identifier,
@@ -580,9 +473,9 @@ def _commit_failed(*, run_id: int, worker_id: str, ctx: NodeContext, message: st
     STATE_CACHE.drop(run_id)
     with transaction.atomic():
         run = _lock_owned(run_id, worker_id, ctx.sequence)
-        step = _step_row(run=run, ctx=ctx, status=StepStatus.FAILED, outcome="failed", error=message,
+        step = step_row(run=run, ctx=ctx, status=StepStatus.FAILED, outcome="failed", error=message,
                          started_at=started_at)
-        _write_buffered(run=run, step=step, ctx=ctx, with_outputs=False)
+        write_buffered(run=run, step=step, ctx=ctx, with_outputs=False)
         now = timezone.now()
         run.next_sequence = ctx.sequence + 1
         run.steps_used += 1
@@ -612,7 +505,7 @@ def _retry_or_fail(*, run_id: int, worker_id: str, ctx: NodeContext, message: st
     with transaction.atomic():
         run = _lock_owned(run_id, worker_id, ctx.sequence)
         # No Step row: the step has not happened yet. What the model saw is kept, unlinked.
-        _write_buffered(run=run, step=None, ctx=ctx, with_outputs=False)
+        write_buffered(run=run, step=None, ctx=ctx, with_outputs=False)
         now = timezone.now()
         run.retry_counts = {**run.retry_counts, str(ctx.sequence): ctx.attempt}
         run.tokens_used += ctx.buffer.tokens
