@@ -192,6 +192,11 @@ def run_step(*, run_id: int, worker_id: str, expected_sequence: int | None = Non
         # cancellation requested in between is seen at that commit: the step's work is kept and the
         # run is cancelled at its boundary, as when it is requested while a node runs (ADR 0010).
         run, cached, untouched = own.run, own, True
+        # The case is another matter: people change it between steps, and nodes read it (for
+        # proposals, citations). Forget the cached one: it is read afresh when the step uses it.
+        case_field = AgentRun._meta.get_field("case")
+        if case_field.is_cached(run):
+            case_field.delete_cached_value(run)
     else:
         run = read_run(run_id)
         if run is None:
@@ -234,6 +239,20 @@ def run_step(*, run_id: int, worker_id: str, expected_sequence: int | None = Non
     return outcome
 
 
+class _StepContext(NodeContext):
+    """`ctx.case` is the run's case as the run object holds it: read with the run (one statement),
+    or — when the run row was not re-read (a kept lease) — from the database the first time the
+    step uses it, so a node never sees a case older than its step."""
+
+    @property
+    def case(self):
+        return self.run.case if self.run.case_id else None
+
+    @case.setter
+    def case(self, value) -> None:  # NodeContext.__init__ assigns it; the run object is the source
+        pass
+
+
 def _load_state(run: AgentRun, cached: CachedState | None) -> CachedState:
     if cached is not None:
         return cached
@@ -261,12 +280,11 @@ def _execute_claimed(*, run: AgentRun, worker_id: str, enqueue: bool, keep_lease
         node = graph.node(run.current_node)
     except UnknownGraph as exc:
         return _finish_at_boundary(run_id, worker_id, error=str(exc), code="unknown_node")
-    case = run.case if run.case_id else None
     attempt = int(run.retry_counts.get(str(sequence), 0)) + 1
     tracker = StateTracker(state)
     state.phase = node.phase
     started_at = timezone.now()
-    ctx = NodeContext(run=run, node=node, sequence=sequence, attempt=attempt, state=state, case=case,
+    ctx = _StepContext(run=run, node=node, sequence=sequence, attempt=attempt, state=state, case=None,
                       provider=None, worker_id=worker_id, heartbeat=throttled_heartbeat(run_id, worker_id))
     from runs.tools import tool_reconcile_unfinished
 

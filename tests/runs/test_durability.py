@@ -17,8 +17,10 @@ from audit import hooks
 from audit.models import AuditEvent
 from audit.services import audit_head_guess, audit_head_remember, audit_record, stream_for
 from audit.verify import verify_stream
+from cases.models import Case
 from runs import services
 from runs.executor import STATE_CACHE, run_step
+from runs.graphs import GRAPHS
 from runs.models import AgentRun, Checkpoint, RunStatus, Step
 from runs.state import (
     CompletedStep,
@@ -150,6 +152,20 @@ def test_an_audit_listener_interested_in_step_events_gets_them_inside_the_steps_
         _step(run)
     assert [item for item in seen if item[0] == "runs.step.completed"] == [
         ("runs.step.completed", sequence, True) for sequence in (1, 2, 3)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_step_that_does_not_reread_the_run_still_sees_the_case_as_it_is_now(analyst, case, monkeypatch):
+    monkeypatch.setitem(GRAPHS, "test_read_case", "tests.runs.graphs:READ_CASE")
+    run = services.run_start(actor=analyst, case=case, graph="test_read_case", input={"n": 4},
+                             budget={"max_steps": 9}, enqueue=False)
+    _step(run)
+    _step(run)  # from here on the run row is not re-read between this worker's steps
+    Case.objects.filter(pk=case.pk).update(title="Renamed between steps")
+    _step(run)
+    Case.objects.filter(pk=case.pk).update(title="Renamed again")
+    assert _step(run).status == RunStatus.COMPLETED
+    assert state_at(run)[0].notes == [case.title, case.title, "Renamed between steps", "Renamed again"]
 
 
 @pytest.mark.django_db(transaction=True)
