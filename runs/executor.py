@@ -1,7 +1,9 @@
 """The run executor (DESIGN §4, ADRs 0002 and 0010): the single place a step is executed and committed.
 
     run_step(run_id=..., worker_id=..., keep_lease=...)
-      1. read    the run row (one SELECT, with its case and tenant).
+      1. read    the run row (one SELECT, with its case) — unless this worker's own commit kept the
+                 lease moments ago: then the row is what that commit wrote (the commit re-checks it,
+                 version included) and the case is read when the node first uses it.
       2. admit   queued -> running, under the tenant's row lock: at most
                  ARBITER_TENANT_MAX_CONCURRENT_RUNS running per tenant, FIFO, and never before an
                  earlier unfinished run of the same thread.
@@ -15,15 +17,16 @@
                  renewed by a thread while it runs; tool effects commit through runs.tools under
                  idempotency keys; everything else is buffered.
       7. commit  ONE transaction, the step's only durable commit: a conditional UPDATE of the run
-                 row (still ours, still this step, no cancel pending — it renews or releases the
-                 lease and records the new state hash) + Step + Checkpoint (this step's delta, a
-                 snapshot only when the delta chain is due one) + model calls, findings, artifacts
-                 + the node's on_commit writes + the audit event. Without keep_lease the next step
-                 is enqueued with transaction.on_commit, so no worker sees a message for an
-                 uncommitted step.
+                 row (still ours, still this step, no cancel pending, same version — it renews or
+                 releases the lease and records the new state hash) + Step + Checkpoint (this
+                 step's delta; a compaction when the delta chain is due one) + model calls,
+                 findings, artifacts + the node's on_commit writes + the audit event. Without
+                 keep_lease the next step is enqueued with transaction.on_commit, so no worker sees
+                 a message for an uncommitted step.
 
-A steady-state step (same worker, lease kept, state cached, no tools) is 8 statements and one
-commit. A worker that dies mid-step stops heartbeating; after ARBITER_RUN_HEARTBEAT_TIMEOUT_SECONDS
+A steady-state step (same worker, lease kept, state cached, nothing buffered) is ONE statement on
+PostgreSQL — its own transaction, one round trip (runs.step_commit) — and six in one transaction
+on SQLite. A worker that dies mid-step stops heartbeating; after ARBITER_RUN_HEARTBEAT_TIMEOUT_SECONDS
 another worker may claim the run and the reaper (`lease_reap_expired`) re-enqueues it; the next
 worker resumes from the last checkpoint. Duplicate or late deliveries are no-ops: the lease CAS
 admits one worker, `expected_sequence` drops messages for a step already done, and
