@@ -50,31 +50,13 @@ def audit_record(
         AuditStreamHead.objects.bulk_create([AuditStreamHead(stream=stream)], ignore_conflicts=True)
         head = _lock_head(connection, stream)
     head_id, last_sequence, last_hash = head
-    event = AuditEvent(
-        tenant_id=tenant_id,
-        stream=stream,
-        sequence=last_sequence + 1,
-        actor_type=actor_type,
-        actor_id=actor_id,
-        action=action,
-        target_type=target_type,
-        target_id=str(target_id),
-        run_id=str(run_id or ""),
-        policy_version=policy_version,
-        decision=decision,
-        evidence_refs=list(evidence_refs or []),
-        payload=dict(payload or {}),
-        created_at=timezone.now(),
-        prev_hash=last_hash,
-    )
-    # Round-trip through JSON now so the hash is computed over exactly what the database returns.
-    event.evidence_refs = _json_roundtrip(event.evidence_refs)
-    event.payload = _json_roundtrip(event.payload)
-    event.hash = event.compute_hash()
+    event = audit_event_build(tenant_id=tenant_id, stream=stream, sequence=last_sequence + 1, prev_hash=last_hash,
+                              actor_type=actor_type, actor_id=actor_id, action=action, target_type=target_type,
+                              target_id=target_id, run_id=run_id, policy_version=policy_version, decision=decision,
+                              evidence_refs=evidence_refs, payload=payload)
     # Written with SQL prepared once (the same rows the ORM would write): on the step hot path the
     # ORM's per-call query compilation cost more than the database did (ADR 0010).
-    fields = _event_fields()
-    params = [field.get_db_prep_save(getattr(event, field.attname), connection) for field in fields]
+    params = audit_event_params(event, connection)
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":  # the event and the head's advance in one statement
             cursor.execute(f"WITH event AS ({_event_insert_sql(connection.vendor)}) UPDATE audit_auditstreamhead "
@@ -86,10 +68,75 @@ def audit_record(
             event.pk = cursor.fetchone()[0]
             cursor.execute("UPDATE audit_auditstreamhead SET last_sequence = %s, last_hash = %s WHERE id = %s",
                            [event.sequence, event.hash, head_id])
+    # What this transaction makes the head; if it rolls back, a writer trusting this guess fails its
+    # compare-and-set (audit_head_guess) and takes the locking path.
+    audit_head_remember(stream, (head_id, event.sequence, event.hash))
     event._state.adding = False
     event._state.db = connection.alias
     run_after_record(event)  # in this same transaction (audit/hooks.py; integrations: ADR 0009)
     return event
+
+
+def audit_event_build(*, tenant_id: int | None, stream: str, sequence: int, prev_hash: str, actor_type: str,
+                      actor_id: str, action: str, target_type: str = "", target_id: str | int = "", run_id: str = "",
+                      policy_version: str = "", decision: str = "", evidence_refs: list | None = None,
+                      payload: dict[str, Any] | None = None) -> AuditEvent:
+    """The event that follows (sequence - 1, prev_hash) in `stream`, hashed, not saved."""
+    event = AuditEvent(
+        tenant_id=tenant_id,
+        stream=stream,
+        sequence=sequence,
+        actor_type=actor_type,
+        actor_id=actor_id,
+        action=action,
+        target_type=target_type,
+        target_id=str(target_id),
+        run_id=str(run_id or ""),
+        policy_version=policy_version,
+        decision=decision,
+        evidence_refs=list(evidence_refs or []),
+        payload=dict(payload or {}),
+        created_at=timezone.now(),
+        prev_hash=prev_hash,
+    )
+    # Round-trip through JSON now so the hash is computed over exactly what the database returns.
+    event.evidence_refs = _json_roundtrip(event.evidence_refs)
+    event.payload = _json_roundtrip(event.payload)
+    event.hash = event.compute_hash()
+    return event
+
+
+def audit_event_params(event: AuditEvent, connection) -> list:
+    """The INSERT parameters of `event`, in the column order of audit_event_insert_sql."""
+    return [field.get_db_prep_save(getattr(event, field.attname), connection) for field in _event_fields()]
+
+
+def audit_event_fields() -> tuple:
+    """The fields of AuditEvent that audit_event_params fills, in its order (every one but id)."""
+    return _event_fields()
+
+
+# --- the head guess (ADR 0010) -------------------------------------------------------------------
+# stream -> (head id, last_sequence, last_hash) as this process last wrote it. A writer that appends
+# without locking the head (the executor's one-statement step commit) advances it by compare-and-set
+# on these values: if anyone else appended since, or the transaction that wrote the guess rolled
+# back, nothing matches and it falls back to audit_record, which locks the head.
+_HEAD_GUESS: dict[str, tuple[int, int, str]] = {}
+_HEAD_GUESS_LIMIT = 4096
+
+
+def audit_head_guess(stream: str) -> tuple[int, int, str] | None:
+    return _HEAD_GUESS.get(stream)
+
+
+def audit_head_remember(stream: str, head: tuple[int, int, str] | None) -> None:
+    """Record (or, with None, forget) what this process believes the stream's head is."""
+    if head is None:
+        _HEAD_GUESS.pop(stream, None)
+        return
+    if len(_HEAD_GUESS) >= _HEAD_GUESS_LIMIT and stream not in _HEAD_GUESS:
+        _HEAD_GUESS.pop(next(iter(_HEAD_GUESS)))
+    _HEAD_GUESS[stream] = head
 
 
 def _lock_head(connection, stream: str):

@@ -1,7 +1,9 @@
 """The run executor (DESIGN §4, ADRs 0002 and 0010): the single place a step is executed and committed.
 
     run_step(run_id=..., worker_id=..., keep_lease=...)
-      1. read    the run row (one SELECT, with its case and tenant).
+      1. read    the run row (one SELECT, with its case) — unless this worker's own commit kept the
+                 lease moments ago: then the row is what that commit wrote (the commit re-checks it,
+                 version included) and the case is read when the node first uses it.
       2. admit   queued -> running, under the tenant's row lock: at most
                  ARBITER_TENANT_MAX_CONCURRENT_RUNS running per tenant, FIFO, and never before an
                  earlier unfinished run of the same thread.
@@ -15,15 +17,16 @@
                  renewed by a thread while it runs; tool effects commit through runs.tools under
                  idempotency keys; everything else is buffered.
       7. commit  ONE transaction, the step's only durable commit: a conditional UPDATE of the run
-                 row (still ours, still this step, no cancel pending — it renews or releases the
-                 lease and records the new state hash) + Step + Checkpoint (this step's delta, a
-                 snapshot only when the delta chain is due one) + model calls, findings, artifacts
-                 + the node's on_commit writes + the audit event. Without keep_lease the next step
-                 is enqueued with transaction.on_commit, so no worker sees a message for an
-                 uncommitted step.
+                 row (still ours, still this step, no cancel pending, same version — it renews or
+                 releases the lease and records the new state hash) + Step + Checkpoint (this
+                 step's delta; a compaction when the delta chain is due one) + model calls,
+                 findings, artifacts + the node's on_commit writes + the audit event. Without
+                 keep_lease the next step is enqueued with transaction.on_commit, so no worker sees
+                 a message for an uncommitted step.
 
-A steady-state step (same worker, lease kept, state cached, no tools) is 8 statements and one
-commit. A worker that dies mid-step stops heartbeating; after ARBITER_RUN_HEARTBEAT_TIMEOUT_SECONDS
+A steady-state step (same worker, lease kept, state cached, nothing buffered) is ONE statement on
+PostgreSQL — its own transaction, one round trip (runs.step_commit) — and six in one transaction
+on SQLite. A worker that dies mid-step stops heartbeating; after ARBITER_RUN_HEARTBEAT_TIMEOUT_SECONDS
 another worker may claim the run and the reaper (`lease_reap_expired`) re-enqueues it; the next
 worker resumes from the last checkpoint. Duplicate or late deliveries are no-ops: the lease CAS
 admits one worker, `expected_sequence` drops messages for a step already done, and
@@ -37,7 +40,6 @@ import time
 import traceback
 from dataclasses import dataclass
 from datetime import timedelta
-from functools import lru_cache
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
@@ -50,7 +52,7 @@ from cases import policy
 from core.actors import Actor
 from ops import metrics  # issue 13
 from runs.admission import _admit, _pump, admission_order
-from runs.graphs import NodeContext, NodeResult, PendingFinding, UnknownGraph, get_graph
+from runs.graphs import NodeContext, NodeResult, UnknownGraph, get_graph
 from runs.leases import (
     LeaseLost,
     handoff_deadline,
@@ -64,19 +66,14 @@ from runs.leases import (
     seconds_until_claimable,
     throttled_heartbeat,
 )
-from runs.model_calls import StepFailed, StepRetry, _jsonable, call_model_for_node, provider_for_run
+from runs.model_calls import StepFailed, StepRetry, call_model_for_node, provider_for_run
 from runs.models import (
     AgentRun,
-    Artifact,
     Checkpoint,
-    Finding,
-    ModelCall,
     RunPhase,
     RunStatus,
     Step,
     StepStatus,
-    ToolCall,
-    content_hash,
 )
 from runs.state import (
     CompletedStep,
@@ -87,7 +84,17 @@ from runs.state import (
     load_chain,
 )
 from runs.state_cache import STATE_CACHE, CachedState
-from runs.step_sql import Increment, insert_returning_pk, run_update_if_owned, step_commit_if_owned
+from runs.step_commit import commit_in_one_statement
+from runs.step_rows import step_instance, step_row, write_buffered
+from runs.step_rows import step_values as step_row_values
+from runs.step_sql import (
+    Append,
+    Increment,
+    insert_returning_pk,
+    read_run,
+    run_update_if_owned,
+    step_commit_if_owned,
+)
 
 __all__ = ["LeaseLost", "StepFailed", "StepRetry", "StepOutcome", "run_step", "run_steps", "drive_inline",
            "lease_reap_expired", "admission_order", "call_model_for_node", "provider_for_run"]
@@ -170,53 +177,6 @@ def _budget_exhausted(run: AgentRun) -> str:
 
 # --- the step -------------------------------------------------------------------------------------
 
-@lru_cache(maxsize=4)
-def _run_read_plan(vendor: str) -> tuple[str, list, list]:
-    """The SQL that reads a run and its case (if any) in one statement, and per model the database's
-    and the fields' value converters (what the ORM applies to rows)."""
-    from django.db import connection
-
-    from cases.models import Case
-
-    plans, selected = [], []
-    for alias, model in (("r", AgentRun), ("c", Case)):
-        converters = []
-        for field in model._meta.concrete_fields:
-            column = field.get_col(model._meta.db_table)
-            found = connection.ops.get_db_converters(column) + field.get_db_converters(connection)
-            if found:
-                converters.append((len(selected), column, found))
-            selected.append(f"{alias}.{connection.ops.quote_name(field.column)}")
-        plans.append((model, [field.attname for field in model._meta.concrete_fields], converters))
-    sql = (f"SELECT {', '.join(selected)} FROM {AgentRun._meta.db_table} r "
-           f"LEFT JOIN {Case._meta.db_table} c ON c.id = r.case_id WHERE r.id = %s")
-    return sql, plans, [len(AgentRun._meta.concrete_fields)]
-
-
-def _read_run(run_id: int) -> AgentRun | None:
-    """The run row and its case, in one statement with SQL built once (compiling an ORM query per
-    step cost more CPU than the database spent answering it); rows built with `Model.from_db`."""
-    from django.db import connection
-
-    sql, plans, (split,) = _run_read_plan(connection.vendor)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [run_id])
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    values = list(row)
-    for _model, _names, converters in plans:
-        for index, column, functions in converters:
-            if values[index] is not None or index < split:
-                for function in functions:
-                    values[index] = function(values[index], column, connection)
-    (run_model, run_names, _), (case_model, case_names, _) = plans
-    run = run_model.from_db("default", run_names, values[:split])
-    if run.case_id:
-        run.case = case_model.from_db("default", case_names, values[split:])
-    return run
-
-
 def run_step(*, run_id: int, worker_id: str, expected_sequence: int | None = None,
              enqueue: bool = True, keep_lease: bool = False) -> StepOutcome:
     """Execute the run's next step if this worker can take it; otherwise do nothing.
@@ -227,26 +187,42 @@ def run_step(*, run_id: int, worker_id: str, expected_sequence: int | None = Non
     goes on with the next step itself: run_steps, drive_inline) keeps the lease at commit, so the
     next step of this worker needs no claim: one durable commit per step."""
     run_id = int(run_id)  # run ids travel as text on messages and audit rows; compare as numbers
-    run = _read_run(run_id)
-    if run is None:
-        return StepOutcome(run_id, "missing", "")
-    if run.is_finished or run.status == RunStatus.WAITING:
-        return StepOutcome(run_id, "finished", run.status)
-    if expected_sequence is not None and run.next_sequence != expected_sequence:
-        return StepOutcome(run_id, "stale", run.status, detail=f"step {expected_sequence} is already done")
-    if run.status == RunStatus.QUEUED:
-        if not _admit(run_id):
-            run.refresh_from_db()
-            return StepOutcome(run_id, "not_admitted", run.status)
-        run = _read_run(run_id)  # admitted (by us or a concurrent delivery): read it again
-        if run.status != RunStatus.RUNNING:
+    own = STATE_CACHE.own_run(run_id, worker_id, settings.ARBITER_RUN_HEARTBEAT_SECONDS) if keep_lease else None
+    if own is not None and (expected_sequence is None or own.run.next_sequence == expected_sequence):
+        # This worker's own commit kept the lease moments ago: the row is what that commit wrote,
+        # unless someone wrote it since — which this step's commit detects (it requires the same
+        # version, no cancel pending, the lease still ours), so the row is not read again. A
+        # cancellation requested in between is seen at that commit: the step's work is kept and the
+        # run is cancelled at its boundary, as when it is requested while a node runs (ADR 0010).
+        run, cached, untouched = own.run, own, True
+        # The case is another matter: people change it between steps, and nodes read it (for
+        # proposals, citations). Forget the cached one: it is read afresh when the step uses it.
+        case_field = AgentRun._meta.get_field("case")
+        if case_field.is_cached(run):
+            case_field.delete_cached_value(run)
+    else:
+        run = read_run(run_id)
+        if run is None:
+            return StepOutcome(run_id, "missing", "")
+        if run.is_finished or run.status == RunStatus.WAITING:
             return StepOutcome(run_id, "finished", run.status)
         if expected_sequence is not None and run.next_sequence != expected_sequence:
             return StepOutcome(run_id, "stale", run.status, detail=f"step {expected_sequence} is already done")
-    cached = STATE_CACHE.get(run)
-    # Nobody wrote the run row since this worker's own last commit: no other attempt of this step
-    # can have left tool calls behind, so the reconciliation query is skipped.
-    untouched = cached is not None and cached.run_version == run.version
+        if run.status == RunStatus.QUEUED:
+            if not _admit(run_id):
+                # Read afresh rather than refresh_from_db: django_fsm's refresh_from_db unprotects
+                # the status field class-wide for a moment, which races with other threads.
+                run = read_run(run_id) or run
+                return StepOutcome(run_id, "not_admitted", run.status)
+            run = read_run(run_id)  # admitted (by us or a concurrent delivery): read it again
+            if run.status != RunStatus.RUNNING:
+                return StepOutcome(run_id, "finished", run.status)
+            if expected_sequence is not None and run.next_sequence != expected_sequence:
+                return StepOutcome(run_id, "stale", run.status, detail=f"step {expected_sequence} is already done")
+        cached = STATE_CACHE.get(run)
+        # Nobody wrote the run row since this worker's own last commit: no other attempt of this
+        # step can have left tool calls behind, so the reconciliation query is skipped.
+        untouched = cached is not None and cached.run_version == run.version
     if not lease_is_fresh(run, worker_id, timezone.now()) and not lease_claim(run, worker_id):
         return StepOutcome(run_id, "busy", RunStatus.RUNNING, detail="another worker holds the lease",
                            retry_after=seconds_until_claimable(run, timezone.now()))
@@ -264,6 +240,20 @@ def run_step(*, run_id: int, worker_id: str, expected_sequence: int | None = Non
     if outcome.action in ("executed", "failed", "retry", "cancelled"):  # issue 13: per step, whoever drives it
         metrics.step_observed(graph=run.graph, outcome=outcome.action, seconds=time.monotonic() - started)
     return outcome
+
+
+class _StepContext(NodeContext):
+    """`ctx.case` is the run's case as the run object holds it: read with the run (one statement),
+    or — when the run row was not re-read (a kept lease) — from the database the first time the
+    step uses it, so a node never sees a case older than its step."""
+
+    @property
+    def case(self):
+        return self.run.case if self.run.case_id else None
+
+    @case.setter
+    def case(self, value) -> None:  # NodeContext.__init__ assigns it; the run object is the source
+        pass
 
 
 def _load_state(run: AgentRun, cached: CachedState | None) -> CachedState:
@@ -293,12 +283,11 @@ def _execute_claimed(*, run: AgentRun, worker_id: str, enqueue: bool, keep_lease
         node = graph.node(run.current_node)
     except UnknownGraph as exc:
         return _finish_at_boundary(run_id, worker_id, error=str(exc), code="unknown_node")
-    case = run.case if run.case_id else None
     attempt = int(run.retry_counts.get(str(sequence), 0)) + 1
     tracker = StateTracker(state)
     state.phase = node.phase
     started_at = timezone.now()
-    ctx = NodeContext(run=run, node=node, sequence=sequence, attempt=attempt, state=state, case=case,
+    ctx = _StepContext(run=run, node=node, sequence=sequence, attempt=attempt, state=state, case=None,
                       provider=None, worker_id=worker_id, heartbeat=throttled_heartbeat(run_id, worker_id))
     from runs.tools import tool_reconcile_unfinished
 
@@ -354,138 +343,86 @@ def _execute_claimed(*, run: AgentRun, worker_id: str, enqueue: bool, keep_lease
                               started_at=started_at)
 
 
-def _step_values(*, run_id: int, ctx: NodeContext, status: str, outcome: str, next_node: str = "",
-                 summary: str = "", error: str = "", started_at) -> dict:
-    finished = timezone.now()
-    return {"run": run_id, "sequence": ctx.sequence, "node": ctx.node, "attempt": ctx.attempt, "status": status,
-            "outcome": outcome, "next_node": next_node, "summary": summary[:2000], "error": error,
-            "worker_id": ctx.worker_id, "tokens": ctx.buffer.tokens, "started_at": started_at,
-            "finished_at": finished, "duration_ms": max(int((finished - started_at).total_seconds() * 1000), 0),
-            "copied_from": None}
-
-
-def _step_instance(values: dict, pk: int) -> Step:
-    step = Step(**{("run_id" if k == "run" else "copied_from_id" if k == "copied_from" else k): v
-                   for k, v in values.items()})
-    step.pk = pk
-    step._state.adding = False
-    return step
-
-
-def _step_row(*, run: AgentRun, ctx: NodeContext, status: str, outcome: str, next_node: str = "",
-              summary: str = "", error: str = "", started_at) -> Step:
-    values = _step_values(run_id=run.pk, ctx=ctx, status=status, outcome=outcome, next_node=next_node,
-                          summary=summary, error=error, started_at=started_at)
-    return _step_instance(values, insert_returning_pk(Step, values))
-
-
-def _write_buffered(*, run: AgentRun, step: Step | None, ctx: NodeContext, with_outputs: bool,
-                    check_abandoned: bool = True) -> dict:
-    """Model calls always (what the model saw is kept, failed or not); findings and artifacts
-    only when the step succeeded. `check_abandoned=False`: no tool call of this step can be left
-    `started` (no earlier attempt, none made now), so the query for them is skipped."""
-    if ctx.buffer.model_calls:
-        ModelCall.objects.bulk_create([ModelCall(step=step, **record) for record in ctx.buffer.model_calls])
-    if step is not None and (check_abandoned or ctx.buffer.tool_call_ids):
-        from runs.tools import tool_abandon_unfinished
-
-        ctx.buffer.tool_call_ids.extend(tool_abandon_unfinished(run=run, sequence=ctx.sequence))
-    if ctx.buffer.tool_call_ids and step is not None:
-        ToolCall.objects.filter(pk__in=ctx.buffer.tool_call_ids, run=run).update(step=step)
-    written = {"findings": [], "artifacts": []}
-    if not with_outputs:
-        return written
-    for pending in ctx.buffer.findings:
-        contradicts = pending.contradicts
-        contradicts_id = contradicts.pk if isinstance(contradicts, PendingFinding) else contradicts
-        finding = Finding.objects.create(
-            tenant_id=run.tenant_id, case_id=run.case_id, run=run, step=step, agent=pending.agent, type=pending.type,
-            summary=pending.summary, evidence_refs=pending.evidence_refs, confidence=pending.confidence,
-            contradicts_id=contradicts_id, data=_jsonable(pending.data))
-        pending.pk = finding.pk
-        written["findings"].append(finding.pk)
-    for pending in ctx.buffer.artifacts:
-        content = _jsonable(pending.content)
-        if pending.findings:
-            content["finding_ids"] = [f.pk if isinstance(f, PendingFinding) else int(f) for f in pending.findings]
-        artifact = Artifact.objects.create(
-            tenant_id=run.tenant_id, case_id=run.case_id, run=run, step=step, kind=pending.kind, content=content,
-            content_hash=content_hash(content), source_refs=_jsonable(pending.source_refs),
-            schema_version=pending.schema_version, produced_by=pending.produced_by)
-        pending.pk = artifact.pk
-        written["artifacts"].append(artifact.pk)
-    return written
-
-
 def _commit_step(*, run: AgentRun, worker_id: str, ctx: NodeContext, result: NodeResult, tracker: StateTracker,
                  loaded: CachedState, started_at, enqueue: bool, keep_lease: bool,
                  check_abandoned: bool) -> StepOutcome:
     run_id, sequence = run.pk, ctx.sequence
     state: RunState = ctx.state
+    state.completed_steps.append(CompletedStep(sequence=sequence, node=ctx.node, outcome=result.kind))
+    if state.plan and state.plan[0] == ctx.node:
+        state.plan = state.plan[1:]
+    if result.kind == NodeResult.END:
+        state.phase = RunPhase.DONE
+    fields = checkpoint_fields_incremental(delta=tracker.delta(state), state=state, digest=loaded.digest,
+                                           chain=loaded.chain, sequence=sequence)
+    now = timezone.now()
+    keeps = keep_lease and result.kind == NodeResult.GOTO
+    values = {
+        "next_sequence": sequence + 1, "steps_used": Increment(1), "tokens_used": Increment(ctx.buffer.tokens),
+        # PostgreSQL appends the node itself: a step sends one name, not the run's whole history.
+        "completed_nodes": Append([ctx.node]) if connection.vendor == "postgresql" else [*run.completed_nodes, ctx.node],
+        "retry_counts": {k: v for k, v in run.retry_counts.items() if k != str(sequence)},
+        "phase": state.phase, "heartbeat_at": now, "error": "", "error_code": "",
+        "lease_owner": worker_id if keeps else None,
+        "state_sequence": sequence, "state_hash": fields["state_hash"], "version": Increment(1),
+        "updated_at": now,
+    }
+    if not keeps:
+        values["lease_expires_at"] = handoff_deadline(now)
+    elif run.lease_owner != worker_id or lease_renewal_due(run, now):
+        values["lease_expires_at"] = now + timedelta(seconds=lease_seconds())
+    if result.kind == NodeResult.END:
+        values |= {"status": RunStatus.COMPLETED, "current_node": "", "finished_at": now}
+    elif result.kind == NodeResult.WAIT:
+        values |= {"status": RunStatus.WAITING, "current_node": ctx.node, "wait_reason": result.reason[:500]}
+    else:
+        values |= {"current_node": result.next_node}
+    step_values = step_row_values(run_id=run_id, ctx=ctx, status=StepStatus.COMPLETED, outcome=result.kind,
+                               next_node=result.next_node or "", summary=result.reason, started_at=started_at)
+    checkpoint_values = {"run": run_id, "sequence": sequence, "created_at": now, **fields}
+    event_payload = {"sequence": sequence, "node": ctx.node, "outcome": result.kind,
+                     "next_node": result.next_node or "", "state_hash": fields["state_hash"],
+                     "tokens": ctx.buffer.tokens, "tool_calls": ctx.buffer.tool_call_ids,
+                     "model_calls": len(ctx.buffer.model_calls)}
+    if keeps and not check_abandoned and _nothing_buffered(ctx):
+        if commit_in_one_statement(run=run, worker_id=worker_id, ctx=ctx, values=values, step=step_values,
+                                   checkpoint=checkpoint_values,
+                                   event_payload={**event_payload, "findings": [], "artifacts": []}):
+            run = _after_update(run, values, ctx)
+            STATE_CACHE.put(run_id, CachedState(sequence=sequence, state_hash=fields["state_hash"], state=state,
+                                                digest=loaded.digest, chain=loaded.chain, run_version=run.version,
+                                                run=run, worker_id=worker_id, committed_at=time.monotonic()))
+            return StepOutcome(run_id, "executed", run.status, sequence=sequence, detail=result.reason)
     with transaction.atomic():
-        state.completed_steps.append(CompletedStep(sequence=sequence, node=ctx.node, outcome=result.kind))
-        if state.plan and state.plan[0] == ctx.node:
-            state.plan = state.plan[1:]
-        if result.kind == NodeResult.END:
-            state.phase = RunPhase.DONE
-        fields = checkpoint_fields_incremental(delta=tracker.delta(state), state=state, digest=loaded.digest,
-                                               chain=loaded.chain, sequence=sequence)
-        now = timezone.now()
-        keeps = keep_lease and result.kind == NodeResult.GOTO
-        values = {
-            "next_sequence": sequence + 1, "steps_used": Increment(1), "tokens_used": Increment(ctx.buffer.tokens),
-            "completed_nodes": [*run.completed_nodes, ctx.node],
-            "retry_counts": {k: v for k, v in run.retry_counts.items() if k != str(sequence)},
-            "phase": state.phase, "heartbeat_at": now, "error": "", "error_code": "",
-            "lease_owner": worker_id if keeps else None,
-            "state_sequence": sequence, "state_hash": fields["state_hash"], "version": Increment(1),
-            "updated_at": now,
-        }
-        if not keeps:
-            values["lease_expires_at"] = handoff_deadline(now)
-        elif run.lease_owner != worker_id or lease_renewal_due(run, now):
-            values["lease_expires_at"] = now + timedelta(seconds=lease_seconds())
-        if result.kind == NodeResult.END:
-            values |= {"status": RunStatus.COMPLETED, "current_node": "", "finished_at": now}
-        elif result.kind == NodeResult.WAIT:
-            values |= {"status": RunStatus.WAITING, "current_node": ctx.node, "wait_reason": result.reason[:500]}
-        else:
-            values |= {"current_node": result.next_node}
         # The lease check, the renewal (or release) and the run's new position in one conditional
         # UPDATE, which also takes the run row's lock first (lock order: run, then the rest). On
         # PostgreSQL the Step and Checkpoint rows ride in the same statement.
-        step_values = _step_values(run_id=run_id, ctx=ctx, status=StepStatus.COMPLETED, outcome=result.kind,
-                                   next_node=result.next_node or "", summary=result.reason, started_at=started_at)
-        checkpoint_values = {"run": run_id, "sequence": sequence, "created_at": now, **fields}
         step = None
         if connection.vendor == "postgresql":
             step_id = step_commit_if_owned(run_id=run_id, worker_id=worker_id, sequence=sequence,
-                                           status=RunStatus.RUNNING, values=values, step=step_values,
-                                           checkpoint=checkpoint_values)
+                                           status=RunStatus.RUNNING, version=run.version, values=values,
+                                           step=step_values, checkpoint=checkpoint_values)
             if step_id is not None:
                 run = _after_update(run, values, ctx)
-                step = _step_instance(step_values, step_id)
+                step = step_instance(step_values, step_id)
             else:
                 run = _commit_with_cancel(run_id=run_id, worker_id=worker_id, sequence=sequence, values=values,
                                           now=now)
         else:
             if run_update_if_owned(run_id=run_id, worker_id=worker_id, sequence=sequence, status=RunStatus.RUNNING,
-                                   values=values):
+                                   version=run.version, values=values):
                 run = _after_update(run, values, ctx)
             else:
                 run = _commit_with_cancel(run_id=run_id, worker_id=worker_id, sequence=sequence, values=values,
                                           now=now)
         if step is None:
-            step = _step_instance(step_values, insert_returning_pk(Step, step_values))
+            step = step_instance(step_values, insert_returning_pk(Step, step_values))
             insert_returning_pk(Checkpoint, {**checkpoint_values, "step": step.pk})
-        written = _write_buffered(run=run, step=step, ctx=ctx, with_outputs=True, check_abandoned=check_abandoned)
+        written = write_buffered(run=run, step=step, ctx=ctx, with_outputs=True, check_abandoned=check_abandoned)
         for write in ctx.buffer.on_commit:
             write(step)
         _audit(run, action="runs.step.completed", actor_type=Actor.AGENT, actor_id=ctx.actor.identifier,
-               payload={"sequence": sequence, "node": ctx.node, "outcome": result.kind,
-                        "next_node": result.next_node or "", "state_hash": fields["state_hash"],
-                        "tokens": ctx.buffer.tokens, "tool_calls": ctx.buffer.tool_call_ids,
-                        "model_calls": len(ctx.buffer.model_calls), **written})
+               payload={**event_payload, **written})
         if run.status != RunStatus.RUNNING:
             _audit(run, action=f"runs.run.{run.status}", decision=run.status,
                    payload={"steps": run.steps_used, "tokens": run.tokens_used, "reason": result.reason or run.error})
@@ -497,10 +434,17 @@ def _commit_step(*, run: AgentRun, worker_id: str, ctx: NodeContext, result: Nod
     # Committed: this worker's copy of the state is the run's state now.
     if run.status == RunStatus.RUNNING:
         STATE_CACHE.put(run_id, CachedState(sequence=sequence, state_hash=fields["state_hash"], state=state,
-                                            digest=loaded.digest, chain=loaded.chain, run_version=run.version))
+                                            digest=loaded.digest, chain=loaded.chain, run_version=run.version,
+                                            **({"run": run, "worker_id": worker_id, "committed_at": time.monotonic()}
+                                               if keeps else {})))
     else:
         STATE_CACHE.drop(run_id)
     return StepOutcome(run_id, "executed", run.status, sequence=sequence, detail=result.reason)
+
+
+def _nothing_buffered(ctx: NodeContext) -> bool:
+    buffer = ctx.buffer
+    return not (buffer.model_calls or buffer.findings or buffer.artifacts or buffer.tool_call_ids or buffer.on_commit)
 
 
 def _after_update(run: AgentRun, values: dict, ctx: NodeContext) -> AgentRun:
@@ -512,7 +456,7 @@ def _after_update(run: AgentRun, values: dict, ctx: NodeContext) -> AgentRun:
     for name, value in values.items():
         if name in ("steps_used", "tokens_used", "version", "status"):
             continue
-        setattr(run, name, value)
+        setattr(run, name, [*getattr(run, name), *value.items] if isinstance(value, Append) else value)
     if values.get("status") == RunStatus.COMPLETED:
         run.complete()
     elif values.get("status") == RunStatus.WAITING:
@@ -524,9 +468,16 @@ def _commit_with_cancel(*, run_id: int, worker_id: str, sequence: int, values: d
     """The step's UPDATE matched nothing: either the lease is gone (LeaseLost, the transaction rolls
     back) or a cancellation was requested while the step ran — then the step's work is kept and the
     run is cancelled at this step boundary."""
-    _lock_owned(run_id, worker_id, sequence)
-    AgentRun.objects.filter(pk=run_id).update(**{name: F(name) + value.amount if isinstance(value, Increment) else value
-                                                 for name, value in values.items()})
+    locked = _lock_owned(run_id, worker_id, sequence)
+    if locked.cancel_requested_at is None:
+        # Still ours at this step, no cancel: someone else wrote the row (its version moved) while
+        # the step ran. Its values were computed from a row that is no longer current: stop, and let
+        # the next attempt start from a fresh read.
+        raise LeaseLost(f"run {run_id}: the run row changed during step {sequence}; the step is not committed")
+    AgentRun.objects.filter(pk=run_id).update(**{
+        name: F(name) + value.amount if isinstance(value, Increment)
+        else getattr(locked, name) + value.items if isinstance(value, Append) else value
+        for name, value in values.items()})
     run = AgentRun.objects.select_related("tenant").get(pk=run_id)
     if run.status == RunStatus.RUNNING:
         run.cancel()
@@ -543,9 +494,9 @@ def _commit_failed(*, run_id: int, worker_id: str, ctx: NodeContext, message: st
     STATE_CACHE.drop(run_id)
     with transaction.atomic():
         run = _lock_owned(run_id, worker_id, ctx.sequence)
-        step = _step_row(run=run, ctx=ctx, status=StepStatus.FAILED, outcome="failed", error=message,
+        step = step_row(run=run, ctx=ctx, status=StepStatus.FAILED, outcome="failed", error=message,
                          started_at=started_at)
-        _write_buffered(run=run, step=step, ctx=ctx, with_outputs=False)
+        write_buffered(run=run, step=step, ctx=ctx, with_outputs=False)
         now = timezone.now()
         run.next_sequence = ctx.sequence + 1
         run.steps_used += 1
@@ -575,7 +526,7 @@ def _retry_or_fail(*, run_id: int, worker_id: str, ctx: NodeContext, message: st
     with transaction.atomic():
         run = _lock_owned(run_id, worker_id, ctx.sequence)
         # No Step row: the step has not happened yet. What the model saw is kept, unlinked.
-        _write_buffered(run=run, step=None, ctx=ctx, with_outputs=False)
+        write_buffered(run=run, step=None, ctx=ctx, with_outputs=False)
         now = timezone.now()
         run.retry_counts = {**run.retry_counts, str(ctx.sequence): ctx.attempt}
         run.tokens_used += ctx.buffer.tokens

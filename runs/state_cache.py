@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -22,6 +23,11 @@ class CachedState:
     digest: StateDigest
     chain: Chain
     run_version: int
+    # Set when this worker's commit kept the lease: the run row as that commit left it, who holds
+    # the lease and when (time.monotonic()) it committed — what lets the next step skip reading it.
+    run: AgentRun | None = None
+    worker_id: str = ""
+    committed_at: float = 0.0
 
 
 class StateCache:
@@ -37,6 +43,18 @@ class StateCache:
         if entry is None or entry.sequence != run.state_sequence or entry.state_hash != run.state_hash:
             return None
         self._entries.move_to_end(run.pk)
+        return entry
+
+    def own_run(self, run_id: int, worker_id: str, max_age_seconds: float) -> CachedState | None:
+        """The entry of a run whose lease `worker_id` kept at its own commit less than
+        `max_age_seconds` ago: its run object is the row as that commit wrote it, and the next
+        commit re-checks (lease, sequence, no cancel, same version) that nobody wrote it since."""
+        entry = self._entries.get(run_id)
+        if entry is None or entry.run is None or entry.worker_id != worker_id:
+            return None
+        if time.monotonic() - entry.committed_at >= max_age_seconds:
+            return None
+        self._entries.move_to_end(run_id)
         return entry
 
     def put(self, run_id: int, entry: CachedState) -> None:

@@ -93,3 +93,13 @@ def append(ctx: NodeContext):
 
 APPEND = Graph(name="test_append", version="1", start="append", requires_case=False,
                nodes=(Node("append", append),))
+
+
+def read_case(ctx: NodeContext):
+    """Notes the case's title as the step sees it, for input["n"] steps."""
+    ctx.note(ctx.case.title)
+    return ctx.end("done") if len(ctx.state.notes) >= int(ctx.input.get("n", 3)) else ctx.goto("read_case")
+
+
+READ_CASE = Graph(name="test_read_case", version="1", start="read_case", requires_case=True,
+                  nodes=(Node("read_case", read_case),))
