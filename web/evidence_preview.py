@@ -21,6 +21,7 @@ from django.utils.safestring import SafeString, mark_safe
 from runs.citations import MIN_QUOTE_CHARS
 from runs.offline.text import clean_narrative
 
+FILE_TEXT_CHARS = 200_000  # a text file is read up to this much for its preview (and a quote in it)
 PREVIEW_CHARS = 4000  # a preview shows at most this much text, unless a quote is marked in it
 CONTEXT_CHARS = 1500  # around a marked quote in a long text, this much before and after is shown
 _SPACE = re.compile(r"\s")
@@ -39,10 +40,17 @@ class CitedQuote:
 
 def display_text(evidence) -> str:
     """The evidence text a person reads in the preview: a text evidence (a CFPB narrative exported
-    as a bytes literal is decoded, as the agents read it) or a file's extracted text ("" if none)."""
+    as a bytes literal is decoded, as the agents read it), a text file's content (read as the agents
+    read it, `Evidence.read_text`) or a file's extracted text ("" if none, or if the file is gone)."""
     if evidence.kind == "text":
         return clean_narrative(evidence.text) if (evidence.text or "").lstrip().startswith(("b'", 'b"')) \
             else (evidence.text or "")
+    content_type = evidence.content_type or ""
+    if content_type.startswith("text/") or content_type == "application/json":
+        try:
+            return evidence.read_text(limit=FILE_TEXT_CHARS)
+        except (OSError, ValueError):  # the stored file is missing or unreadable: no preview, not a 500
+            return ""
     extraction = evidence.extraction_or_none
     if extraction is not None and extraction.status == "readable":
         return extraction.text or ""

@@ -262,3 +262,21 @@ def test_rationale_parts_fold_an_agent_s_machine_detail_but_keep_a_person_s_word
     short, rest = rationale_parts(long, by_agent=False)
     assert short.endswith("here.") and len(short) <= 600 and rest.startswith("First sentence")
     assert (short + " " + rest).split() == long.split()  # nothing lost between the two parts
+
+
+def test_a_text_file_s_content_is_previewed_escaped_and_a_missing_file_is_no_500(client, analyst):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    case = make_case(actor=analyst, title="Letters", narrative="See the attached letter.")
+    upload = SimpleUploadedFile("letter.txt", b"Dear consumer, <b>we</b> will call you daily.",
+                                content_type="text/plain")
+    letter = services.evidence_add(actor=analyst, case=case, title="Collector's letter", upload=upload)
+    client.force_login(analyst)
+    html = client.get(reverse("web:case_detail", args=[case.reference])).content.decode()
+    item = html[html.index(f'<li id="evidence-{letter.pk}"'):]
+    item = item[:item.index("</li>")]
+    assert 'data-preview="file"' in item and "Dear consumer, &lt;b&gt;we&lt;/b&gt; will call you daily." in item
+
+    letter.file.storage.delete(letter.file.name)  # the stored file is gone (an operator's mistake)
+    response = client.get(reverse("web:case_detail", args=[case.reference]))
+    assert response.status_code == 200 and 'data-preview="file"' not in response.content.decode()
