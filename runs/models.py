@@ -157,7 +157,8 @@ class Step(models.Model):
     """One executed node. Unique per (run, sequence): a step commits at most once, whatever the
     number of deliveries or workers."""
 
-    run = models.ForeignKey(AgentRun, on_delete=models.CASCADE, related_name="steps")
+    # No index of its own: the unique (run, sequence) constraint's index leads with it (ADR 0010).
+    run = models.ForeignKey(AgentRun, on_delete=models.CASCADE, related_name="steps", db_index=False)
     sequence = models.PositiveIntegerField()
     node = models.CharField(max_length=60)
     attempt = models.PositiveIntegerField(default=1)
@@ -172,11 +173,15 @@ class Step(models.Model):
     finished_at = models.DateTimeField()
     duration_ms = models.PositiveIntegerField(default=0)
     copied_from = models.ForeignKey("self", on_delete=models.PROTECT, null=True, blank=True, related_name="+",
+                                    db_index=False,
                                     help_text="For a fork: the parent's step this one reproduces.")
 
     class Meta:
         ordering = ["run_id", "sequence"]
         constraints = [models.UniqueConstraint(fields=["run", "sequence"], name="step_sequence_unique_per_run")]
+        # Only fork copies set copied_from: a partial index is not written by an executed step.
+        indexes = [models.Index(fields=["copied_from"], condition=models.Q(copied_from__isnull=False),
+                                name="runs_step_copied_from_set")]
 
     def __str__(self) -> str:
         return f"R{self.run_id}#{self.sequence} {self.node} {self.status}"
@@ -189,7 +194,8 @@ class Checkpoint(models.Model):
     Loading any checkpoint = nearest snapshot + the compactions after it + the deltas after the last
     of those; storage grows linearly with steps."""
 
-    run = models.ForeignKey(AgentRun, on_delete=models.CASCADE, related_name="checkpoints")
+    # No index of its own: the unique (run, sequence) constraint's index leads with it (ADR 0010).
+    run = models.ForeignKey(AgentRun, on_delete=models.CASCADE, related_name="checkpoints", db_index=False)
     sequence = models.PositiveIntegerField(help_text="The step this checkpoint follows (0 = initial state).")
     step = models.OneToOneField(Step, on_delete=models.CASCADE, null=True, blank=True, related_name="checkpoint")
     schema_version = models.PositiveIntegerField()
