@@ -142,17 +142,21 @@ def seed_tenant(*, slug: str, cases: int, events_per_case: int, pending: int, lo
                        '{}'::jsonb
                 FROM cases_case c WHERE c.tenant_id = %s AND c.id %% %s = 0
             """, [supervisor.pk, tenant.pk, max(1, cases * 2 // (3 * pending))])
+            # One notice per `every` cases, its state rotating from one such case to the next, so that a
+            # tenant of any size has notices in every inbox section (pending, approved not sent, rejected)
+            # and the page's query count is compared like with like.
+            every = 101 if cases > 10_000 else 7
             cursor.execute("""
                 INSERT INTO cases_notice (tenant_id, case_id, kind, recipient, subject, body, content_hash, status,
                     drafted_by, last_edited_by, submitted_by, requested_by, run_id, idempotency_key, version, sent_at,
                     external_message_id, created_at, updated_at, consumer_request, check_flags, checked_hash)
                 SELECT c.tenant_id, c.id, 'response', c.complainant_email, 'About your complaint ' || c.reference,
                        'We received your complaint and will answer within 15 days.', md5(c.reference) || md5(c.title),
-                       (ARRAY['pending_approval', 'approved', 'rejected', 'sent'])[1 + (c.id / 101) %% 4],
+                       (ARRAY['pending_approval', 'approved', 'rejected', 'sent'])[1 + (c.id / %s) %% 4],
                        'user:' || %s, 'user:' || %s, 'user:' || %s, '', '', NULL, 1,
-                       CASE WHEN (c.id / 101) %% 4 = 3 THEN now() END, '', c.created_at, c.updated_at, '', '[]'::jsonb, ''
+                       CASE WHEN (c.id / %s) %% 4 = 3 THEN now() END, '', c.created_at, c.updated_at, '', '[]'::jsonb, ''
                 FROM cases_case c WHERE c.tenant_id = %s AND c.id %% %s = 0
-            """, [analyst.pk, analyst.pk, analyst.pk, tenant.pk, 101 if cases > 10_000 else 7])
+            """, [every, analyst.pk, analyst.pk, analyst.pk, every, tenant.pk, every])
             # The stored next due date (issue 8), by the rule cases.services.deadlines keeps it:
             # acknowledgement and response until a notice is sent, closure until decided or closed.
             cursor.execute("""
