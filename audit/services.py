@@ -164,6 +164,20 @@ def _event_insert_sql(vendor: str) -> str:
 
 
 def _json_roundtrip(value):
+    """`value` as the database gives it back, so the hash taken now verifies later. PostgreSQL's jsonb
+    keeps numbers as numeric: it has no negative zero, and writes a float Python spells with a
+    positive exponent ("1e+16") as the integer it is. Read them that way here, on every backend."""
     import json
 
-    return json.loads(json.dumps(value, default=str))
+    return json.loads(json.dumps(value, default=str), parse_float=_as_jsonb_number)
+
+
+def _as_jsonb_number(text: str):
+    from decimal import Decimal
+
+    number = Decimal(text)
+    if number == 0:
+        return 0.0
+    if "e" in text.lower() and number == number.to_integral_value():
+        return int(number)
+    return float(text)
