@@ -116,3 +116,10 @@ def verify_citations(texts: EvidenceTexts, items: list[dict], *, quote_key: str 
         else:
             check.dropped.append({"what": what, "evidence_id": item.get(id_key), "quote": quote[:300], "reason": why})
     return check
+
+
+def signal_words(signal: dict) -> str:
+    """A risk signal in words, for a person: its description without the quote it ends with
+    ("Identity theft (opened … in my name)"), or its code if it has no description."""
+    text = str(signal.get("description") or signal.get("code") or "").strip()
+    return re.split(r":\s*[“\"]", text, maxsplit=1)[0].strip()

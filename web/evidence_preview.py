@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from runs.citations import MIN_QUOTE_CHARS
+from runs.citations import MIN_QUOTE_CHARS, signal_words
 from runs.offline.text import clean_narrative
 
 FILE_TEXT_CHARS = 200_000  # a text file is read up to this much for its preview (and a quote in it)
@@ -129,12 +129,6 @@ def parse_quote_key(value: str) -> tuple[int, int] | None:
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
-def _reason_words(signal: dict) -> str:
-    """A risk signal's description without the quote it ends with (the card shows the quote as a link)."""
-    text = str(signal.get("description") or signal.get("code") or "").strip()
-    return re.split(r":\s*[“\"]", text, maxsplit=1)[0].strip()
-
-
 @dataclass(frozen=True)
 class AgentReasons:
     """What an agent's risk assessment rests on, for a proposal its run made: the reasons in words
@@ -167,7 +161,7 @@ def agent_reasons(*, tenant_id: int, proposals: list, evidence_ids: set[int]) ->
         for signal in (assessments[-1].content or {}).get("signals") or []:
             if not isinstance(signal, dict):
                 continue
-            what = _reason_words(signal)
+            what = signal_words(signal)
             if what and what not in reasons:
                 reasons.append(what)
             quote, evidence_id = str(signal.get("quote") or "").strip(), signal.get("evidence_id")

@@ -18,7 +18,7 @@ from cases import policy
 from cases.deadlines import DEADLINE_FIELDS
 from cases.models import CASE_TRANSITIONS, Notice, NoticeStatus, Proposal, ProposalKind, ProposalStatus
 from cases.notice_checker import check_notice, request_statement
-from runs.citations import EvidenceTexts, verify_citations
+from runs.citations import EvidenceTexts, signal_words, verify_citations
 from runs.graphs import Graph, Node, NodeContext, NodeResult
 from runs.schemas import (
     UNCLASSIFIED,
@@ -304,7 +304,14 @@ def proposer(ctx: NodeContext) -> NodeResult:
         if existing is not None:
             skipped.append(f"risk level {level}: already proposed as P{existing.pk}")
         else:
-            rationale = f"{adjudication.get('summary', '')}\nRisk rationale: {risk.get('rationale', '')}".strip()
+            # The first line is what a person reads first (on the card and in the inbox): the risk and
+            # what it rests on, in words; the agents' summary and the points table follow.
+            signals = [signal_words(s) for s in risk.get("signals") or [] if isinstance(s, dict)]
+            signals = [words for words in dict.fromkeys(signals) if words]
+            first = (f"Risk {level} because of: {'; '.join(signals)}." if signals
+                     else f"Risk {level}: no risk signal was found in the evidence.")
+            rationale = (f"{first}\n{adjudication.get('summary', '')}\n"
+                         f"Risk rationale: {risk.get('rationale', '')}").strip()
             result = ctx.tool("proposal_create", action="propose-risk-level", args={
                 "kind": ProposalKind.RISK_LEVEL, "payload": {"risk_level": level}, "rationale": rationale[:4000],
                 "evidence_refs": refs})
