@@ -89,6 +89,22 @@ class TenantAdmin(AuditedAdminMixin, admin.ModelAdmin):
         return request.user.is_superuser
 
 
+class TenantStaffPermissions:
+    """Who sees and adds a tenant's rows in the admin: a superuser everything; a tenant's staff
+    their own tenant's; only a superuser or a tenant admin adds."""
+
+    def has_module_permission(self, request):
+        return _is_tenant_staff(request.user)
+
+    def has_view_permission(self, request, obj=None):
+        if not _is_tenant_staff(request.user):
+            return False
+        return obj is None or request.user.is_superuser or obj.tenant_id == request.user.tenant_id
+
+    def has_add_permission(self, request):
+        return request.user.is_superuser or _is_tenant_admin(request.user)
+
+
 class ArbiterUserCreationForm(UserCreationForm):
     class Meta(UserCreationForm.Meta):
         model = User
@@ -110,7 +126,7 @@ class ArbiterUserChangeForm(UserChangeForm):
 
 
 @admin.register(User)
-class UserAdmin(AuditedAdminMixin, DjangoUserAdmin):
+class UserAdmin(TenantStaffPermissions, AuditedAdminMixin, DjangoUserAdmin):
     audit_prefix = "accounts.user"
     form = ArbiterUserChangeForm
     add_form = ArbiterUserCreationForm
@@ -132,17 +148,6 @@ class UserAdmin(AuditedAdminMixin, DjangoUserAdmin):
     def get_queryset(self, request):
         qs = super().get_queryset(request)
         return qs if request.user.is_superuser else qs.filter(tenant_id=request.user.tenant_id)
-
-    def has_module_permission(self, request):
-        return _is_tenant_staff(request.user)
-
-    def has_view_permission(self, request, obj=None):
-        if not _is_tenant_staff(request.user):
-            return False
-        return obj is None or request.user.is_superuser or obj.tenant_id == request.user.tenant_id
-
-    def has_add_permission(self, request):
-        return request.user.is_superuser or _is_tenant_admin(request.user)
 
     def has_change_permission(self, request, obj=None):
         if request.user.is_superuser:
@@ -190,7 +195,7 @@ class ApiKeyCreationForm(forms.ModelForm):
 
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(admin.ModelAdmin):
+class ApiKeyAdmin(TenantStaffPermissions, admin.ModelAdmin):
     """API keys are created here (the key is shown once, in the confirmation message) and revoked
     with the action; nothing else about a key is edited. Tenant admins see their own tenant's keys."""
 
@@ -209,17 +214,6 @@ class ApiKeyAdmin(admin.ModelAdmin):
     @admin.display(description="role")
     def role(self, api_key: ApiKey) -> str:
         return api_key.user.role
-
-    def has_module_permission(self, request):
-        return _is_tenant_staff(request.user)
-
-    def has_view_permission(self, request, obj=None):
-        if not _is_tenant_staff(request.user):
-            return False
-        return obj is None or request.user.is_superuser or obj.tenant_id == request.user.tenant_id
-
-    def has_add_permission(self, request):
-        return request.user.is_superuser or _is_tenant_admin(request.user)
 
     def has_change_permission(self, request, obj=None):
         return False
