@@ -33,23 +33,16 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-class Launcher:
-    """scripts/run_local.py in the background, its output collected line by line. By default on
-    its own SQLite database and filesystem broker; `services` points it at others."""
+class BackgroundProcess:
+    """A command in the background from the project root, its output collected line by line."""
 
-    def __init__(self, var_dir: Path, port: int, services: dict[str, str] | None = None):
-        self.env = {key: value for key, value in os.environ.items()
-                    if key not in {"DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE"}}
-        self.env |= {"DEBUG": "1", "ARBITER_VAR_DIR": str(var_dir), "HOST": "127.0.0.1", "PORT": str(port),
-                     "EMAIL_BACKEND": "django.core.mail.backends.filebased.EmailBackend"}
-        self.env |= services or {}
-        self.env.pop("EMAIL_FILE_PATH", None)
-        self.port = port
-        self.var_dir = var_dir
+    what = "the process"
+
+    def __init__(self, command: list[str], env: dict[str, str]):
+        self.env = env
         self.lines: list[str] = []
-        self.process = subprocess.Popen([PYTHON, "scripts/run_local.py"], cwd=ROOT, env=self.env,
-                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                        stdin=subprocess.DEVNULL)
+        self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -70,7 +63,25 @@ class Launcher:
             if self.process.poll() is not None:
                 break
             time.sleep(0.2)
-        raise AssertionError(f"{pattern!r} not seen in run_local output:\n{self.output[-4000:]}")
+        raise AssertionError(f"{pattern!r} not seen in the output of {self.what}:\n{self.output[-4000:]}")
+
+
+class Launcher(BackgroundProcess):
+    """scripts/run_local.py in the background, its output collected line by line. By default on
+    its own SQLite database and filesystem broker; `services` points it at others."""
+
+    what = "run_local"
+
+    def __init__(self, var_dir: Path, port: int, services: dict[str, str] | None = None):
+        env = {key: value for key, value in os.environ.items()
+               if key not in {"DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE"}}
+        env |= {"DEBUG": "1", "ARBITER_VAR_DIR": str(var_dir), "HOST": "127.0.0.1", "PORT": str(port),
+                "EMAIL_BACKEND": "django.core.mail.backends.filebased.EmailBackend"}
+        env |= services or {}
+        env.pop("EMAIL_FILE_PATH", None)
+        self.port = port
+        self.var_dir = var_dir
+        super().__init__([PYTHON, "scripts/run_local.py"], env)
 
     def child_pids(self) -> dict[str, int]:
         return {name: int(pid) for name, pid in re.findall(r"\[run\] started (\w+) \(pid (\d+)\)", self.output)}

@@ -12,7 +12,6 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -20,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ops.test_run_local import _alive, _free_port, _left_running
+from tests.ops.test_run_local import BackgroundProcess, _alive, _free_port, _left_running
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
@@ -28,36 +27,13 @@ PYTHON = sys.executable
 pytestmark = pytest.mark.slow
 
 
-class Make:
+class Make(BackgroundProcess):
     """`make <target>` in the background (-o install: never reinstall the shared virtualenv)."""
 
+    what = "make"
+
     def __init__(self, target: str, env: dict[str, str]):
-        self.env = env
-        self.lines: list[str] = []
-        self.process = subprocess.Popen(["make", "--no-print-directory", "-o", "install", target], cwd=ROOT,
-                                        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                        stdin=subprocess.DEVNULL)
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        for line in self.process.stdout:
-            self.lines.append(line.rstrip("\n"))
-
-    @property
-    def output(self) -> str:
-        return "\n".join(self.lines)
-
-    def wait_for(self, pattern: str, timeout: float = 120) -> re.Match:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            match = re.search(pattern, self.output)
-            if match:
-                return match
-            if self.process.poll() is not None:
-                break
-            time.sleep(0.2)
-        raise AssertionError(f"{pattern!r} not seen in the output of make:\n{self.output[-4000:]}")
+        super().__init__(["make", "--no-print-directory", "-o", "install", target], env)
 
     def launcher_pid(self) -> int:
         children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children").read_text().split()
