@@ -126,3 +126,19 @@ def test_the_inbox_is_paged_with_a_cursor_per_list(client, analyst, supervisor, 
     assert [p.pk for p in second] == made[20:]
     assert 'rel="next" href="?p_after=' in response.content.decode()
     assert get(client, supervisor, reverse("web:review_inbox") + "?p_after=garbage").status_code == 400
+
+
+@pytest.mark.parametrize("value", [None, "not a date", [1, 2], "9999-99-99"])
+def test_a_hand_edited_inbox_cursor_is_a_400_with_the_note_and_the_first_page(client, analyst, supervisor, agent,
+                                                                               value):
+    import base64
+    import json
+
+    case = make_case(actor=analyst, title="Only", narrative="")
+    proposal = services.proposal_create(actor=agent, case=case, kind="risk_level", payload={"risk_level": "low"},
+                                        rationale="Small.")
+    token = base64.urlsafe_b64encode(json.dumps([value, 1]).encode()).decode().rstrip("=")
+    response = get(client, supervisor, reverse("web:review_inbox") + f"?p_after={token}")
+    assert response.status_code == 400
+    assert "changed by hand; showing the first page instead" in response.content.decode()
+    assert [p.pk for p in response.context["proposals"]] == [proposal.pk]
