@@ -8,6 +8,7 @@ import os
 import shutil
 
 import pytest
+from playwright.sync_api import expect
 
 # Playwright's sync API runs an asyncio loop in this thread; the ORM calls the tests make between
 # browser steps are plain synchronous calls, so Django's async-safety guard is lifted here.
@@ -111,7 +112,7 @@ def test_a_chat_request_shows_a_pending_reply_then_the_proposal_and_approval_req
         drive(AgentRun.objects.get(pk=int(question.reply_run_id)))
     answer = page.locator("#message-2")
     answer.wait_for()
-    page.wait_for_function("!document.querySelector('#thread-pending .pending-reply')")
+    expect(page.locator("#thread-pending .pending-reply")).to_have_count(0)  # polls without eval (CSP)
     proposal = Proposal.objects.get(case=case, status=ProposalStatus.PENDING)
     text = answer.inner_text()
     assert f"Proposal P{proposal.pk}" in text and "Approval required by a supervisor." in text
