@@ -261,7 +261,7 @@ def _load_state(run: AgentRun, cached: CachedState | None) -> CachedState:
         return cached
     state_dict, chain = load_chain(run)
     state = RunState.model_validate(state_dict)
-    digest = StateDigest(state.as_dict())
+    digest = StateDigest.of_state(state)  # no fetch of the append-only lists' stored items
     return CachedState(sequence=chain.sequence, state_hash=digest.hexdigest(), state=state, digest=digest,
                        chain=chain, run_version=run.version)
 

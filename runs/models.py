@@ -204,6 +204,9 @@ class Checkpoint(models.Model):
     # The composition of the deltas after checkpoint `compacted_since` up to this one (ADR 0010).
     compacted = models.JSONField(null=True, blank=True)
     compacted_since = models.PositiveIntegerField(null=True, blank=True)
+    # The items that composition appended to the state's append-only fields ({field: [items]}),
+    # kept out of `compacted` so that loading a state reads counts, not items (runs.state_load).
+    compacted_items = models.JSONField(null=True, blank=True)
     state_hash = models.CharField(max_length=64)
     size_bytes = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -212,6 +215,15 @@ class Checkpoint(models.Model):
         ordering = ["run_id", "sequence"]
         constraints = [
             models.UniqueConstraint(fields=["run", "sequence"], name="checkpoint_sequence_unique_per_run"),
+        ]
+        # Partial: only the rare rows that hold a snapshot or a compaction are in them, so a
+        # steady-state step (a delta) writes neither. Loading a state finds its base snapshot and
+        # the compactions after it through them, without walking the run's steps (runs.state_load).
+        indexes = [
+            models.Index(fields=["run", "sequence"], name="checkpoint_snapshots",
+                         condition=models.Q(snapshot__isnull=False)),
+            models.Index(fields=["run", "sequence"], name="checkpoint_compactions",
+                         condition=models.Q(compacted__isnull=False)),
         ]
 
     def __str__(self) -> str:

@@ -62,7 +62,7 @@ from runs.models import (
     Step,
     StepStatus,
 )
-from runs.state import RunState, apply_delta, state_at, state_hash_matches, upgrade
+from runs.state import RunState, apply_delta, load_chain, state_hash_matches, upgrade
 
 logger = logging.getLogger(__name__)
 
@@ -292,7 +292,8 @@ def _apply_checkpoint_plan(*, run: AgentRun, plan: CheckpointPlan, now: datetime
         # if a fork was made from it since we read them (ProtectedError: this run is left whole).
         deleted, _per_model = Checkpoint.objects.filter(pk__in=plan.delete, run_id=run.pk).delete()
         try:
-            final_hash = state_at(run)[0].hash()
+            # Read whole (not trusting the digests compactions recorded): every stored item must be there.
+            final_hash = RunState.model_validate(load_chain(run, lazy=False)[0]).hash()
         except (LookupError, ValueError) as exc:
             raise ChainMismatch(f"after the purge the final state would not load ({exc}); nothing was purged") \
                 from exc

@@ -15,9 +15,10 @@ full *snapshot*. Costs are proportional to what a step changed, not to the state
     (`compose_into`: appended items once more, a changed key once) — never the whole state, so
     every step costs about twice its delta, at step 10 as at step 10,000 (a snapshot of the whole
     growing state every k steps is quadratic).
-  - Loading (`state_at`) is one query: the nearest full snapshot, the compactions after it and the
-    deltas after the last compaction (at most ARBITER_CHECKPOINT_COMPACT_BYTES of them), applied in
-    place to the freshly decoded rows — no deep copies.
+  - Loading (`state_at`, runs.state_load) is one query: the nearest full snapshot, the compactions
+    after it and the deltas after the last compaction (at most ARBITER_CHECKPOINT_COMPACT_BYTES of
+    them), applied in place to the freshly decoded rows — no deep copies. The append-only fields'
+    items that compactions hold stay in the database until read (runs.state_lists).
 
 Old schema versions are upgraded on load (`upgrade`), one version at a time; checkpoints written by
 the previous format (a full snapshot every k steps, the hash of the state's canonical JSON) still
@@ -37,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import to_jsonable_python
 
 from core.hashing import canonical_json, sha256_hex
+from runs.state_lists import AppendLog, append_log_of, append_only_fields
 
 CURRENT_SCHEMA_VERSION = 2
 
@@ -49,6 +51,10 @@ class CompletedStep(BaseModel):
     outcome: str
 
 
+Notes = append_log_of(str)
+CompletedSteps = append_log_of(CompletedStep)
+
+
 class RunState(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -56,8 +62,8 @@ class RunState(BaseModel):
     goal: str
     plan: list[str] = Field(default_factory=list)  # nodes still to run; head = the current node
     observations: dict[str, Any] = Field(default_factory=dict)  # node -> validated output dict
-    notes: list[str] = Field(default_factory=list)
-    completed_steps: list[CompletedStep] = Field(default_factory=list)
+    notes: Notes = Field(default_factory=AppendLog)  # append-only (runs.state_lists)
+    completed_steps: CompletedSteps = Field(default_factory=AppendLog)  # append-only
     data: dict[str, Any] = Field(default_factory=dict)  # graph scratch (e.g. "replanned": true)
     phase: str = "planning"
 
@@ -65,7 +71,7 @@ class RunState(BaseModel):
         return self.model_dump(mode="json")
 
     def hash(self) -> str:
-        return state_hash(self.as_dict())
+        return StateDigest.of_state(self).hexdigest()
 
 
 class SchemaUpgradeError(ValueError):
@@ -189,6 +195,26 @@ class StateDigest:
     def __init__(self, state: dict):
         self.fields = {key: _field_digest(value) for key, value in state.items()}
 
+    @classmethod
+    def of_state(cls, state: RunState) -> StateDigest:
+        """The digests of a RunState, without fetching an append-only field's stored items when the
+        checkpoint chain recorded their digest (runs.state_lists)."""
+        lazy = append_only_fields(type(state))
+        digest = cls(state.model_dump(mode="json", exclude=set(lazy)))
+        for name in lazy:
+            log = getattr(state, name)
+            if isinstance(log, AppendLog) and not log.loaded and log.prefix_chain is not None:
+                digest.fields[name] = _ListDigest(_chain(log.prefix_chain,
+                                                         to_jsonable_python(log.tail_after_prefix())))
+            else:
+                digest.fields[name] = _field_digest(to_jsonable_python(list(log)))
+        return digest
+
+    def list_chains(self, names) -> dict[str, str]:
+        """The chain digests (hex) of the list fields `names`, recorded with a compaction so that a
+        later load can hash the state without fetching those lists' stored items."""
+        return {key: self.fields[key].chain.hex() for key in names if isinstance(self.fields.get(key), _ListDigest)}
+
     def hexdigest(self) -> str:
         return sha256_hex(canonical_json({key: digest.text() for key, digest in self.fields.items()}))
 
@@ -291,7 +317,9 @@ class StateTracker:
         self.fields: dict[str, tuple] = {}
         for name in type(state).model_fields:
             value = getattr(state, name)
-            if isinstance(value, list):
+            if isinstance(value, AppendLog):
+                self.fields[name] = ("log", value, len(value))
+            elif isinstance(value, list):
                 self.fields[name] = ("list", value, len(value), value[-1] if value else None)
             elif isinstance(value, dict):
                 self.fields[name] = ("dict", value, dict(value))
@@ -304,6 +332,14 @@ class StateTracker:
         for name, tracked in self.fields.items():
             value = getattr(state, name)
             kind = tracked[0]
+            if kind == "log":
+                if value is tracked[1]:  # the same log: it can only have grown
+                    appended = value.since(tracked[2])
+                    if appended:
+                        delta.setdefault("append", {})[name] = to_jsonable_python(appended)
+                    continue
+                delta.setdefault("set", {})[name] = to_jsonable_python(list(value))
+                continue
             if kind == "list" and isinstance(value, list):
                 _kind, before, length, last = tracked
                 if value is before and len(value) >= length and (length == 0 or value[length - 1] is last):
@@ -403,6 +439,24 @@ def checkpoint_fields(*, sequence: int, previous: dict | None, current: RunState
             "state_hash": state_hash(new), "size_bytes": size}
 
 
+def _store_append_only_items(columns: dict, state: RunState, digest: StateDigest) -> None:
+    """Move a compaction's appended items of the append-only fields to `compacted_items`, leaving
+    in `compacted` their counts (`stored`) and the fields' digests at this checkpoint (`chains`): a
+    later load reads those, not the items, and hashes the state without fetching them
+    (runs.state_load)."""
+    compacted = columns["compacted"]
+    names = append_only_fields(type(state))
+    appended = compacted.get("append", {})
+    items = {name: appended.pop(name) for name in names if name in appended}
+    if "append" in compacted and not appended:
+        del compacted["append"]
+    compacted["chains"] = digest.list_chains(names)
+    if items:
+        compacted["stored"] = {name: len(values) for name, values in items.items()}
+        columns["compacted_items"] = items
+        columns["size_bytes"] += _json_size(items)
+
+
 def checkpoint_fields_incremental(*, delta: dict, state: RunState, digest: StateDigest, chain: Chain,
                                   sequence: int | None = None) -> dict:
     """The columns of the checkpoint that follows `chain` for a step that made `delta`, in O(delta).
@@ -428,87 +482,24 @@ def checkpoint_fields_incremental(*, delta: dict, state: RunState, digest: State
             columns["size_bytes"] += _json_size(columns["snapshot"])
         else:
             columns["compacted"], columns["compacted_since"] = chain.pending, chain.marker
-            columns["size_bytes"] += _json_size(chain.pending)
+            _store_append_only_items(columns, state, digest)
+            columns["size_bytes"] += _json_size(columns["compacted"])
         chain.marker, chain.pending, chain.pending_bytes = chain.sequence, {}, 0
     return columns
 
 
-# --- loading --------------------------------------------------------------------------------
+# --- loading (runs.state_load) -------------------------------------------------------------
 
-_CHAIN_COLUMNS = ("sequence", "schema_version", "delta", "snapshot", "compacted", "compacted_since", "size_bytes")
+def load_chain(run, sequence: int | None = None, *, lazy: bool = True) -> tuple[dict, Chain]:
+    """See runs.state_load.load_chain."""
+    from runs.state_load import load_chain as load
 
-
-def _chain_rows(run, sequence: int | None) -> list[tuple]:
-    """One query: the nearest full snapshot at or before `sequence`, the compactions after it, and
-    the deltas after the last snapshot or compaction."""
-    from django.db.models import Q, Subquery
-
-    from runs.models import Checkpoint
-
-    rows = Checkpoint.objects.filter(run=run)
-    if sequence is not None:
-        rows = rows.filter(sequence__lte=sequence)
-    base = rows.filter(snapshot__isnull=False).order_by("-sequence").values("sequence")[:1]
-    marker = (rows.filter(Q(snapshot__isnull=False) | Q(compacted__isnull=False), sequence__gte=Subquery(base))
-              .order_by("-sequence").values("sequence")[:1])
-    return list(rows.filter(Q(sequence=Subquery(base)) | Q(sequence__gt=Subquery(base), compacted__isnull=False)
-                            | Q(sequence__gt=Subquery(marker)))
-                .order_by("sequence").values_list(*_CHAIN_COLUMNS))
-
-
-def load_chain(run, sequence: int | None = None) -> tuple[dict, Chain]:
-    """The run's state dict (current schema, not validated) after step `sequence` (default: the
-    latest checkpoint) and where its chain stands. A chain may span schema versions (a run
-    checkpointed by older code, resumed by newer code): each delta is applied to the state in the
-    shape it was written against — the state is upgraded only as far as that delta's version, and
-    to current at the end. Checkpoints of the previous format (a full snapshot every k steps) load
-    the same way."""
-    rows = _chain_rows(run, sequence)
-    if not rows:
-        raise LookupError(f"Run {run.pk} has no checkpoint at or before step {sequence}.")
-    state = rows[0][3]  # freshly decoded: ours to modify
-    position = marker = rows[0][0]
-    pending: dict | None = {}
-    pending_bytes = 0
-    for seq, version, delta, _snapshot, compacted, since, size in rows[1:]:
-        if compacted is not None and since == position and pending == {}:
-            state = apply_delta_in_place(_upgrade_owned(state, to_version=version), compacted)
-            position = marker = seq
-            continue
-        if seq != position + 1:
-            # A gap the compactions do not bridge (retention removed the row a compaction was
-            # relative to): read every delta after `position` instead.
-            return _load_deltas_after(run, state, position, marker, pending, pending_bytes, sequence)
-        state = apply_delta_in_place(_upgrade_owned(state, to_version=version), delta)
-        pending, pending_bytes = _pend(pending, delta, version, pending_bytes, size)
-        position = seq
-    return _upgrade_owned(state), Chain(sequence=position, marker=marker, pending=pending, pending_bytes=pending_bytes)
-
-
-def _pend(pending: dict | None, delta: dict, version: int, pending_bytes: int, size: int):
-    if pending is not None and version == CURRENT_SCHEMA_VERSION:
-        compose_into(pending, copy.deepcopy(delta))
-    else:
-        pending = None
-    return pending, pending_bytes + size
-
-
-def _load_deltas_after(run, state, position, marker, pending, pending_bytes, sequence):
-    from runs.models import Checkpoint
-
-    rows = Checkpoint.objects.filter(run=run, sequence__gt=position)
-    if sequence is not None:
-        rows = rows.filter(sequence__lte=sequence)
-    for seq, version, delta, size in rows.order_by("sequence").values_list("sequence", "schema_version", "delta",
-                                                                           "size_bytes"):
-        state = apply_delta_in_place(_upgrade_owned(state, to_version=version), delta)
-        pending, pending_bytes = _pend(pending, delta, version, pending_bytes, size)
-        position = seq
-    return _upgrade_owned(state), Chain(sequence=position, marker=marker, pending=pending, pending_bytes=pending_bytes)
+    return load(run, sequence, lazy=lazy)
 
 
 def state_at(run, sequence: int | None = None) -> tuple[RunState, int]:
     """The run's state after step `sequence` (default: the latest checkpoint) and the sequence of
-    the checkpoint it came from, validated against the current schema (see load_chain)."""
-    state, chain = load_chain(run, sequence)
-    return RunState.model_validate(state), chain.sequence
+    the checkpoint it came from, validated against the current schema (runs.state_load)."""
+    from runs.state_load import state_at as load
+
+    return load(run, sequence)

@@ -297,7 +297,9 @@ def test_the_tracker_delta_equals_the_full_diff_and_the_digest_follows_it():
         lambda s: s.observations.pop("gone"),
         lambda s: s.data.__setitem__("k", 2),
         lambda s: s.data.__setitem__("list", [*s.data["list"], 2]),
-        lambda s: s.notes.insert(0, "n0"),  # not an append: the list is stored whole
+        # Not an append: the list is stored whole. (An append-only field cannot be changed in
+        # place any other way — runs.state_lists.AppendLog has no insert, setitem or pop.)
+        lambda s: setattr(s, "notes", ["n0", *s.notes]),
         lambda s: setattr(s, "phase", "executing"),
         lambda s: None,
     ):
@@ -322,7 +324,7 @@ def test_the_state_hash_is_a_function_of_the_state():
 
 
 @pytest.mark.django_db
-def test_storage_per_step_is_flat_and_bounded_for_a_1000_step_run(analyst, tenant, test_graphs):
+def test_storage_per_step_is_flat_and_bounded_for_a_1000_step_run(analyst, tenant, test_graphs, settings):
     """On the sizes the code computes (Checkpoint.size_bytes): bytes per step at 50, 200 and 1,000
     steps within ±20% of their mean and ≤ 2 KB; loading any checkpoint reads at most twice what
     loading the latest does, and that at most twice the state's own size."""
@@ -336,6 +338,8 @@ def test_storage_per_step_is_flat_and_bounded_for_a_1000_step_run(analyst, tenan
     assert run.status == RunStatus.COMPLETED and run.steps_used == n
     rows = list(Checkpoint.objects.filter(run=run).order_by("sequence").values_list("sequence", "size_bytes",
                                                                                      "snapshot", "compacted"))
+    items = dict(Checkpoint.objects.filter(run=run, compacted_items__isnull=False)
+                 .values_list("sequence", "compacted_items"))
     per_step = {}
     for at in (50, 200, 1000):
         per_step[at] = sum(size for sequence, size, _snap, _comp in rows if sequence <= at) / at
@@ -343,19 +347,32 @@ def test_storage_per_step_is_flat_and_bounded_for_a_1000_step_run(analyst, tenan
     assert all(abs(value - mean) <= 0.2 * mean for value in per_step.values()), per_step
     assert max(per_step.values()) <= 2048, per_step
 
-    def load_bytes(sequence):  # what state_at reads: the snapshot, the compactions, the deltas after them
+    def load_bytes(sequence, *, whole=True):
+        """What reading the state after `sequence` reads: the snapshot, the compactions — with the
+        append-only fields' items they stored when the state is read whole, without them when
+        state_at leaves those in the database (runs.state_load) — and the deltas after them."""
         last = max(s for s, _size, snap, comp in rows if s <= sequence and (snap is not None or comp is not None))
-        return sum(len(json.dumps(snap if snap is not None else comp)) for s, _size, snap, comp in rows
-                   if s <= last and (snap is not None or comp is not None)) + \
+        return sum(len(json.dumps(snap if snap is not None else comp)) + (len(json.dumps(items.get(s, {})))
+                                                                          if whole else 0)
+                   for s, _size, snap, comp in rows if s <= last and (snap is not None or comp is not None)) + \
             sum(len(json.dumps(delta)) for s, delta in deltas if last < s <= sequence)
 
     deltas = list(Checkpoint.objects.filter(run=run).values_list("sequence", "delta"))
     latest = load_bytes(n)
     assert max(load_bytes(sequence) for sequence in range(0, n + 1, 7)) <= 2 * latest
     assert [s for s, _size, snap, _comp in rows if snap is not None] == [0]  # never the whole state again
-    assert latest <= 2 * len(json.dumps(state_at(run)[0].as_dict()))
+    state_size = len(json.dumps(state_at(run)[0].as_dict()))
+    assert latest <= 2 * state_size
+    # Without the stored items, a load reads the compactions' counts and digests and at most
+    # ARBITER_CHECKPOINT_COMPACT_BYTES of deltas: a small part of the state after 1,000 steps.
+    compact = settings.ARBITER_CHECKPOINT_COMPACT_BYTES
+    lazy = [load_bytes(sequence, whole=False) for sequence in range(0, n + 1, 7)]
+    assert max(lazy) <= load_bytes(n, whole=False) + compact + max(len(json.dumps(d)) for _s, d in deltas)
+    assert load_bytes(n, whole=False) <= state_size / 4
     final = state_at(run)[0]
-    assert len(final.notes) == n and final.hash() == run.state_hash
+    assert len(final.notes) == n and not final.notes.loaded and final.hash() == run.state_hash
+    assert [note[:6] for note in final.notes.as_list()] == [f"{i:06d}" for i in range(1, n + 1)]
+    assert final.hash() == run.state_hash
 
 
 @pytest.mark.django_db
