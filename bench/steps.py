@@ -184,6 +184,17 @@ def storage_and_loads(url: str, args) -> dict:
             state_at(run, sequence)
             times.append(time.perf_counter() - started)
         out["load_ms"][label] = 1000 * statistics.median(times)
+    # The append-only lists' stored items load when first read (ADR 0010 decision 9): what reading
+    # them all costs on top, and what hashing the loaded state costs (it needs no fetch).
+    if hasattr(state_at(runs[1000])[0].notes, "as_list"):
+        for label, read in (("1,000 steps, latest + every note read", lambda state: state.notes.as_list()),
+                            ("1,000 steps, latest + state hash", lambda state: state.hash())):
+            times = []
+            for _ in range(25):
+                started = time.perf_counter()
+                read(state_at(runs[1000])[0])
+                times.append(time.perf_counter() - started)
+            out["load_ms"][label] = 1000 * statistics.median(times)
     if args.langgraph_python:
         for n in (50, 200, 1000):
             line = subprocess.run(_command("langgraph", url, n, f"storage-{n}", args)[:4] + [str(n), f"s{n}"],
