@@ -412,8 +412,11 @@ def compose_into(pending: dict, delta: dict) -> dict:
     return pending
 
 
+_COMPACT = json.JSONEncoder(separators=(",", ":"), default=str)  # made once (see core.hashing)
+
+
 def _json_size(value) -> int:
-    return len(json.dumps(value, separators=(",", ":"), default=str))
+    return len(_COMPACT.encode(value))
 
 
 @dataclass
