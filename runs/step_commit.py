@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connections
 
 from audit import hooks
 from audit.services import audit_event_values, audit_head_guess, audit_head_remember, stream_for
@@ -37,7 +37,8 @@ def commit_in_one_statement(*, run: AgentRun, worker_id: str, ctx, values: dict,
                             event_payload: dict) -> bool:
     """Commit a steady-state step in one statement if it can be; True when it is committed, False
     when nothing was written and the caller must commit it the ordinary way."""
-    if connection.vendor != "postgresql" or connection.in_atomic_block or not connection.get_autocommit():
+    db = connections[DEFAULT_DB_ALIAS]  # the wrapper itself: each access through the proxy costs
+    if db.vendor != "postgresql" or db.in_atomic_block or not db.get_autocommit():
         return False  # inside a caller's transaction an aborting statement would abort it too
     if hooks.has_listener_for(STEP_COMPLETED):
         return False  # a listener writes in the event's transaction: that needs a transaction
