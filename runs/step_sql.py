@@ -170,7 +170,17 @@ def _slot(field, index: int) -> str:
         return f"({_DOC} ->> {index})::jsonb"
     if field.get_internal_type() in _TEXT_TYPES:
         return f"({_DOC} ->> {index})"
+    if (field.target_field if field.is_relation else field).get_internal_type() not in _JSON_TEXT_TYPES:
+        # A type whose JSON text does not cast back exactly (floats, decimals, dates, UUIDs ...):
+        # none is written by a step today; such a step is committed the ordinary way.
+        raise NotImplementedError(f"{field} cannot travel in the one-statement commit's JSON parameter")
     return f"({_DOC} ->> {index})::{_cast(field)}"
+
+
+# Types whose values the JSON array carries exactly: ints and bools as JSON, datetimes as ISO 8601 text.
+_JSON_TEXT_TYPES = ("AutoField", "BigAutoField", "SmallAutoField", "IntegerField", "BigIntegerField",
+                    "SmallIntegerField", "PositiveIntegerField", "PositiveBigIntegerField",
+                    "PositiveSmallIntegerField", "BooleanField", "DateTimeField")
 
 
 class _Section:
@@ -321,7 +331,10 @@ def step_commit_with_event(*, run_id: int, worker_id: str, sequence: int, status
         increments, appends = _kinds(values)
         if len(_PLANS) >= 256:
             _PLANS.clear()
-        plan = _PLANS[shape] = _step_commit_with_event_sql(shape[0], increments, appends, shape[2], shape[3])
+        try:
+            plan = _PLANS[shape] = _step_commit_with_event_sql(shape[0], increments, appends, shape[2], shape[3])
+        except NotImplementedError as exc:
+            raise StepCommitRefused(str(exc)) from None
     sql, (run, key, step_section, checkpoint_section, head_section, event_section) = plan
     doc: list = []
     run.extend(doc, values)

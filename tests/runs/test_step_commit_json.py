@@ -60,3 +60,19 @@ def test_awkward_values_are_stored_exactly_and_the_chain_verifies(analyst, tenan
     assert [event.payload["sequence"] for event in events] == [1, 2, 3, 4, 5, 6]
     assert all(event.actor_id and event.target_id == str(run.pk) for event in events)
     assert verify_stream(stream_for(tenant_id=tenant.pk)) is None
+
+
+def test_a_column_whose_json_text_would_not_cast_back_exactly_is_refused_before_anything_is_sent():
+    from django.db import models
+
+    from runs.step_sql import _slot
+
+    for field in (models.FloatField(), models.DecimalField(max_digits=5, decimal_places=2), models.DateField(),
+                  models.UUIDField()):
+        field.set_attributes_from_name("value")
+        with pytest.raises(NotImplementedError):
+            _slot(field, 0)
+    for field in (models.IntegerField(), models.BooleanField(), models.DateTimeField(), models.CharField(max_length=3),
+                  models.JSONField()):
+        field.set_attributes_from_name("value")
+        assert _slot(field, 7).startswith(("(", "NULLIF(")) and " 7" in _slot(field, 7)
