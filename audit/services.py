@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from types import SimpleNamespace
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
+from audit.hashing import event_hash
 from audit.hooks import run_after_record
 from audit.models import AuditEvent, AuditStreamHead
 
@@ -82,28 +84,30 @@ def audit_event_build(*, tenant_id: int | None, stream: str, sequence: int, prev
                       policy_version: str = "", decision: str = "", evidence_refs: list | None = None,
                       payload: dict[str, Any] | None = None) -> AuditEvent:
     """The event that follows (sequence - 1, prev_hash) in `stream`, hashed, not saved."""
-    event = AuditEvent(
-        tenant_id=tenant_id,
-        stream=stream,
-        sequence=sequence,
-        actor_type=actor_type,
-        actor_id=actor_id,
-        action=action,
-        target_type=target_type,
-        target_id=str(target_id),
-        run_id=str(run_id or ""),
-        policy_version=policy_version,
-        decision=decision,
-        evidence_refs=list(evidence_refs or []),
-        payload=dict(payload or {}),
-        created_at=timezone.now(),
-        prev_hash=prev_hash,
-    )
-    # Round-trip through JSON now so the hash is computed over exactly what the database returns.
-    event.evidence_refs = _json_roundtrip(event.evidence_refs)
-    event.payload = _json_roundtrip(event.payload)
-    event.hash = event.compute_hash()
-    return event
+    return AuditEvent(**audit_event_values(
+        tenant_id=tenant_id, stream=stream, sequence=sequence, prev_hash=prev_hash, actor_type=actor_type,
+        actor_id=actor_id, action=action, target_type=target_type, target_id=target_id, run_id=run_id,
+        policy_version=policy_version, decision=decision, evidence_refs=evidence_refs, payload=payload))
+
+
+def audit_event_values(*, tenant_id: int | None, stream: str, sequence: int, prev_hash: str, actor_type: str,
+                       actor_id: str, action: str, target_type: str = "", target_id: str | int = "", run_id: str = "",
+                       policy_version: str = "", decision: str = "", evidence_refs: list | None = None,
+                       payload: dict[str, Any] | None = None) -> dict[str, Any]:
+    """audit_event_build's event as its field values (attname -> value, `hash` included), without a
+    model instance: what the executor's one-statement step commit writes. The hash is event_hash's
+    over the same values (it reads them as attributes), so the chain is the one audit_record writes."""
+    values = {
+        "tenant_id": tenant_id, "stream": stream, "sequence": sequence, "actor_type": actor_type,
+        "actor_id": actor_id, "action": action, "target_type": target_type, "target_id": str(target_id),
+        "run_id": str(run_id or ""), "policy_version": policy_version, "decision": decision,
+        # Round-tripped through JSON now so the hash is computed over exactly what the database returns.
+        "evidence_refs": _json_roundtrip(list(evidence_refs or [])),
+        "payload": _json_roundtrip(dict(payload or {})),
+        "created_at": timezone.now(), "prev_hash": prev_hash,
+    }
+    values["hash"] = event_hash(SimpleNamespace(**values))
+    return values
 
 
 def audit_event_params(event: AuditEvent, connection) -> list:
@@ -169,7 +173,36 @@ def _json_roundtrip(value):
     positive exponent ("1e+16") as the integer it is. Read them that way here, on every backend."""
     import json
 
+    if _plain_json(value):
+        # Only str-keyed dicts, lists, exact strs, ints, bools and None: JSON gives back an equal
+        # value (no float to reread, no tuple or subclass to convert). A copy, as json.loads makes.
+        return _copy_json(value)
     return json.loads(json.dumps(value, default=str), parse_float=_as_jsonb_number)
+
+
+_PLAIN_SCALARS = frozenset((str, int, bool, type(None)))
+
+
+def _plain_json(value, depth: int = 0) -> bool:
+    kind = type(value)
+    if kind in _PLAIN_SCALARS:
+        return True
+    if depth > 8:
+        return False
+    if kind is dict:
+        return all(type(key) is str and _plain_json(item, depth + 1) for key, item in value.items())
+    if kind is list:
+        return all(_plain_json(item, depth + 1) for item in value)
+    return False
+
+
+def _copy_json(value):
+    kind = type(value)
+    if kind is dict:
+        return {key: _copy_json(item) for key, item in value.items()}
+    if kind is list:
+        return [_copy_json(item) for item in value]
+    return value
 
 
 def _as_jsonb_number(text: str):

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import logging
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connections
 
 from audit import hooks
-from audit.services import audit_event_build, audit_head_guess, audit_head_remember, stream_for
+from audit.services import audit_event_values, audit_head_guess, audit_head_remember, stream_for
 from cases import policy
 from core.actors import Actor
 from runs.models import AgentRun, RunStatus
@@ -37,7 +37,8 @@ def commit_in_one_statement(*, run: AgentRun, worker_id: str, ctx, values: dict,
                             event_payload: dict) -> bool:
     """Commit a steady-state step in one statement if it can be; True when it is committed, False
     when nothing was written and the caller must commit it the ordinary way."""
-    if connection.vendor != "postgresql" or connection.in_atomic_block or not connection.get_autocommit():
+    db = connections[DEFAULT_DB_ALIAS]  # the wrapper itself: each access through the proxy costs
+    if db.vendor != "postgresql" or db.in_atomic_block or not db.get_autocommit():
         return False  # inside a caller's transaction an aborting statement would abort it too
     if hooks.has_listener_for(STEP_COMPLETED):
         return False  # a listener writes in the event's transaction: that needs a transaction
@@ -46,7 +47,7 @@ def commit_in_one_statement(*, run: AgentRun, worker_id: str, ctx, values: dict,
     if head is None:
         return False
     head_id, last_sequence, last_hash = head
-    event = audit_event_build(tenant_id=run.tenant_id, stream=stream, sequence=last_sequence + 1,
+    event = audit_event_values(tenant_id=run.tenant_id, stream=stream, sequence=last_sequence + 1,
                               prev_hash=last_hash, actor_type=Actor.AGENT, actor_id=ctx.actor.identifier,
                               action=STEP_COMPLETED, target_type="run", target_id=run.pk, run_id=str(run.pk),
                               policy_version=policy.POLICY_VERSION, decision="", payload=event_payload)
@@ -59,5 +60,5 @@ def commit_in_one_statement(*, run: AgentRun, worker_id: str, ctx, values: dict,
         logger.info("run %s step %s: one-statement commit refused; committing it the ordinary way",
                     run.pk, ctx.sequence)
         return False
-    audit_head_remember(stream, (head_id, event.sequence, event.hash))
+    audit_head_remember(stream, (head_id, event["sequence"], event["hash"]))
     return True
