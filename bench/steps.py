@@ -136,6 +136,9 @@ def storage_and_loads(url: str, args) -> dict:
     stores the rows) and state-load times; LangGraph's bytes per step for the same runs."""
     sys.path.insert(0, str(args.arbiter_root))
     sys.path.insert(0, str(WORKER.parent))
+    # Celery's import puts the working directory first on sys.path: run from the tree measured, or
+    # `--arbiter-root` would load this checkout's code (the workers chdir too, bench/step_worker.py).
+    os.chdir(args.arbiter_root)
     os.environ.update({"DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "config.settings", "DEBUG": "1",
                        "ARBITER_TENANT_MAX_CONCURRENT_RUNS": "64"})
     import django
@@ -310,6 +313,9 @@ def main() -> int:
     parser.add_argument("--label", default="", help="a note for the results heading (e.g. 'before')")
     parser.add_argument("--results", default=str(ROOT / "bench" / "RESULTS.md"))
     args = parser.parse_args()
+    for name in ("results", "arbiter_root", "langgraph_python"):  # storage_and_loads changes directory
+        if getattr(args, name):
+            setattr(args, name, os.path.abspath(getattr(args, name)))  # not resolve(): a venv python is a symlink
     modes = [m for m in args.modes.split(",") if m]
     if "langgraph" in modes and not Path(args.langgraph_python).exists():
         print(f"LangGraph's virtualenv {args.langgraph_python} is missing (make bench creates it); "

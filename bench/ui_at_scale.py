@@ -169,11 +169,11 @@ def seed_tenant(*, slug: str, cases: int, events_per_case: int, pending: int, lo
             # Runs: one per 10 cases (the run list), each with no steps; and one run of many steps.
             cursor.execute("""
                 INSERT INTO runs_agentrun (tenant_id, case_id, graph, graph_version, input, status, phase, current_node,
-                    completed_nodes, next_sequence, retry_counts, max_steps, max_tokens, max_wall_seconds, steps_used,
+                    next_sequence, retry_counts, max_steps, max_tokens, max_wall_seconds, steps_used,
                     tokens_used, error, error_code, wait_reason, started_by, provider_name, model_name,
                     prompt_versions, version, queued_at, started_at, finished_at, created_at, updated_at,
                     started_by_user_id, state_hash)
-                SELECT c.tenant_id, c.id, 'case_analysis', '1', '{}'::jsonb, 'completed', 'done', '', '[]'::jsonb, 9,
+                SELECT c.tenant_id, c.id, 'case_analysis', '1', '{}'::jsonb, 'completed', 'done', '', 9,
                        '{}'::jsonb, 50, 100000, 600, 8, 0, '', '', '', 'user:' || %s, 'offline', '', '{}'::jsonb, 1,
                        c.created_at, c.created_at, c.created_at + interval '1 minute', c.created_at, c.created_at, %s, ''
                 FROM cases_case c WHERE c.tenant_id = %s AND c.id %% 10 = 0
@@ -184,11 +184,11 @@ def seed_tenant(*, slug: str, cases: int, events_per_case: int, pending: int, lo
             now = timezone.now()
             cursor.execute("""
                 INSERT INTO runs_agentrun (tenant_id, case_id, graph, graph_version, input, status, phase, current_node,
-                    completed_nodes, next_sequence, retry_counts, max_steps, max_tokens, max_wall_seconds, steps_used,
+                    next_sequence, retry_counts, max_steps, max_tokens, max_wall_seconds, steps_used,
                     tokens_used, error, error_code, wait_reason, started_by, provider_name, model_name,
                     prompt_versions, version, queued_at, started_at, finished_at, created_at, updated_at,
                     started_by_user_id, state_hash)
-                VALUES (%s, %s, 'case_analysis', '1', '{}'::jsonb, 'completed', 'done', '', '[]'::jsonb, %s,
+                VALUES (%s, %s, 'case_analysis', '1', '{}'::jsonb, 'completed', 'done', '', %s,
                         '{}'::jsonb, %s, 10000000, 86400, %s, 0, '', '', '', 'user:' || %s, 'offline', '',
                         '{}'::jsonb, 1, %s, %s, %s, %s, %s, %s, '') RETURNING id
             """, [tenant.pk, busy_case_id, long_run_steps + 1, long_run_steps + 10, long_run_steps, analyst.pk,

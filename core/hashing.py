@@ -2,7 +2,6 @@ import hashlib
 import json
 from typing import Any
 
-
 # One encoder, made once: json.dumps with these options builds a new JSONEncoder on every call,
 # which costs more than encoding a small value. Same output as json.dumps(value, **these options).
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)

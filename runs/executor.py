@@ -359,8 +359,6 @@ def _commit_step(*, run: AgentRun, worker_id: str, ctx: NodeContext, result: Nod
     keeps = keep_lease and result.kind == NodeResult.GOTO
     values = {
         "next_sequence": sequence + 1, "steps_used": Increment(1), "tokens_used": Increment(ctx.buffer.tokens),
-        # PostgreSQL appends the node itself: a step sends one name, not the run's whole history.
-        "completed_nodes": Append([ctx.node]) if connection.vendor == "postgresql" else [*run.completed_nodes, ctx.node],
         "retry_counts": {k: v for k, v in run.retry_counts.items() if k != str(sequence)},
         "phase": state.phase, "heartbeat_at": now, "error": "", "error_code": "",
         "lease_owner": worker_id if keeps else None,

@@ -53,9 +53,10 @@ class AgentRun(ConcurrentTransitionMixin, models.Model):
     status = FSMField(max_length=20, choices=RunStatus.choices, default=RunStatus.QUEUED, protected=True)
     phase = models.CharField(max_length=20, choices=RunPhase.choices, default=RunPhase.PLANNING)
     current_node = models.CharField(max_length=60, blank=True)
-    completed_nodes = models.JSONField(default=list, blank=True)
     next_sequence = models.PositiveIntegerField(default=1, help_text="The sequence number of the next step.")
     retry_counts = models.JSONField(default=dict, blank=True)  # {"<sequence>": failed attempts so far}
+    # No list of the completed nodes here: it grew with every step and PostgreSQL re-compressed it
+    # on every step's UPDATE. The run's completed steps are its Step rows (runs.selectors).
 
     # Budgets and usage (DESIGN §4). Hitting one fails the run with the reason.
     max_steps = models.PositiveIntegerField()

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from django.conf import settings
-from django.db.models import Q, QuerySet
+from django.db.models import Prefetch, Q, QuerySet
 from django.utils import timezone
 
 from cases.models import Notice, Proposal
 from core.errors import NotFound
-from runs.models import AgentRun, MemoryRecord, MemoryStatus, ModelCall, RunStatus, Step
+from runs.models import AgentRun, MemoryRecord, MemoryStatus, ModelCall, RunStatus, Step, StepStatus
 from runs.retention import checkpoint_purged_check
 from runs.state import RunState, state_at
 
@@ -63,6 +63,26 @@ def thread_pending_runs(*, thread_id: int) -> QuerySet[AgentRun]:
 
 def run_steps(*, run: AgentRun) -> QuerySet[Step]:
     return Step.objects.filter(run=run).order_by("sequence")
+
+
+COMPLETED_NODES = "completed_step_nodes"
+
+
+def with_completed_nodes(runs: QuerySet[AgentRun]) -> QuerySet[AgentRun]:
+    """`runs` with each run's completed steps' nodes fetched in one query for the lot (for
+    run_completed_nodes; a page of runs, not one query per run)."""
+    return runs.prefetch_related(Prefetch(
+        "steps", to_attr=COMPLETED_NODES,
+        queryset=Step.objects.filter(status=StepStatus.COMPLETED).order_by("sequence").only("run_id", "node")))
+
+
+def run_completed_nodes(*, run: AgentRun) -> list[str]:
+    """The node of each of the run's completed steps, in order (a fork's copied steps included)."""
+    rows = getattr(run, COMPLETED_NODES, None)
+    if rows is None:
+        return list(Step.objects.filter(run=run, status=StepStatus.COMPLETED).order_by("sequence")
+                    .values_list("node", flat=True))
+    return [step.node for step in rows]
 
 
 def run_model_calls_at(*, run: AgentRun, sequence: int) -> QuerySet[ModelCall]:

@@ -294,7 +294,7 @@ def run_fork(*, actor, run: AgentRun, from_sequence: int, provider: str | None =
         tenant_id=parent.tenant_id, case_id=parent.case_id, thread_id=None, graph=parent.graph,
         graph_version=definition.version, input=parent.input, current_node=next_node, **limits,
         next_sequence=from_sequence + 1, steps_used=len(copied_steps),
-        tokens_used=sum(s.tokens for s in copied_steps), completed_nodes=[s.node for s in copied_steps],
+        tokens_used=sum(s.tokens for s in copied_steps),
         started_by=actor.identifier, started_by_user=actor.user if actor.is_user else None,
         provider_name=provider_name, model_name=getattr(provider_obj, "model", ""),
         prompt_versions=definition.prompt_versions, parent_run=parent, forked_from_checkpoint=checkpoint,

@@ -8,6 +8,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from core.api import PersonSerializer
+from runs import selectors
 from runs.models import (
     AgentRun,
     Artifact,
@@ -58,6 +59,8 @@ class RunOutputSerializer(serializers.ModelSerializer):
     parent_run = serializers.IntegerField(source="parent_run_id", read_only=True, allow_null=True)
     forked_from_sequence = serializers.SerializerMethodField(
         help_text="For a fork: the parent's step after whose checkpoint it started (0 = the start).")
+    completed_nodes = serializers.SerializerMethodField(
+        help_text="The node of each completed step, in order (a fork's copied steps included).")
 
     class Meta:
         model = AgentRun
@@ -75,6 +78,10 @@ class RunOutputSerializer(serializers.ModelSerializer):
     @extend_schema_field(RunUsageSerializer)
     def get_usage(self, run: AgentRun) -> dict:
         return {"steps_used": run.steps_used, "tokens_used": run.tokens_used}
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_completed_nodes(self, run: AgentRun) -> list[str]:
+        return selectors.run_completed_nodes(run=run)
 
     def get_forked_from_sequence(self, run: AgentRun) -> int | None:
         if run.parent_run_id is None:

@@ -107,7 +107,7 @@ class RunListStartApi(ListApi):
             queryset = queryset.filter(case__reference=params["case"])  # still within the user's tenant
         if params.get("graph"):
             queryset = queryset.filter(graph=params["graph"])
-        return queryset.select_related("forked_from_checkpoint")
+        return selectors.with_completed_nodes(queryset.select_related("forked_from_checkpoint"))
 
     @extend_schema(responses={200: RunOutputSerializer(many=True), **refusals(400)}, summary="List the tenant's runs")
     def get(self, request):

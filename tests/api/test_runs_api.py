@@ -11,6 +11,7 @@ from cases.models import Proposal
 from core.actors import Actor
 from runs import services
 from runs.models import AgentRun, Checkpoint, MemoryRecord, MemoryStatus, RunStatus, Step
+from runs.selectors import run_completed_nodes
 from tests.api.conftest import assert_error
 from tests.factories import make_case
 from tests.helpers import assert_nothing_changed
@@ -56,6 +57,30 @@ def test_runs_are_listed_and_filtered(api, analyst, case, analysed):
     assert len(client.get(f"/api/v1/runs/?case={case.reference}&graph=case_analysis").json()["results"]) == 2
     assert len(client.get("/api/v1/runs/?case=CASE-1999-000001").json()["results"]) == 0
     assert len(client.get("/api/v1/runs/?graph=chat").json()["results"]) == 0
+
+
+def test_a_runs_completed_nodes_come_from_its_steps_in_one_query_for_a_page(api, analyst, case, analysed,
+                                                                            django_assert_num_queries):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    nodes = list(analysed.steps.order_by("sequence").values_list("node", flat=True))
+    assert len(nodes) == 8
+    client = api(analyst)
+    assert client.get(f"/api/v1/runs/{analysed.pk}/").json()["completed_nodes"] == nodes
+    fork = services.run_fork(actor=analyst, run=analysed, from_sequence=3, enqueue=False)
+    assert client.get(f"/api/v1/runs/{fork.pk}/").json()["completed_nodes"] == nodes[:3]  # the copied steps
+    client.get("/api/v1/runs/")  # warm up (session, permissions)
+    with CaptureQueriesContext(connection) as captured:
+        body = client.get("/api/v1/runs/").json()
+    one_run = len(captured)
+    assert {r["id"]: r["completed_nodes"] for r in body["results"]} == {analysed.pk: nodes, fork.pk: nodes[:3]}
+    more = [drive(services.run_start(actor=analyst, case=case)) for _ in range(2)]
+    with django_assert_num_queries(one_run):  # the same queries for four runs as for two
+        body = client.get("/api/v1/runs/").json()
+    assert {r["id"]: r["completed_nodes"] for r in body["results"]} == {
+        analysed.pk: nodes, fork.pk: nodes[:3], **{run.pk: run_completed_nodes(run=run) for run in more}}
+    assert all(len(run_completed_nodes(run=run)) == 8 for run in more)
 
 
 def test_an_unknown_status_filter_is_invalid(api, analyst):

@@ -22,6 +22,7 @@ from runs import services
 from runs.executor import STATE_CACHE, run_step
 from runs.graphs import GRAPHS
 from runs.models import AgentRun, Checkpoint, RunStatus, Step
+from runs.selectors import run_completed_nodes
 from runs.state import (
     CompletedStep,
     RunState,
@@ -98,7 +99,7 @@ def test_a_steady_state_step_is_at_most_8_statements_and_one_durable_commit(anal
     assert counter.transactions == (0 if connection.vendor == "postgresql" else 3)
     run.refresh_from_db()
     assert (run.lease_owner, run.state_sequence) == ("w1", 5)  # the lease stays with the stepping worker
-    assert run.completed_nodes == ["append"] * 5  # appended by the database on PostgreSQL
+    assert run_completed_nodes(run=run) == ["append"] * 5
     assert run.state_hash == Checkpoint.objects.get(run=run, sequence=5).state_hash == state_at(run)[0].hash()
 
 
@@ -133,7 +134,7 @@ def test_an_audit_head_moved_by_another_writer_refuses_the_one_statement_commit_
         pass
     run.refresh_from_db()
     assert run.status == RunStatus.COMPLETED and _step_events(run) == [1, 2, 3, 4, 5, 6]
-    assert run.completed_nodes == ["append"] * 6
+    assert run_completed_nodes(run=run) == ["append"] * 6
     assert verify_stream(stream) is None
 
 
@@ -180,7 +181,7 @@ def test_a_cancel_requested_between_steps_is_honoured_at_the_next_commit(analyst
     assert (outcome.action, outcome.status, outcome.sequence) == ("executed", RunStatus.CANCELLED, 3)
     run.refresh_from_db()
     assert run.status == RunStatus.CANCELLED and run.lease_owner is None
-    assert run.completed_nodes == ["append"] * 3
+    assert run_completed_nodes(run=run) == ["append"] * 3
     assert Step.objects.filter(run=run).count() == 3 and _step_events(run) == [1, 2, 3]
     assert AuditEvent.objects.filter(run_id=str(run.pk), action="runs.run.cancelled").count() == 1
     assert _step(run).action == "finished" and Step.objects.filter(run=run).count() == 3
@@ -202,7 +203,7 @@ def test_a_run_row_written_by_someone_else_during_a_step_is_not_overwritten(anal
     assert (_step(run).action, _step(run).sequence) == ("executed", 4)
     run.refresh_from_db()
     assert run.max_steps == 50 and _step_events(run) == [1, 2, 3, 4]
-    assert run.completed_nodes == ["append"] * 4
+    assert run_completed_nodes(run=run) == ["append"] * 4
 
 
 @pytest.mark.django_db(transaction=True)

@@ -15,6 +15,7 @@ from runs import services
 from runs.executor import run_step
 from runs.graphs import GRAPHS, Graph, Node, NodeContext
 from runs.models import AgentRun, Checkpoint, RunStatus, Step
+from runs.selectors import run_completed_nodes
 from runs.state import state_at
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -48,7 +49,7 @@ def test_awkward_values_are_stored_exactly_and_the_chain_verifies(analyst, tenan
             break
     assert one_statement >= 3  # the steady-state steps took the one-statement path
     run = AgentRun.objects.get(pk=run.pk)
-    assert run.status == RunStatus.COMPLETED and run.completed_nodes == ["odd"] * 6
+    assert run.status == RunStatus.COMPLETED and run_completed_nodes(run=run) == ["odd"] * 6
     state = state_at(run)[0]
     assert state.notes == [f"{count} {ODD}" for count in range(1, 7)]
     assert state.data[f"key 6 {ODD}"]["numbers"] == [0, -1, 2**62, 1.5, -2.25e-7]
