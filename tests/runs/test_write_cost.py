@@ -76,3 +76,38 @@ def test_the_run_table_leaves_room_on_each_page_for_the_steps_update():
     with connection.cursor() as cursor:
         cursor.execute("SELECT reloptions FROM pg_class WHERE relname = 'runs_agentrun'")
         assert "fillfactor=70" in (cursor.fetchone()[0] or [])
+
+
+@pytest.mark.django_db
+def test_the_run_row_a_step_rewrites_does_not_grow_with_the_run(analyst, tenant, test_graphs):
+    """Every step rewrites the run row: anything in it that grows per step (a list of the completed
+    nodes did) makes each step cost more than the one before — PostgreSQL re-compressed that list on
+    every UPDATE (ADR 0010, "The server's share of a step"). Measured on the row's stored size."""
+    from runs import services
+    from runs.executor import run_step
+    from runs.models import AgentRun, RunStatus
+
+    run = services.run_start(actor=analyst, tenant=tenant, graph="test_append", input={"n": 400},
+                             budget={"max_steps": 405}, enqueue=False)
+
+    def row_size() -> int:
+        with connection.cursor() as cursor:
+            if connection.vendor == "postgresql":
+                # The row as text: what an UPDATE handles before compression (a repetitive list
+                # compresses to almost nothing, yet is de- and re-compressed on every step).
+                cursor.execute("SELECT octet_length(r::text) FROM runs_agentrun r WHERE id = %s", [run.pk])
+            else:  # the bytes of every column as stored
+                columns = [f.column for f in AgentRun._meta.concrete_fields]
+                cursor.execute("SELECT " + " + ".join(f"coalesce(length(CAST({c} AS BLOB)), 0)" for c in columns)
+                               + " FROM runs_agentrun WHERE id = %s", [run.pk])
+            return cursor.fetchone()[0]
+
+    sizes = {}
+    for step in range(1, 401):
+        outcome = run_step(run_id=run.pk, worker_id="w1", enqueue=False, keep_lease=True)
+        if step in (20, 399):
+            sizes[step] = row_size()
+        if outcome.status != RunStatus.RUNNING:
+            break
+    assert AgentRun.objects.get(pk=run.pk).steps_used == 400
+    assert sizes[399] <= sizes[20] + 16, sizes  # a few digits more (counters), nothing per step
