@@ -88,7 +88,6 @@ from runs.step_commit import commit_in_one_statement
 from runs.step_rows import step_instance, step_row, write_buffered
 from runs.step_rows import step_values as step_row_values
 from runs.step_sql import (
-    Append,
     Increment,
     insert_returning_pk,
     read_run,
@@ -454,7 +453,7 @@ def _after_update(run: AgentRun, values: dict, ctx: NodeContext) -> AgentRun:
     for name, value in values.items():
         if name in ("steps_used", "tokens_used", "version", "status"):
             continue
-        setattr(run, name, [*getattr(run, name), *value.items] if isinstance(value, Append) else value)
+        setattr(run, name, value)
     if values.get("status") == RunStatus.COMPLETED:
         run.complete()
     elif values.get("status") == RunStatus.WAITING:
@@ -473,8 +472,7 @@ def _commit_with_cancel(*, run_id: int, worker_id: str, sequence: int, values: d
         # the next attempt start from a fresh read.
         raise LeaseLost(f"run {run_id}: the run row changed during step {sequence}; the step is not committed")
     AgentRun.objects.filter(pk=run_id).update(**{
-        name: F(name) + value.amount if isinstance(value, Increment)
-        else getattr(locked, name) + value.items if isinstance(value, Append) else value
+        name: F(name) + value.amount if isinstance(value, Increment) else value
         for name, value in values.items()})
     run = AgentRun.objects.select_related("tenant").get(pk=run_id)
     if run.status == RunStatus.RUNNING:

@@ -90,12 +90,13 @@ def run_model_calls_at(*, run: AgentRun, sequence: int) -> QuerySet[ModelCall]:
     return ModelCall.objects.filter(run=run, sequence=sequence).order_by("attempt", "id")
 
 
-def run_state_at(*, run: AgentRun, sequence: int | None = None) -> RunState:
+def run_state_at(*, run: AgentRun, sequence: int | None = None, whole: bool = False) -> RunState:
     """The run's state after step `sequence` (default: the latest). Raises CheckpointPurged (a
     NotFound saying when and why) when retention removed that checkpoint, rather than showing an
-    earlier state in its place (runs.retention)."""
+    earlier state in its place (runs.retention). `whole`: read the append-only fields' items now
+    (for a page that shows them all) instead of when first read (runs.state_lists)."""
     try:
-        state, loaded = state_at(run, sequence)
+        state, loaded = state_at(run, sequence, lazy=not whole)
     except LookupError:
         if sequence is None:
             raise

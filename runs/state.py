@@ -500,9 +500,9 @@ def load_chain(run, sequence: int | None = None, *, lazy: bool = True) -> tuple[
     return load(run, sequence, lazy=lazy)
 
 
-def state_at(run, sequence: int | None = None) -> tuple[RunState, int]:
+def state_at(run, sequence: int | None = None, *, lazy: bool = True) -> tuple[RunState, int]:
     """The run's state after step `sequence` (default: the latest checkpoint) and the sequence of
     the checkpoint it came from, validated against the current schema (runs.state_load)."""
     from runs.state_load import state_at as load
 
-    return load(run, sequence)
+    return load(run, sequence, lazy=lazy)

@@ -278,8 +278,10 @@ def load_chain(run, sequence: int | None = None, *, lazy: bool = True) -> tuple[
     return _load_eagerly(run, sequence)
 
 
-def state_at(run, sequence: int | None = None) -> tuple[RunState, int]:
+def state_at(run, sequence: int | None = None, *, lazy: bool = True) -> tuple[RunState, int]:
     """The run's state after step `sequence` (default: the latest checkpoint) and the sequence of
-    the checkpoint it came from, validated against the current schema (see load_chain)."""
-    state, chain = load_chain(run, sequence)
+    the checkpoint it came from, validated against the current schema (see load_chain). A caller
+    that will read every item of the append-only fields anyway passes lazy=False: one query, and no
+    later fetch that retention could have raced."""
+    state, chain = load_chain(run, sequence, lazy=lazy)
     return RunState.model_validate(state), chain.sequence

@@ -23,26 +23,13 @@ class Increment:
         self.amount = amount
 
 
-class Append:
-    """`column = column || items` in an UPDATE of a JSON list column (PostgreSQL): the items are
-    appended by the database, so a step sends what it adds, not the whole (growing) list."""
-
-    def __init__(self, items: list):
-        self.items = items
-
-
-def _kinds(values: dict) -> tuple[frozenset, frozenset]:
-    return (frozenset(name for name, value in values.items() if isinstance(value, Increment)),
-            frozenset(name for name, value in values.items() if isinstance(value, Append)))
+def _increments(values: dict) -> frozenset:
+    return frozenset(name for name, value in values.items() if isinstance(value, Increment))
 
 
 def _plain(value):
-    """The parameter an UPDATE value stands for: the amount, the appended items, or itself."""
-    if isinstance(value, Increment):
-        return value.amount
-    if isinstance(value, Append):
-        return value.items
-    return value
+    """The parameter an UPDATE value stands for: the amount, or itself."""
+    return value.amount if isinstance(value, Increment) else value
 
 
 def _qn(name: str) -> str:
@@ -68,11 +55,9 @@ def insert_returning_pk(model, values: dict):
 
 
 @lru_cache(maxsize=64)
-def _run_update_sql(names: tuple[str, ...], increments: frozenset, appends: frozenset = frozenset()
-                    ) -> tuple[str, tuple]:
+def _run_update_sql(names: tuple[str, ...], increments: frozenset) -> tuple[str, tuple]:
     fields = tuple(AgentRun._meta.get_field(name) for name in names)
     sets = ", ".join(f"{_qn(field.column)} = {_qn(field.column)} + %s" if field.name in increments
-                     else f"{_qn(field.column)} = {_qn(field.column)} || %s" if field.name in appends
                      else f"{_qn(field.column)} = %s" for field in fields)
     where = (f"{_qn('id')} = %s AND {_qn('lease_owner')} = %s AND {_qn('status')} = %s AND "
              f"{_qn('next_sequence')} = %s AND {_qn('cancel_requested_at')} IS NULL AND {_qn('version')} = %s")
@@ -85,8 +70,8 @@ def run_update_if_owned(*, run_id: int, worker_id: str, sequence: int, status: s
     run is `status`, `sequence` is its next step, no cancellation is pending and the row is still
     at `version` (nobody else wrote it since this worker read or committed it). Returns the row
     count (0: lease lost, cancel requested, or another writer)."""
-    increments, appends = _kinds(values)
-    sql, fields = _run_update_sql(tuple(values), increments, appends)
+    increments = _increments(values)
+    sql, fields = _run_update_sql(tuple(values), increments)
     params = [values[field.name].amount if field.name in increments
               else field.get_db_prep_save(_plain(values[field.name]), connection) for field in fields]
     params += [run_id, worker_id, status, sequence, version]
@@ -96,11 +81,11 @@ def run_update_if_owned(*, run_id: int, worker_id: str, sequence: int, status: s
 
 
 @lru_cache(maxsize=64)
-def _step_commit_sql(run_names: tuple[str, ...], increments: frozenset, appends: frozenset,
+def _step_commit_sql(run_names: tuple[str, ...], increments: frozenset,
                      step_names: tuple[str, ...], checkpoint_names: tuple[str, ...]) -> tuple[str, tuple, tuple, tuple]:
     from runs.models import Checkpoint, Step
 
-    update_sql, run_fields = _run_update_sql(run_names, increments, appends)
+    update_sql, run_fields = _run_update_sql(run_names, increments)
     step_fields = tuple(Step._meta.get_field(name) for name in step_names)
     checkpoint_fields = tuple(Checkpoint._meta.get_field(name) for name in checkpoint_names)
     step_columns = ", ".join(_qn(field.column) for field in step_fields)
@@ -119,8 +104,8 @@ def step_commit_if_owned(*, run_id: int, worker_id: str, sequence: int, status: 
     """PostgreSQL: the run's conditional UPDATE, the Step and the Checkpoint in ONE statement (data-
     modifying CTEs): the step and checkpoint rows exist only if the run row matched. Returns the new
     step's id, or None when the run is no longer ours or a cancellation is pending (nothing written)."""
-    increments, appends = _kinds(values)
-    sql, run_fields, step_fields, checkpoint_fields = _step_commit_sql(tuple(values), increments, appends,
+    increments = _increments(values)
+    sql, run_fields, step_fields, checkpoint_fields = _step_commit_sql(tuple(values), increments,
                                                                        tuple(step), tuple(checkpoint))
     params = [values[field.name].amount if field.name in increments
               else field.get_db_prep_save(_plain(values[field.name]), connection) for field in run_fields]
@@ -185,18 +170,18 @@ _JSON_TEXT_TYPES = ("AutoField", "BigAutoField", "SmallAutoField", "IntegerField
 
 class _Section:
     """How one dict of values (run, step, checkpoint or event) becomes elements of the JSON array:
-    its values in field order, datetimes as ISO 8601 text, Increment/Append as their amount/items,
+    its values in field order, datetimes as ISO 8601 text, an Increment as its amount,
     a JSON value with its field's own encoder as the text that encoder writes. Everything else
     (ints, strings, None, JSON values) is encoded by json.dumps as Django's JSONField would."""
 
-    def __init__(self, fields: tuple, keys: tuple, start: int, increments=frozenset(), appends=frozenset()):
+    def __init__(self, fields: tuple, keys: tuple, start: int, increments=frozenset()):
         from django.db.models import DateTimeField, JSONField
 
         self.keys = keys
         self.slots = tuple(_slot(field, start + i) for i, field in enumerate(fields))
         self._get = itemgetter(*keys) if len(keys) > 1 else (lambda values, key=keys[0]: (values[key],))
         self._times = tuple(i for i, field in enumerate(fields) if isinstance(field, DateTimeField))
-        self._unwrap = tuple(i for i, field in enumerate(fields) if field.name in increments | appends)
+        self._unwrap = tuple(i for i, field in enumerate(fields) if field.name in increments)
         self._encoded = tuple((i, field.encoder) for i, field in enumerate(fields)
                               if isinstance(field, JSONField) and field.encoder is not None)
 
@@ -261,7 +246,7 @@ _PLANS: dict = {}  # (value names, their types, step names, checkpoint names) ->
 
 
 @lru_cache(maxsize=64)
-def _step_commit_with_event_sql(run_names: tuple[str, ...], increments: frozenset, appends: frozenset,
+def _step_commit_with_event_sql(run_names: tuple[str, ...], increments: frozenset,
                                 step_names: tuple[str, ...], checkpoint_names: tuple[str, ...]) -> tuple:
     from audit.models import AuditStreamHead
     from audit.services import audit_event_fields
@@ -274,7 +259,7 @@ def _step_commit_with_event_sql(run_names: tuple[str, ...], increments: frozense
     step_fields, checkpoint_fields = fields_of(Step, step_names), fields_of(Checkpoint, checkpoint_names)
     event_fields = audit_event_fields()
     sections, start = [], 0
-    for fields, keys, extra in ((run_fields, run_names, (increments, appends)),
+    for fields, keys, extra in ((run_fields, run_names, (increments,)),
                                 (fields_of(AgentRun, _RUN_KEYS), _RUN_KEYS, ()),
                                 (step_fields, step_names, ()), (checkpoint_fields, checkpoint_names, ()),
                                 (fields_of(AuditStreamHead, ("last_sequence", "last_hash", "id", "last_sequence",
@@ -288,7 +273,6 @@ def _step_commit_with_event_sql(run_names: tuple[str, ...], increments: frozense
         return ", ".join(_qn(field.column) for field in fields)
 
     sets = ", ".join(f"{_qn(field.column)} = {_qn(field.column)} + {slot}" if field.name in increments
-                     else f"{_qn(field.column)} = {_qn(field.column)} || {slot}" if field.name in appends
                      else f"{_qn(field.column)} = {slot}" for field, slot in zip(run_fields, run.slots, strict=True))
     run_id, lease_owner, status, next_sequence, version = key.slots
     new_sequence, new_hash, head_id, last_sequence, last_hash = head.slots
@@ -328,11 +312,11 @@ def step_commit_with_event(*, run_id: int, worker_id: str, sequence: int, status
     shape = (tuple(values), tuple(map(type, values.values())), tuple(step), tuple(checkpoint))
     plan = _PLANS.get(shape)
     if plan is None:
-        increments, appends = _kinds(values)
+        increments = _increments(values)
         if len(_PLANS) >= 256:
             _PLANS.clear()
         try:
-            plan = _PLANS[shape] = _step_commit_with_event_sql(shape[0], increments, appends, shape[2], shape[3])
+            plan = _PLANS[shape] = _step_commit_with_event_sql(shape[0], increments, shape[2], shape[3])
         except NotImplementedError as exc:
             raise StepCommitRefused(str(exc)) from None
     sql, (run, key, step_section, checkpoint_section, head_section, event_section) = plan

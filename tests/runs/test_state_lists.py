@@ -169,3 +169,21 @@ def test_items_purged_after_the_load_are_an_error_when_read_never_a_shorter_list
     Checkpoint.objects.filter(pk=first.pk).update(compacted_items={"notes": json.loads('["only one"]')})
     with pytest.raises(CheckpointChanged, match="load it again"):
         state.notes.as_list()
+
+
+@pytest.mark.django_db
+def test_a_page_that_shows_the_whole_state_reads_it_in_one_query_with_nothing_left_to_fetch(
+        analyst, tenant, test_graphs, settings):
+    """The run inspector prints every note: it reads them with the state (selectors.run_state_at
+    whole=True), so no later fetch exists that a purge in between could break."""
+    from runs.selectors import run_state_at
+
+    settings.ARBITER_CHECKPOINT_COMPACT_BYTES = 1500
+    run = drive(_start(analyst, tenant, n=40), max_steps=41)
+    with CaptureQueriesContext(connection) as queries:
+        state = run_state_at(run=run, sequence=40, whole=True)
+        shown = state.as_dict()
+    assert len(queries) == 1 and state.notes.loaded and state.completed_steps.loaded
+    assert shown == _eager(run, 40).as_dict() and len(shown["notes"]) == 40
+    Checkpoint.objects.filter(run=run, compacted_items__isnull=False).update(compacted_items=None)
+    assert state.as_dict() == shown  # nothing is fetched after the read

@@ -490,7 +490,7 @@ def run_step_detail(request, pk: int, sequence: int):
         call.rendered = [{"role": m.get("role", ""), "segments": message_segments(str(m.get("content", "")))}
                          for m in call.messages or []]
     try:
-        state = selectors.run_state_at(run=run, sequence=sequence)
+        state = selectors.run_state_at(run=run, sequence=sequence, whole=True)  # the page shows it all
     except CheckpointPurged as purged:  # retention removed it: show the rest of the step and say so
         state, state_purged = None, purged.message
     else:
