@@ -279,8 +279,12 @@ class ErrorOutputSerializer(serializers.Serializer):
                                            "not_allowed, stale, conflict, precondition_failed, too_large, "
                                            "unsupported_media_type, idempotency_key_reused, throttled, ...")
     detail = serializers.CharField(help_text="What went wrong and what to do, for a person.")
-    fields = serializers.DictField(child=serializers.ListField(child=serializers.CharField()), required=False,
-                                   help_text="Only for invalid input: field name -> messages.")
+    fields = serializers.DictField(
+        child=serializers.JSONField(), required=False,
+        help_text="Only for invalid input: field name -> its messages, a list of strings. For a field that "
+                  "holds an object or a list, the same shape one level down: the nested field's name or the "
+                  "item's index -> its messages (e.g. {\"evidence_seen\": {\"0\": [\"A valid integer is "
+                  "required.\"]}}).")
 
 
 ERROR_TEXT = {

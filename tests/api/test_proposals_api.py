@@ -119,6 +119,19 @@ def test_approving_a_stale_proposal_is_a_409(api, supervisor, analyst, agent, ca
     assert api(supervisor).get(f"/api/v1/proposals/{proposal.pk}/").json()["is_stale"] is True
 
 
+def test_an_invalid_item_of_a_list_field_is_named_by_its_index_and_nothing_changes(api, supervisor, agent, case):
+    """The error body's documented nested shape (core.api.ErrorOutputSerializer): a list field's bad
+    item is reported under its index, one level down."""
+    proposal = _agent_proposal(agent, case)
+    with assert_nothing_changed(case):
+        response = api(supervisor).post(f"/api/v1/proposals/{proposal.pk}/approve/",
+                                        {"evidence_seen": ["x"]}, format="json")
+    body = assert_error(response, 400, "invalid", fields={"evidence_seen"})
+    assert body["fields"]["evidence_seen"] == {"0": ["A valid integer is required."]}
+    proposal.refresh_from_db()
+    assert proposal.status == ProposalStatus.PENDING
+
+
 def test_approving_a_decided_proposal_is_a_409_not_allowed(api, supervisor, supervisor_b, agent, case):
     proposal = _agent_proposal(agent, case)
     services.proposal_reject(actor=supervisor_b, proposal=proposal, note="No.")
