@@ -18,6 +18,7 @@ audit_record writes: the same event, the same hash over the same fields.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from django.db import DEFAULT_DB_ALIAS, connections
 
@@ -26,7 +27,8 @@ from audit.services import audit_event_values, audit_head_guess, audit_head_reme
 from cases import policy
 from core.actors import Actor
 from runs.models import AgentRun, RunStatus
-from runs.step_sql import StepCommitRefused, step_commit_with_event
+from runs.step_pipeline import PendingCommit, StepPipeline
+from runs.step_sql import StepCommitRefused, step_commit_send, step_commit_with_event
 
 logger = logging.getLogger(__name__)
 
@@ -34,9 +36,17 @@ STEP_COMPLETED = "runs.step.completed"
 
 
 def commit_in_one_statement(*, run: AgentRun, worker_id: str, ctx, values: dict, step: dict, checkpoint: dict,
-                            event_payload: dict) -> bool:
+                            event_payload: dict, pipeline: StepPipeline | None = None,
+                            settle: Callable[[], object] | None = None) -> bool:
     """Commit a steady-state step in one statement if it can be; True when it is committed, False
-    when nothing was written and the caller must commit it the ordinary way."""
+    when nothing was written and the caller must commit it the ordinary way.
+
+    With `pipeline` (and `settle`, which commits this step the ordinary way), the statement is sent
+    and not waited for: True means sent, and the pipeline confirms it before anything else leaves
+    the process (runs.step_pipeline); a commit of an earlier step still in flight is confirmed
+    first (which may raise PipelineRefused)."""
+    if pipeline is not None:
+        pipeline.confirm()
     db = connections[DEFAULT_DB_ALIAS]  # the wrapper itself: each access through the proxy costs
     if db.vendor != "postgresql" or db.in_atomic_block or not db.get_autocommit():
         return False  # inside a caller's transaction an aborting statement would abort it too
@@ -51,6 +61,18 @@ def commit_in_one_statement(*, run: AgentRun, worker_id: str, ctx, values: dict,
                               prev_hash=last_hash, actor_type=Actor.AGENT, actor_id=ctx.actor.identifier,
                               action=STEP_COMPLETED, target_type="run", target_id=run.pk, run_id=str(run.pk),
                               policy_version=policy.POLICY_VERSION, decision="", payload=event_payload)
+    if pipeline is not None:
+        try:
+            sent = step_commit_send(run_id=run.pk, worker_id=worker_id, sequence=ctx.sequence,
+                                    status=RunStatus.RUNNING, version=run.version, values=values, step=step,
+                                    checkpoint=checkpoint, event=event, head=head)
+        except StepCommitRefused:  # a shape the statement cannot carry: nothing was sent
+            return False
+        guessed = (head_id, event["sequence"], event["hash"])
+        audit_head_remember(stream, guessed)  # what the next step's commit appends to
+        pipeline.send(PendingCommit(run_id=run.pk, sequence=ctx.sequence, sent=sent, on_committed=_nothing,
+                                    on_refused=lambda: audit_head_remember(stream, None), settle=settle))
+        return True
     try:
         step_commit_with_event(run_id=run.pk, worker_id=worker_id, sequence=ctx.sequence, status=RunStatus.RUNNING,
                                version=run.version, values=values, step=step, checkpoint=checkpoint, event=event,
@@ -62,3 +84,7 @@ def commit_in_one_statement(*, run: AgentRun, worker_id: str, ctx, values: dict,
         return False
     audit_head_remember(stream, (head_id, event["sequence"], event["hash"]))
     return True
+
+
+def _nothing() -> None:
+    pass

@@ -7,6 +7,7 @@ on PostgreSQL and SQLite alike."""
 from __future__ import annotations
 
 import json
+import time
 from functools import lru_cache
 from operator import itemgetter
 from types import SimpleNamespace
@@ -297,18 +298,9 @@ def _step_commit_with_event_sql(run_names: tuple[str, ...], increments: frozense
     return sql, sections
 
 
-def step_commit_with_event(*, run_id: int, worker_id: str, sequence: int, status: str, version: int, values: dict,
-                           step: dict, checkpoint: dict, event: dict, head: tuple[int, int, str]) -> tuple[int, int]:
-    """PostgreSQL, outside any transaction: the whole steady-state step commit as ONE statement —
-    its own transaction, one round trip, one durable commit. The run's conditional UPDATE (also
-    requiring `version`: nobody else wrote the row since this worker's last commit), the Step, the
-    Checkpoint, and the audit event (`event`: AuditEvent attname -> value, hashed) appended by
-    compare-and-set on the stream head `head` (id, last_sequence, last_hash) as this process last
-    wrote it. Every value travels in ONE JSON array parameter, read back and cast per column in
-    SQL: psycopg adapts one string instead of ~70 values. Returns (step id, event id); raises
-    StepCommitRefused — with nothing written — when any of it did not match."""
-    from django.db import DataError
-
+def _step_commit_statement(*, run_id: int, worker_id: str, sequence: int, status: str, version: int, values: dict,
+                           step: dict, checkpoint: dict, event: dict, head: tuple[int, int, str]) -> tuple[str, str]:
+    """The one-statement commit's SQL (built once per shape) and its one parameter, the JSON array."""
     shape = (tuple(values), tuple(map(type, values.values())), tuple(step), tuple(checkpoint))
     plan = _PLANS.get(shape)
     if plan is None:
@@ -327,16 +319,116 @@ def step_commit_with_event(*, run_id: int, worker_id: str, sequence: int, status
     checkpoint_section.extend(doc, checkpoint)
     doc += (event["sequence"], event["hash"], *head)
     event_section.extend(doc, event)
+    return sql, json.dumps(doc)
+
+
+def step_commit_with_event(*, run_id: int, worker_id: str, sequence: int, status: str, version: int, values: dict,
+                           step: dict, checkpoint: dict, event: dict, head: tuple[int, int, str]) -> tuple[int, int]:
+    """PostgreSQL, outside any transaction: the whole steady-state step commit as ONE statement —
+    its own transaction, one round trip, one durable commit. The run's conditional UPDATE (also
+    requiring `version`: nobody else wrote the row since this worker's last commit), the Step, the
+    Checkpoint, and the audit event (`event`: AuditEvent attname -> value, hashed) appended by
+    compare-and-set on the stream head `head` (id, last_sequence, last_hash) as this process last
+    wrote it. Every value travels in ONE JSON array parameter, read back and cast per column in
+    SQL: psycopg adapts one string instead of ~70 values. Returns (step id, event id); raises
+    StepCommitRefused — with nothing written — when any of it did not match."""
+    from django.db import DataError
+
+    sql, doc = _step_commit_statement(run_id=run_id, worker_id=worker_id, sequence=sequence, status=status,
+                                      version=version, values=values, step=step, checkpoint=checkpoint, event=event,
+                                      head=head)
     db = connections[DEFAULT_DB_ALIAS]  # the wrapper itself: each access through the proxy costs
     try:
         cursor = _prepared_cursor(db)  # reused: not closed
-        cursor.execute(sql, [json.dumps(doc)])
+        cursor.execute(sql, [doc])
         step_id, event_id, _ = cursor.fetchone()
     except DataError as exc:
         if getattr(exc.__cause__, "sqlstate", None) != "22012":  # division_by_zero: our refusal
             raise
         raise StepCommitRefused(f"run {run_id} step {sequence}: the run row or the audit head moved") from None
     return step_id, event_id
+
+
+class SentStepCommit:
+    """A one-statement step commit sent to PostgreSQL whose result has not been read yet
+    (step_commit_send). Until `result()` is called the connection is busy: nothing else may use it
+    (runs.step_pipeline sees to that)."""
+
+    def __init__(self, db, raw, run_id: int, sequence: int):
+        self.db, self.raw, self.run_id, self.sequence = db, raw, run_id, sequence
+
+    def result(self) -> tuple[int, int]:
+        """Wait for the statement's result: (step id, event id). Raises StepCommitRefused (nothing
+        was written) or the database's error, as step_commit_with_event does."""
+        from psycopg import errors, generators, pq
+
+        with self.db.wrap_database_errors:
+            if self.raw.closed:
+                raise errors.OperationalError("the connection closed before the step's commit was confirmed")
+            results = self.raw.wait(generators.fetch_many(self.raw.pgconn))
+            if len(results) != 1:
+                raise errors.InternalError(f"the step's commit returned {len(results)} results, not 1")
+            res = results[0]
+            if res.status == pq.ExecStatus.FATAL_ERROR:
+                if res.error_field(pq.DiagnosticField.SQLSTATE) == b"22012":  # division_by_zero: our refusal
+                    raise StepCommitRefused(f"run {self.run_id} step {self.sequence}: the run row or the audit head "
+                                            "moved")
+                raise errors.error_from_result(res, encoding=self.raw.info.encoding)
+            if res.status != pq.ExecStatus.TUPLES_OK or res.ntuples != 1:
+                raise errors.InternalError(f"the step's commit returned {res.status!r}")
+            return int(res.get_value(0, 0)), int(res.get_value(0, 1))
+
+
+def _statement_name(db, raw, sql: str) -> bytes:
+    """The name of `sql` prepared on this connection (ours, apart from psycopg's own), preparing
+    it the first time."""
+    from psycopg import errors, generators, pq
+
+    cached = db.__dict__.get("_step_send_statements")
+    if cached is None or cached[0] is not raw:
+        cached = db.__dict__["_step_send_statements"] = (raw, {})
+    names = cached[1]
+    name = names.get(sql)
+    if name is None:
+        name = f"arbiter_step_commit_{len(names) + 1}".encode()
+        with db.wrap_database_errors:
+            raw.pgconn.send_prepare(name, sql.encode())
+            (res,) = raw.wait(generators.execute(raw.pgconn))
+            if res.status != pq.ExecStatus.COMMAND_OK:
+                raise errors.error_from_result(res, encoding=raw.info.encoding)
+        names[sql] = name
+    return name
+
+
+def step_commit_send(*, run_id: int, worker_id: str, sequence: int, status: str, version: int, values: dict,
+                     step: dict, checkpoint: dict, event: dict, head: tuple[int, int, str]) -> SentStepCommit:
+    """step_commit_with_event without waiting: the statement is sent (its own implicit transaction,
+    committed by the server whatever this process does next) and its result is read later with
+    `SentStepCommit.result()`. Execute wrappers see it as they see any statement; Django's query log
+    records it when it is on."""
+    sql, doc = _step_commit_statement(run_id=run_id, worker_id=worker_id, sequence=sequence, status=status,
+                                      version=version, values=values, step=step, checkpoint=checkpoint, event=event,
+                                      head=head)
+    db = connections[DEFAULT_DB_ALIAS]
+    db.ensure_connection()
+    raw = db.connection
+    name = _statement_name(db, raw, sql)
+
+    def send(sql, params, many, context):
+        from psycopg import generators
+
+        with db.wrap_database_errors:
+            raw.pgconn.send_query_prepared(name, [params[0].encode()])
+            raw.wait(generators.send(raw.pgconn))
+
+    started = time.monotonic()
+    if db.execute_wrappers:  # what they see is the send; the commit is confirmed by result()
+        _prepared_cursor(db)._execute_with_wrappers(sql, [doc], False, send)
+    else:
+        send(sql, [doc], False, None)
+    if db.queries_logged:
+        db.queries_log.append({"sql": sql, "time": f"{time.monotonic() - started:.3f}"})
+    return SentStepCommit(db, raw, run_id, sequence)
 
 
 # --- reading the run -----------------------------------------------------------------------------
