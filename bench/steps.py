@@ -89,6 +89,15 @@ def _stats(url: str) -> dict:
     return {"commits": int(commits), "wal": int(lsn), "xid": int(xid)}
 
 
+def _cpu_ticks() -> tuple[int, int]:
+    """Machine-wide (busy, total) CPU time from /proc/stat, in clock ticks: every process's share —
+    the workers', PostgreSQL's backends, WAL writer and checkpointer — not only the workers'."""
+    with open("/proc/stat") as stat:
+        fields = [int(value) for value in stat.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return sum(fields[:8]) - idle, sum(fields[:8])
+
+
 def _command(mode: str, url: str, n: int, label: str, args) -> list[str]:
     if mode == "arbiter":
         return [sys.executable, str(WORKER), "arbiter", url, str(n), label, str(args.arbiter_root)]
@@ -98,8 +107,9 @@ def _command(mode: str, url: str, n: int, label: str, args) -> list[str]:
 
 
 def run_group(mode: str, procs: int, url: str, args, label: str) -> dict:
+    env = {**os.environ, "BENCH_WARMUP_STEPS": str(args.warmup_steps)}
     workers = [subprocess.Popen(_command(mode, url, args.steps, f"{label}-{i}", args), stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, text=True, start_new_session=True)
+                                stdout=subprocess.PIPE, text=True, start_new_session=True, env=env)
                for i in range(procs)]
     try:
         for worker in workers:
@@ -108,12 +118,14 @@ def run_group(mode: str, procs: int, url: str, args, label: str) -> dict:
                 raise RuntimeError(f"{mode} worker did not start: {line!r}")
         time.sleep(1.1)  # let the statistics collector settle before the snapshot
         before = _stats(url)
+        ticks_before = _cpu_ticks()
         started = time.perf_counter()
         for worker in workers:
             worker.stdin.write("go\n")
             worker.stdin.flush()
         results = [json.loads(worker.stdout.readline()) for worker in workers]
         elapsed = time.perf_counter() - started
+        ticks_after = _cpu_ticks()
         for worker in workers:
             worker.wait(timeout=60)
     finally:
@@ -128,6 +140,8 @@ def run_group(mode: str, procs: int, url: str, args, label: str) -> dict:
             "xids_per_step": (after["xid"] - before["xid"]) / steps,
             "wal_per_step": (after["wal"] - before["wal"]) / steps,
             "cpu_ms_per_step": 1000 * sum(r["cpu_seconds"] for r in results) / steps,
+            "machine_cpu_ms_per_step": 1000 * (ticks_after[0] - ticks_before[0]) / os.sysconf("SC_CLK_TCK") / steps,
+            "machine_busy": (ticks_after[0] - ticks_before[0]) / max(ticks_after[1] - ticks_before[1], 1),
             "runs": [r["run"] for r in results]}
 
 
@@ -233,6 +247,11 @@ def _machine() -> str:
     return f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()}"
 
 
+def _median_of(groups: list[dict], mode: str, procs: int, key: str) -> float:
+    values = [g[key] for g in groups if g["mode"] == mode and g["procs"] == procs and key in g]
+    return statistics.median(values) if values else 0.0
+
+
 def report(groups: list[dict], storage: dict, versions: dict, args, pg_version: str) -> str:
     lines = []
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -240,11 +259,14 @@ def report(groups: list[dict], storage: dict, versions: dict, args, pg_version: 
     lines.append("")
     lines.append(f"Machine: {_machine()}; {pg_version}; "
                  f"{', '.join(f'{k} {v}' for k, v in versions.items()) or 'LangGraph not run'}; "
-                 f"{args.rounds} rounds × {args.steps} steps per process, order rotated each round.")
+                 f"{args.rounds} rounds × {args.steps} steps per process, order rotated each round"
+                 + (f"; each worker process first ran an untimed {args.warmup_steps}-step warm-up run"
+                    if args.warmup_steps else "; no warm-up run (process start-up costs are in the timed run)")
+                 + ".")
     lines.append("")
     lines.append("| | 1 process (steps/s) | 4 processes (steps/s) | commits/step | writing tx/step | WAL/step | "
-                 "client CPU/step |")
-    lines.append("|---|---:|---:|---:|---:|---:|---:|")
+                 "client CPU/step | machine CPU/step, 1p / 4p | machine busy, 4p |")
+    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     medians = {}
     for mode in MODES:
         by_procs = {}
@@ -261,7 +283,14 @@ def report(groups: list[dict], storage: dict, versions: dict, args, pg_version: 
                      f"{statistics.median(g['commits_per_step'] for g in rows):.2f} | "
                      f"{min(g['xids_per_step'] for g in rows):.2f} | "
                      f"{min(g['wal_per_step'] for g in rows) / 1024:.1f} KB | "
-                     f"{statistics.median(g['cpu_ms_per_step'] for g in rows):.2f} ms |")
+                     f"{statistics.median(g['cpu_ms_per_step'] for g in rows):.2f} ms | "
+                     f"{_median_of(groups, mode, 1, 'machine_cpu_ms_per_step'):.2f} / "
+                     f"{_median_of(groups, mode, 4, 'machine_cpu_ms_per_step'):.2f} ms | "
+                     f"{100 * _median_of(groups, mode, 4, 'machine_busy'):.0f}% |")
+    lines.append("")
+    lines.append("Machine CPU per step: every process's CPU time (workers, PostgreSQL's backends and "
+                 "background processes) from /proc/stat over the group's run, divided by its steps; "
+                 "with 4 processes on 2 cores, throughput is bounded by 2 s of CPU per second over it.")
     lines.append("")
     if "arbiter" in medians:
         for procs in (1, 4):
@@ -310,6 +339,8 @@ def main() -> int:
     parser.add_argument("--langgraph-python", default=str(ROOT / "var" / "bench-venv" / "bin" / "python"))
     parser.add_argument("--arbiter-root", default=str(ROOT))
     parser.add_argument("--no-storage", action="store_true")
+    parser.add_argument("--warmup-steps", type=int, default=0,
+                        help="each worker first runs a separate, untimed run of this many steps (every competitor)")
     parser.add_argument("--label", default="", help="a note for the results heading (e.g. 'before')")
     parser.add_argument("--results", default=str(ROOT / "bench" / "RESULTS.md"))
     args = parser.parse_args()
@@ -344,7 +375,8 @@ def main() -> int:
                 groups.append(group)
                 print(f"{procs}p round {r + 1} {mode:<10} {group['steps_per_s']:8,.0f} steps/s  "
                       f"{group['commits_per_step']:.2f} commits/step  {group['xids_per_step']:.2f} tx/step  "
-                      f"{group['wal_per_step'] / 1024:6.1f} KB WAL/step  {group['cpu_ms_per_step']:.2f} ms CPU/step",
+                      f"{group['wal_per_step'] / 1024:6.1f} KB WAL/step  {group['cpu_ms_per_step']:.2f} ms CPU/step  "
+                      f"machine {group['machine_cpu_ms_per_step']:.2f} ms/step, {100 * group['machine_busy']:.0f}% busy",
                       flush=True)
     storage = {} if args.no_storage or "arbiter" not in modes else storage_and_loads(url, args)
     text = report(groups, storage, versions, args, pg_version)

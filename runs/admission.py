@@ -4,13 +4,15 @@ unfinished run of the same thread."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import Tenant
 from core.actors import Actor
-from runs.leases import handoff_deadline
+from runs.leases import handoff_deadline, lease_seconds
 from runs.models import AgentRun, RunStatus
 
 
@@ -41,11 +43,19 @@ def admission_order(tenant_id: int) -> list[int]:
     return order
 
 
-def _admit(run_id: int) -> bool:
+def _admit(run_id: int, worker_id: str | None = None) -> tuple[bool, int | None]:
+    """queued -> running if the run may start now; with `worker_id`, that worker then holds the
+    lease (the admitting worker runs the next step: no separate claim, no second commit).
+
+    Returns (running, version): running is whether the run is running now (admitted here or by a
+    concurrent delivery before); version is the run row's version this call wrote when it admitted
+    the run for the first time (`started_at` was unset: no step of it was ever attempted, so none
+    can have left tool calls behind) — else None. A run admitted again (resumed after waiting or
+    failing) may have a dead attempt's tool calls at its next step: None."""
     with transaction.atomic():
         run = AgentRun.objects.filter(pk=run_id).values("tenant_id").first()
         if run is None:
-            return False
+            return False, None
         # Lock order: tenant, then run. Admissions of one tenant queue here so the cap holds.
         # FOR NO KEY UPDATE, not FOR UPDATE: inserting a row that references the tenant (every
         # audit event does) takes FOR KEY SHARE on it, which FOR UPDATE would block — a worker
@@ -54,21 +64,26 @@ def _admit(run_id: int) -> bool:
         Tenant.objects.select_for_update(no_key=True).get(pk=run["tenant_id"])
         locked = AgentRun.objects.select_for_update(no_key=True).get(pk=run_id)
         if locked.status != RunStatus.QUEUED:
-            return locked.status == RunStatus.RUNNING
+            return locked.status == RunStatus.RUNNING, None
         if run_id not in admission_order(locked.tenant_id):
-            return False
+            return False, None
         now = timezone.now()
+        first = locked.started_at is None
         locked.admit()
         locked.started_at = locked.started_at or now
-        locked.lease_owner = None
-        locked.lease_expires_at = handoff_deadline(now)
+        if worker_id:
+            locked.lease_owner, locked.heartbeat_at = worker_id, now
+            locked.lease_expires_at = now + timedelta(seconds=lease_seconds())
+        else:
+            locked.lease_owner = None
+            locked.lease_expires_at = handoff_deadline(now)
         locked.version += 1
         locked.save()
         from runs.executor import _audit
 
         _audit(locked, action="runs.run.admitted", actor_type=Actor.SYSTEM, actor_id="system:run-executor",
                payload={"queued_at": locked.queued_at.isoformat()})
-    return True
+    return True, (locked.version if first else None)
 
 
 def _pump(tenant_id: int) -> None:

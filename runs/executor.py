@@ -221,8 +221,10 @@ def _run_step(*, run_id: int, worker_id: str, expected_sequence: int | None, enq
             return StepOutcome(run_id, "finished", run.status)
         if expected_sequence is not None and run.next_sequence != expected_sequence:
             return StepOutcome(run_id, "stale", run.status, detail=f"step {expected_sequence} is already done")
+        admitted_version = None
         if run.status == RunStatus.QUEUED:
-            if not _admit(run_id):
+            running, admitted_version = _admit(run_id, worker_id)
+            if not running:
                 # Read afresh rather than refresh_from_db: django_fsm's refresh_from_db unprotects
                 # the status field class-wide for a moment, which races with other threads.
                 run = read_run(run_id) or run
@@ -233,9 +235,11 @@ def _run_step(*, run_id: int, worker_id: str, expected_sequence: int | None, enq
             if expected_sequence is not None and run.next_sequence != expected_sequence:
                 return StepOutcome(run_id, "stale", run.status, detail=f"step {expected_sequence} is already done")
         cached = STATE_CACHE.get(run)
-        # Nobody wrote the run row since this worker's own last commit: no other attempt of this
-        # step can have left tool calls behind, so the reconciliation query is skipped.
-        untouched = cached is not None and cached.run_version == run.version
+        # Nobody wrote the run row since this worker's own last commit — or since this worker
+        # admitted the run (no step of it can have been attempted before): no other attempt of
+        # this step can have left tool calls behind, so the reconciliation queries are skipped.
+        untouched = (cached is not None and cached.run_version == run.version) or (
+            admitted_version is not None and run.version == admitted_version)
     if not lease_is_fresh(run, worker_id, timezone.now()) and not lease_claim(run, worker_id):
         return StepOutcome(run_id, "busy", RunStatus.RUNNING, detail="another worker holds the lease",
                            retry_after=seconds_until_claimable(run, timezone.now()))

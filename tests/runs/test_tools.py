@@ -3,6 +3,8 @@ reconciliation of an effect whose outcome was never recorded."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.core import mail
 from django.utils import timezone
@@ -12,7 +14,7 @@ from cases import services as case_services
 from cases.models import Notice, NoticeDispatch, Proposal
 from core.actors import Actor
 from runs import services
-from runs.models import EffectType, ToolCall, ToolCallStatus
+from runs.models import AgentRun, EffectType, RunStatus, ToolCall, ToolCallStatus
 from runs.tools import tool_execute
 from tests.helpers import assert_nothing_changed, snapshot
 
@@ -170,6 +172,9 @@ def test_a_retried_step_settles_its_dead_attempts_calls_even_if_it_does_not_ask_
                                 started_at=timezone.now())
     proposal = case_services.proposal_create(actor=AGENT, case=case, kind="risk_level",
                                              payload={"risk_level": "high"}, rationale="r", idempotency_key=happened)
+    # The dead attempt's worker had admitted the run and held its lease (now expired).
+    AgentRun.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING, started_at=timezone.now(), lease_owner="w1",
+                                              lease_expires_at=timezone.now() - timedelta(seconds=1))
     assert run_step(run_id=run.pk, worker_id="w2").action == "executed"
     found, abandoned = ToolCall.objects.get(idempotency_key=happened), ToolCall.objects.get(idempotency_key=never)
     assert (found.status, found.reconciled, found.step.sequence) == ("succeeded", True, 1)
