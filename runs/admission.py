@@ -79,7 +79,7 @@ def _admit(run_id: int, worker_id: str | None = None) -> tuple[bool, int | None]
             locked.lease_expires_at = handoff_deadline(now)
         locked.version += 1
         locked.save()
-        from runs.executor import _audit
+        from runs.step_endings import _audit
 
         _audit(locked, action="runs.run.admitted", actor_type=Actor.SYSTEM, actor_id="system:run-executor",
                payload={"queued_at": locked.queued_at.isoformat()})
@@ -88,7 +88,7 @@ def _admit(run_id: int, worker_id: str | None = None) -> tuple[bool, int | None]
 
 def _pump(tenant_id: int) -> None:
     """Kick the queued runs that may start now (after a run left `running`)."""
-    from runs.executor import _enqueue
+    from runs.step_endings import _enqueue
 
     for run_id in admission_order(tenant_id):
         _enqueue(run_id)

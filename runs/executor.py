@@ -38,18 +38,14 @@ from __future__ import annotations
 import logging
 import time
 import traceback
-from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F
 from django.utils import timezone
 
-from audit.services import audit_record
-from cases import policy
 from core.actors import Actor
 from ops import metrics  # issue 13
 from runs.admission import _admit, _pump, admission_order
@@ -86,8 +82,17 @@ from runs.state import (
 )
 from runs.state_cache import STATE_CACHE, CachedState
 from runs.step_commit import commit_in_one_statement
+from runs.step_endings import (
+    StepOutcome,
+    _audit,
+    _commit_failed,
+    _commit_with_cancel,
+    _enqueue,
+    _finish_at_boundary,
+    _retry_or_fail,
+)
 from runs.step_pipeline import PipelineRefused, StepPipeline, confirm_in_flight
-from runs.step_rows import step_instance, step_row, write_buffered
+from runs.step_rows import step_instance, write_buffered
 from runs.step_rows import step_values as step_row_values
 from runs.step_sql import (
     Increment,
@@ -101,35 +106,6 @@ __all__ = ["LeaseLost", "StepFailed", "StepRetry", "StepOutcome", "run_step", "r
            "lease_reap_expired", "admission_order", "call_model_for_node", "provider_for_run"]
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class StepOutcome:
-    run_id: int
-    action: str  # executed | failed | retry | not_admitted | busy | finished | stale | lease_lost | cancelled | missing
-    status: str
-    sequence: int | None = None
-    detail: str = ""
-    retry_after: int = 0
-
-
-def _enqueue(run_id: int, *, expected_sequence: int | None = None, countdown: int = 0) -> None:
-    """Send a step to the broker (after commit). A broker error is logged, not raised: the step is
-    already durable as the run row's hand-off deadline, and the reaper re-enqueues it once that
-    passes (the run row is the outbox, runs.leases)."""
-    from runs.tasks import enqueue_step
-
-    try:
-        enqueue_step(run_id, expected_sequence=expected_sequence, countdown=countdown)
-    except Exception:
-        logger.warning("could not enqueue step of run %s; the reaper will re-enqueue it", run_id, exc_info=True)
-
-
-def _audit(run: AgentRun, *, action: str, actor_type: str = Actor.AGENT, actor_id: str | None = None,
-           decision: str = "", payload: dict | None = None) -> None:
-    audit_record(tenant_id=run.tenant_id, case_id=run.case_id, actor_type=actor_type,
-                 actor_id=actor_id or run.audit_actor_id, action=action, target_type="run", target_id=run.pk,
-                 run_id=str(run.pk), policy_version=policy.POLICY_VERSION, decision=decision, payload=payload or {})
 
 
 # --- the reaper ---------------------------------------------------------------------------------
@@ -152,15 +128,6 @@ def lease_reap_expired(*, now=None) -> list[int]:
     if kicked:
         logger.info("reaper re-enqueued runs %s", kicked)
     return kicked
-
-
-def _lock_owned(run_id: int, worker_id: str, sequence: int) -> AgentRun:
-    """Inside a (non-steady) commit transaction: the run row, locked, only if this worker still
-    owns it and the step is still the next one. Anything else means another worker took over."""
-    run = AgentRun.objects.select_for_update(no_key=True).get(pk=run_id)
-    if run.lease_owner != worker_id or run.status != RunStatus.RUNNING or run.next_sequence != sequence:
-        raise LeaseLost(f"run {run_id}: no longer owned by {worker_id} at step {sequence}")
-    return run
 
 
 # --- budgets ------------------------------------------------------------------------------------
@@ -525,112 +492,6 @@ def _after_update(run: AgentRun, values: dict, ctx: NodeContext) -> AgentRun:
     elif values.get("status") == RunStatus.WAITING:
         run.wait()
     return run
-
-
-def _commit_with_cancel(*, run_id: int, worker_id: str, sequence: int, values: dict, now) -> AgentRun:
-    """The step's UPDATE matched nothing: either the lease is gone (LeaseLost, the transaction rolls
-    back) or a cancellation was requested while the step ran — then the step's work is kept and the
-    run is cancelled at this step boundary."""
-    locked = _lock_owned(run_id, worker_id, sequence)
-    if locked.cancel_requested_at is None:
-        # Still ours at this step, no cancel: someone else wrote the row (its version moved) while
-        # the step ran. Its values were computed from a row that is no longer current: stop, and let
-        # the next attempt start from a fresh read.
-        raise LeaseLost(f"run {run_id}: the run row changed during step {sequence}; the step is not committed")
-    AgentRun.objects.filter(pk=run_id).update(**{
-        name: F(name) + value.amount if isinstance(value, Increment) else value
-        for name, value in values.items()})
-    run = AgentRun.objects.select_related("tenant").get(pk=run_id)
-    if run.status == RunStatus.RUNNING:
-        run.cancel()
-        run.finished_at = now
-        run.error, run.error_code = "Cancelled at a step boundary.", "cancelled"
-        run.lease_owner = None
-        run.version += 1
-        run.save()
-    return run
-
-
-def _commit_failed(*, run_id: int, worker_id: str, ctx: NodeContext, message: str, code: str,
-                   started_at) -> StepOutcome:
-    STATE_CACHE.drop(run_id)
-    with transaction.atomic():
-        run = _lock_owned(run_id, worker_id, ctx.sequence)
-        step = step_row(run=run, ctx=ctx, status=StepStatus.FAILED, outcome="failed", error=message,
-                         started_at=started_at)
-        write_buffered(run=run, step=step, ctx=ctx, with_outputs=False)
-        now = timezone.now()
-        run.next_sequence = ctx.sequence + 1
-        run.steps_used += 1
-        run.tokens_used += ctx.buffer.tokens
-        run.fail()
-        run.phase = RunPhase.ERROR
-        run.error, run.error_code = message, code
-        run.finished_at = now
-        run.lease_owner, run.lease_expires_at = None, None
-        run.version += 1
-        run.save()
-        _audit(run, action="runs.step.failed", actor_type=Actor.AGENT, actor_id=ctx.actor.identifier,
-               decision="failed", payload={"sequence": ctx.sequence, "node": ctx.node, "error": message, "code": code,
-                                           "tool_calls": ctx.buffer.tool_call_ids})
-        _audit(run, action="runs.run.failed", decision="failed", payload={"error": message, "code": code})
-        transaction.on_commit(lambda: _pump(run.tenant_id))
-    return StepOutcome(run_id, "failed", RunStatus.FAILED, sequence=ctx.sequence, detail=message)
-
-
-def _retry_or_fail(*, run_id: int, worker_id: str, ctx: NodeContext, message: str, started_at,
-                   enqueue: bool) -> StepOutcome:
-    if ctx.attempt > settings.ARBITER_RUN_MAX_STEP_RETRIES:
-        return _commit_failed(run_id=run_id, worker_id=worker_id, ctx=ctx, started_at=started_at, code="provider_error",
-                              message=f"{message} Gave up after {ctx.attempt} attempts.")
-    backoff = settings.ARBITER_RUN_RETRY_BACKOFF_SECONDS * ctx.attempt
-    STATE_CACHE.drop(run_id)
-    with transaction.atomic():
-        run = _lock_owned(run_id, worker_id, ctx.sequence)
-        # No Step row: the step has not happened yet. What the model saw is kept, unlinked.
-        write_buffered(run=run, step=None, ctx=ctx, with_outputs=False)
-        now = timezone.now()
-        run.retry_counts = {**run.retry_counts, str(ctx.sequence): ctx.attempt}
-        run.tokens_used += ctx.buffer.tokens
-        run.error, run.error_code = message, "retrying"
-        run.lease_owner = None
-        run.lease_expires_at = handoff_deadline(now, countdown=backoff)
-        run.version += 1
-        run.save()
-        _audit(run, action="runs.step.retried", actor_type=Actor.AGENT, actor_id=ctx.actor.identifier,
-               decision="retry", payload={"sequence": ctx.sequence, "node": ctx.node, "attempt": ctx.attempt,
-                                          "error": message, "retry_in_seconds": backoff})
-        if enqueue:
-            transaction.on_commit(lambda: _enqueue(run_id, expected_sequence=ctx.sequence, countdown=backoff))
-    return StepOutcome(run_id, "retry", RunStatus.RUNNING, sequence=ctx.sequence, detail=message,
-                       retry_after=backoff)
-
-
-def _finish_at_boundary(run_id: int, worker_id: str, *, cancel: bool = False, error: str = "",
-                        code: str = "") -> StepOutcome:
-    """End a run between steps (cancellation requested, budget exhausted, unknown node)."""
-    STATE_CACHE.drop(run_id)
-    with transaction.atomic():
-        run = AgentRun.objects.select_for_update(no_key=True).get(pk=run_id)
-        if run.lease_owner != worker_id or run.status != RunStatus.RUNNING:
-            raise LeaseLost(f"run {run_id}: no longer owned by {worker_id}")
-        now = timezone.now()
-        if cancel:
-            run.cancel()
-            run.error, run.error_code = "Cancelled at a step boundary.", "cancelled"
-        else:
-            run.fail()
-            run.error, run.error_code = error, code
-        run.phase = RunPhase.DONE if cancel else RunPhase.ERROR
-        run.finished_at = now
-        run.lease_owner, run.lease_expires_at = None, None
-        run.version += 1
-        run.save()
-        _audit(run, action=f"runs.run.{run.status}", actor_type=Actor.SYSTEM, actor_id="system:run-executor",
-               decision=run.status, payload={"reason": run.error, "code": run.error_code,
-                                             "steps": run.steps_used, "tokens": run.tokens_used})
-        transaction.on_commit(lambda: _pump(run.tenant_id))
-    return StepOutcome(run_id, "cancelled" if cancel else "failed", run.status, detail=run.error)
 
 
 # --- driving a run in-process (manage.py analyze --inline, run_resume --inline) ------------------

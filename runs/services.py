@@ -197,7 +197,7 @@ def run_cancel(*, actor, run: AgentRun, reason: str = "") -> AgentRun:
         _audit(locked, actor=actor, action="runs.run.cancelled", decision="cancelled", payload={"reason": reason})
         tenant_id = locked.tenant_id
         if was_running or locked.thread_id:
-            from runs.executor import _pump
+            from runs.admission import _pump
 
             transaction.on_commit(lambda: _pump(tenant_id))
     run.refresh_from_db()

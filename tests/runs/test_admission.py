@@ -89,3 +89,35 @@ def test_queue_facts_say_why_a_run_waits(start, settings, outsider):
     # Another tenant's running runs do not count against this one.
     other = services.run_start(actor=outsider, tenant=outsider.tenant, graph="test_loop", enqueue=False)
     assert run_queue_facts(run=other)["running"] == 0
+
+
+def test_the_worker_that_admits_a_run_holds_its_lease_and_does_not_claim_it_again(start):
+    run = start(input={"n": 3})
+    outcome = run_step(run_id=run.pk, worker_id="w1", enqueue=False, keep_lease=True)
+    assert (outcome.action, outcome.sequence) == ("executed", 1)
+    run.refresh_from_db()
+    assert (run.status, run.lease_owner, run.next_sequence) == (RunStatus.RUNNING, "w1", 2)
+    # Nobody else can claim it meanwhile: the lease is live.
+    assert run_step(run_id=run.pk, worker_id="w2", enqueue=False).action == "busy"
+
+
+def test_a_run_admitted_again_after_failing_still_settles_a_dead_attempts_tool_calls(analyst, case, test_graphs,
+                                                                                      fake_provider):
+    """Only a first admission skips the reconciliation: a resumed run may have been attempted."""
+    from django.utils import timezone
+
+    from runs.models import EffectType, ToolCall, ToolCallStatus
+
+    run = services.run_start(actor=analyst, case=case, graph="test_tools", input={"calls": []}, enqueue=False)
+    # A worker admitted it and died in step 1 after starting a tool call; the run then failed at a
+    # step boundary (a budget) without running step 1 again, and a person resumes it.
+    key = f"{run.pk}:1:draft"
+    ToolCall.objects.create(run=run, sequence=1, tool="notice_draft", action="draft", effect_type=EffectType.DRAFT,
+                            idempotency_key=key, arguments={}, actor_id="agent:tools@1", policy_decision="allowed",
+                            status=ToolCallStatus.STARTED, started_at=timezone.now())
+    AgentRun.objects.filter(pk=run.pk).update(status=RunStatus.FAILED, started_at=timezone.now(), error="budget",
+                                              current_node="tools")
+    services.run_resume(actor=analyst, run=AgentRun.objects.get(pk=run.pk), enqueue=False)
+    assert run_step(run_id=run.pk, worker_id="w2", enqueue=False, keep_lease=True).action == "executed"
+    abandoned = ToolCall.objects.get(idempotency_key=key)
+    assert (abandoned.status, abandoned.error_code, abandoned.step.sequence) == ("failed", "abandoned", 1)
