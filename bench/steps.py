@@ -339,7 +339,7 @@ def main() -> int:
     parser.add_argument("--langgraph-python", default=str(ROOT / "var" / "bench-venv" / "bin" / "python"))
     parser.add_argument("--arbiter-root", default=str(ROOT))
     parser.add_argument("--no-storage", action="store_true")
-    parser.add_argument("--warmup-steps", type=int, default=0,
+    parser.add_argument("--warmup-steps", type=int, default=5,
                         help="each worker first runs a separate, untimed run of this many steps (every competitor)")
     parser.add_argument("--label", default="", help="a note for the results heading (e.g. 'before')")
     parser.add_argument("--results", default=str(ROOT / "bench" / "RESULTS.md"))
