@@ -365,7 +365,16 @@ class SentStepCommit:
         with self.db.wrap_database_errors:
             if self.raw.closed:
                 raise errors.OperationalError("the connection closed before the step's commit was confirmed")
-            results = self.raw.wait(generators.fetch_many(self.raw.pgconn))
+            try:
+                results = self.raw.wait(generators.fetch_many(self.raw.pgconn))
+            except BaseException as exc:
+                if not isinstance(exc, errors.Error):
+                    # Interrupted while waiting (a signal, a time limit): the result may still be
+                    # unread on the connection, which no other statement could then use. Close
+                    # it; the next statement reconnects, and the caller reads the run row afresh
+                    # (the server committed the statement or not, whatever happens here).
+                    self.db.close()
+                raise
             if len(results) != 1:
                 raise errors.InternalError(f"the step's commit returned {len(results)} results, not 1")
             res = results[0]

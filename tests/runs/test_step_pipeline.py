@@ -203,3 +203,34 @@ def test_a_model_call_waits_for_the_commit_in_flight(analyst, tenant, test_graph
     assert _steps(run) == list(range(1, 10))
     assert in_flight_at_call == [None] * 5
     assert verify_stream(stream_for(tenant_id=tenant.pk)) is None
+
+
+def test_a_wait_interrupted_before_the_result_closes_the_connection_and_the_run_goes_on_exactly_once(
+        analyst, tenant, test_graphs, monkeypatch):
+    """The statement reached the server (which committed it) but the worker never read its result:
+    settle() finds the row moved on (lease_lost), and the driver continues from the database."""
+    import psycopg
+
+    run = _start(analyst, tenant, n=6)
+    pipeline = StepPipeline()
+    for _ in range(3):
+        _step(run, pipeline)
+    assert pipeline.pending is not None and pipeline.pending.sequence == 3
+    real_wait = psycopg.Connection.wait
+
+    def interrupted(self, gen, *args, **kwargs):
+        monkeypatch.setattr(psycopg.Connection, "wait", real_wait)  # once
+        gen.close()
+        raise TimeoutError("soft time limit")
+
+    monkeypatch.setattr(psycopg.Connection, "wait", interrupted)
+    with pytest.raises(PipelineRefused) as refused:
+        pipeline.confirm()
+    assert connection.connection is None  # closed: the unread result cannot block the next statement
+    outcome = refused.value.settle()
+    assert outcome.action == "lease_lost"  # step 3 was committed after all: nothing is written twice
+    assert _steps(run) == [1, 2, 3] and _step_events(run) == [1, 2, 3]
+    final = drive_inline(run_id=run.pk, worker_id="w1", timeout_seconds=30, poll_seconds=0)
+    assert final.status == RunStatus.COMPLETED and _steps(final) == [1, 2, 3, 4, 5, 6]
+    assert _step_events(final) == [1, 2, 3, 4, 5, 6]
+    assert verify_stream(stream_for(tenant_id=tenant.pk)) is None
