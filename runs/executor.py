@@ -496,6 +496,10 @@ def _after_update(run: AgentRun, values: dict, ctx: NodeContext) -> AgentRun:
 
 # --- driving a run in-process (manage.py analyze --inline, run_resume --inline) ------------------
 
+def _pipeline() -> StepPipeline | None:
+    return StepPipeline() if settings.ARBITER_RUN_COMMIT_IN_FLIGHT else None
+
+
 def run_steps(*, run_id: int, worker_id: str, expected_sequence: int | None = None,
               slice_seconds: float | None = None) -> StepOutcome:
     """What a worker task does with a delivery: execute the run's steps one after the other,
@@ -507,7 +511,7 @@ def run_steps(*, run_id: int, worker_id: str, expected_sequence: int | None = No
     last one is confirmed before this returns."""
     slice_seconds = settings.ARBITER_RUN_STEP_SLICE_SECONDS if slice_seconds is None else slice_seconds
     deadline = time.monotonic() + slice_seconds
-    pipeline = StepPipeline()
+    pipeline = _pipeline()
     try:
         while True:
             keep = time.monotonic() < deadline
@@ -517,10 +521,11 @@ def run_steps(*, run_id: int, worker_id: str, expected_sequence: int | None = No
                 # run_step enqueues a retry only when it hands off; with keep_lease it left it to us.
                 _enqueue(outcome.run_id, expected_sequence=outcome.sequence, countdown=outcome.retry_after)
             if outcome.action != "executed" or outcome.status != RunStatus.RUNNING or not keep:
-                return pipeline.drain() or outcome
+                return (pipeline and pipeline.drain()) or outcome
             expected_sequence = outcome.sequence + 1
     finally:
-        pipeline.drain()  # an exception left a commit in flight: confirm it (or commit it the ordinary way)
+        if pipeline is not None:  # an exception left a commit in flight: confirm it (or commit it the ordinary way)
+            pipeline.drain()
 
 
 def drive_inline(*, run_id: int, worker_id: str, timeout_seconds: float = 600, poll_seconds: float = 0.5,
@@ -531,12 +536,12 @@ def drive_inline(*, run_id: int, worker_id: str, timeout_seconds: float = 600, p
     flight while the next step runs (runs.step_pipeline); `on_step` is called once it is confirmed."""
     run_id = int(run_id)
     deadline = time.monotonic() + timeout_seconds
-    pipeline = StepPipeline()
+    pipeline = _pipeline()
     try:
         while time.monotonic() < deadline:
             outcome = run_step(run_id=run_id, worker_id=worker_id, enqueue=False, keep_lease=True, pipeline=pipeline)
             if on_step is not None and outcome.action == "executed":
-                outcome = pipeline.drain() or outcome  # the step it reports is committed
+                outcome = (pipeline and pipeline.drain()) or outcome  # the step it reports is committed
                 if outcome.action == "executed":
                     on_step(outcome)
             if outcome.action in ("finished", "missing") or outcome.status in RunStatus.terminal() \
@@ -547,6 +552,7 @@ def drive_inline(*, run_id: int, worker_id: str, timeout_seconds: float = 600, p
             elif outcome.action in ("not_admitted", "busy", "lease_lost", "stale"):
                 time.sleep(poll_seconds)
     finally:
-        pipeline.drain()  # the last commit in flight (or, refused, committed the ordinary way)
+        if pipeline is not None:  # the last commit in flight (or, refused, committed the ordinary way)
+            pipeline.drain()
         lease_release(run_id, worker_id)  # a no-op unless we stopped while still holding it
     return AgentRun.objects.get(pk=run_id)

@@ -234,3 +234,24 @@ def test_a_wait_interrupted_before_the_result_closes_the_connection_and_the_run_
     assert final.status == RunStatus.COMPLETED and _steps(final) == [1, 2, 3, 4, 5, 6]
     assert _step_events(final) == [1, 2, 3, 4, 5, 6]
     assert verify_stream(stream_for(tenant_id=tenant.pk)) is None
+
+
+def test_with_commits_in_flight_switched_off_every_commit_is_waited_for(analyst, tenant, test_graphs, settings,
+                                                                       monkeypatch):
+    sent = []
+    send = StepPipeline.send
+
+    def record(self, pending):
+        sent.append(pending.sequence)
+        return send(self, pending)
+
+    monkeypatch.setattr(StepPipeline, "send", record)
+    settings.ARBITER_RUN_COMMIT_IN_FLIGHT = False
+    run = _start(analyst, tenant, n=8)
+    final = drive_inline(run_id=run.pk, worker_id="w1", timeout_seconds=30)
+    assert final.status == RunStatus.COMPLETED and _steps(final) == list(range(1, 9)) and sent == []
+    settings.ARBITER_RUN_COMMIT_IN_FLIGHT = True  # the default
+    run = _start(analyst, tenant, n=8)
+    final = drive_inline(run_id=run.pk, worker_id="w1", timeout_seconds=30)
+    assert final.status == RunStatus.COMPLETED and _steps(final) == list(range(1, 9)) and len(sent) >= 5
+    assert _step_events(final) == list(range(1, 9))
