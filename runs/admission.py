@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from accounts.models import Tenant
 from core.actors import Actor
-from runs.leases import handoff_deadline, lease_seconds
+from runs.leases import lease_seconds
 from runs.models import AgentRun, RunStatus
 
 
@@ -43,9 +43,9 @@ def admission_order(tenant_id: int) -> list[int]:
     return order
 
 
-def _admit(run_id: int, worker_id: str | None = None) -> tuple[bool, int | None]:
-    """queued -> running if the run may start now; with `worker_id`, that worker then holds the
-    lease (the admitting worker runs the next step: no separate claim, no second commit).
+def _admit(run_id: int, worker_id: str) -> tuple[bool, int | None]:
+    """queued -> running if the run may start now; `worker_id` (the admitting worker, which runs
+    the next step) then holds the lease: no separate claim, no second commit.
 
     Returns (running, version): running is whether the run is running now (admitted here or by a
     concurrent delivery before); version is the run row's version this call wrote when it admitted
@@ -71,12 +71,8 @@ def _admit(run_id: int, worker_id: str | None = None) -> tuple[bool, int | None]
         first = locked.started_at is None
         locked.admit()
         locked.started_at = locked.started_at or now
-        if worker_id:
-            locked.lease_owner, locked.heartbeat_at = worker_id, now
-            locked.lease_expires_at = now + timedelta(seconds=lease_seconds())
-        else:
-            locked.lease_owner = None
-            locked.lease_expires_at = handoff_deadline(now)
+        locked.lease_owner, locked.heartbeat_at = worker_id, now
+        locked.lease_expires_at = now + timedelta(seconds=lease_seconds())
         locked.version += 1
         locked.save()
         from runs.step_endings import _audit

@@ -70,7 +70,7 @@ def commit_in_one_statement(*, run: AgentRun, worker_id: str, ctx, values: dict,
             return False
         guessed = (head_id, event["sequence"], event["hash"])
         audit_head_remember(stream, guessed)  # what the next step's commit appends to
-        pipeline.send(PendingCommit(run_id=run.pk, sequence=ctx.sequence, sent=sent, on_committed=_nothing,
+        pipeline.send(PendingCommit(run_id=run.pk, sequence=ctx.sequence, sent=sent,
                                     on_refused=lambda: audit_head_remember(stream, None), settle=settle))
         return True
     try:
@@ -85,6 +85,3 @@ def commit_in_one_statement(*, run: AgentRun, worker_id: str, ctx, values: dict,
     audit_head_remember(stream, (head_id, event["sequence"], event["hash"]))
     return True
 
-
-def _nothing() -> None:
-    pass

@@ -48,8 +48,7 @@ class PendingCommit:
     run_id: int
     sequence: int
     sent: object  # runs.step_sql.SentStepCommit
-    on_committed: Callable[[], None]
-    on_refused: Callable[[], None]
+    on_refused: Callable[[], None]  # forget what was assumed of it (the audit head it advanced)
     settle: Callable[[], object]  # commits the step the ordinary way -> StepOutcome
 
 
@@ -91,7 +90,6 @@ class StepPipeline:
             logger.warning("run %s step %s: the commit sent without waiting failed (%s); committing it the "
                            "ordinary way", pending.run_id, pending.sequence, exc)
             raise PipelineRefused(pending, f"the commit failed: {exc}") from exc
-        pending.on_committed()
 
     def drain(self):
         """Confirm the commit in flight; if it did not commit, commit it the ordinary way. Returns

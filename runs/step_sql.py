@@ -379,9 +379,12 @@ class SentStepCommit:
                 raise errors.InternalError(f"the step's commit returned {len(results)} results, not 1")
             res = results[0]
             if res.status == pq.ExecStatus.FATAL_ERROR:
-                if res.error_field(pq.DiagnosticField.SQLSTATE) == b"22012":  # division_by_zero: our refusal
+                sqlstate = res.error_field(pq.DiagnosticField.SQLSTATE)
+                if sqlstate == b"22012":  # division_by_zero: our refusal
                     raise StepCommitRefused(f"run {self.run_id} step {self.sequence}: the run row or the audit head "
                                             "moved")
+                if sqlstate == b"26000":  # invalid_sql_statement_name: DEALLOCATE / DISCARD ALL (a pooler)
+                    self.db.__dict__.pop("_step_send_statements", None)  # the next send prepares it again
                 raise errors.error_from_result(res, encoding=self.raw.info.encoding)
             if res.status != pq.ExecStatus.TUPLES_OK or res.ntuples != 1:
                 raise errors.InternalError(f"the step's commit returned {res.status!r}")

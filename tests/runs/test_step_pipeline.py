@@ -255,3 +255,27 @@ def test_with_commits_in_flight_switched_off_every_commit_is_waited_for(analyst,
     final = drive_inline(run_id=run.pk, worker_id="w1", timeout_seconds=30)
     assert final.status == RunStatus.COMPLETED and _steps(final) == list(range(1, 9)) and len(sent) >= 5
     assert _step_events(final) == list(range(1, 9))
+
+
+def test_a_statement_deallocated_under_the_worker_is_prepared_again_and_no_step_is_lost(analyst, tenant, test_graphs):
+    """Something reset the session's prepared statements (DEALLOCATE ALL, a pooler's DISCARD ALL):
+    the commit in flight fails, is committed the ordinary way, and the next send prepares again."""
+    run = _start(analyst, tenant, n=8)
+    pipeline = StepPipeline()
+    for _ in range(3):
+        _step(run, pipeline)
+    assert pipeline.drain() is None
+    with connection.cursor() as cursor:
+        cursor.execute("DEALLOCATE ALL")
+    sent_before = pipeline.sent
+    assert _step(run, pipeline).sequence == 4  # sent against a statement the server no longer has
+    settled = _step(run, pipeline)  # step 5 meets the failure: step 4 is committed the ordinary way
+    assert (settled.action, settled.sequence) == ("executed", 4)
+    while _step(run, pipeline).status == RunStatus.RUNNING:
+        pass
+    assert pipeline.drain() is None
+    assert pipeline.sent - sent_before >= 3  # sent without waiting again after preparing once more
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETED and _steps(run) == list(range(1, 9))
+    assert _step_events(run) == list(range(1, 9))
+    assert verify_stream(stream_for(tenant_id=tenant.pk)) is None
