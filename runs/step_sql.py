@@ -6,7 +6,9 @@ on PostgreSQL and SQLite alike."""
 
 from __future__ import annotations
 
+import itertools
 import json
+import logging
 import time
 from functools import lru_cache
 from operator import itemgetter
@@ -15,6 +17,8 @@ from types import SimpleNamespace
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 
 from runs.models import AgentRun
+
+logger = logging.getLogger(__name__)
 
 
 class Increment:
@@ -332,7 +336,7 @@ def step_commit_with_event(*, run_id: int, worker_id: str, sequence: int, status
     wrote it. Every value travels in ONE JSON array parameter, read back and cast per column in
     SQL: psycopg adapts one string instead of ~70 values. Returns (step id, event id); raises
     StepCommitRefused — with nothing written — when any of it did not match."""
-    from django.db import DataError
+    from django.db import DatabaseError
 
     sql, doc = _step_commit_statement(run_id=run_id, worker_id=worker_id, sequence=sequence, status=status,
                                       version=version, values=values, step=step, checkpoint=checkpoint, event=event,
@@ -342,10 +346,18 @@ def step_commit_with_event(*, run_id: int, worker_id: str, sequence: int, status
         cursor = _prepared_cursor(db)  # reused: not closed
         cursor.execute(sql, [doc])
         step_id, event_id, _ = cursor.fetchone()
-    except DataError as exc:
-        if getattr(exc.__cause__, "sqlstate", None) != "22012":  # division_by_zero: our refusal
-            raise
-        raise StepCommitRefused(f"run {run_id} step {sequence}: the run row or the audit head moved") from None
+    except DatabaseError as exc:
+        sqlstate = getattr(exc.__cause__, "sqlstate", None)
+        if sqlstate == "22012":  # division_by_zero: our refusal
+            raise StepCommitRefused(f"run {run_id} step {sequence}: the run row or the audit head moved") from None
+        if sqlstate == "26000":
+            # invalid_sql_statement_name: the session's prepared statements were reset under us
+            # (DISCARD ALL, DEALLOCATE ALL — a pooler). Nothing ran; psycopg has forgotten the
+            # statement and prepares it again next time. Commit this step the ordinary way.
+            logger.warning("run %s step %s: the step's prepared statement was gone (%s); committing it the "
+                           "ordinary way", run_id, sequence, exc)
+            raise StepCommitRefused(f"run {run_id} step {sequence}: the prepared statement was reset") from None
+        raise
     return step_id, event_id
 
 
@@ -391,6 +403,9 @@ class SentStepCommit:
             return int(res.get_value(0, 0)), int(res.get_value(0, 1))
 
 
+_STATEMENT_NUMBERS = itertools.count(1)
+
+
 def _statement_name(db, raw, sql: str) -> bytes:
     """The name of `sql` prepared on this connection (ours, apart from psycopg's own), preparing
     it the first time."""
@@ -402,7 +417,9 @@ def _statement_name(db, raw, sql: str) -> bytes:
     names = cached[1]
     name = names.get(sql)
     if name is None:
-        name = f"arbiter_step_commit_{len(names) + 1}".encode()
+        # Numbered for the process, never reused: after a reset of some of this connection's
+        # statements (their names forgotten here), one it still holds cannot clash with a new one.
+        name = f"arbiter_step_commit_{next(_STATEMENT_NUMBERS)}".encode()
         with db.wrap_database_errors:
             raw.pgconn.send_prepare(name, sql.encode())
             (res,) = raw.wait(generators.execute(raw.pgconn))

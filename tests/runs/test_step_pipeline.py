@@ -279,3 +279,43 @@ def test_a_statement_deallocated_under_the_worker_is_prepared_again_and_no_step_
     assert run.status == RunStatus.COMPLETED and _steps(run) == list(range(1, 9))
     assert _step_events(run) == list(range(1, 9))
     assert verify_stream(stream_for(tenant_id=tenant.pk)) is None
+
+
+def test_statements_prepared_again_after_a_partial_reset_get_names_the_server_does_not_hold():
+    """Only one of this connection's step statements was deallocated (DEALLOCATE <name>): the
+    names are forgotten when its failure is seen, and preparing the statements again must not reuse
+    a name the server still holds (that would fail every later send with 'already exists')."""
+    from runs.step_sql import _statement_name
+
+    connection.ensure_connection()
+    db, raw = connection, connection.connection
+    first = _statement_name(db, raw, "SELECT 1")
+    second = _statement_name(db, raw, "SELECT 2")
+    with connection.cursor() as cursor:
+        cursor.execute(f"DEALLOCATE {first.decode()}")
+    db.__dict__.pop("_step_send_statements")  # what SentStepCommit.result does on sqlstate 26000
+    again = (_statement_name(db, raw, "SELECT 1"), _statement_name(db, raw, "SELECT 2"))
+    assert second not in again and len(set(again)) == 2
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT name FROM pg_prepared_statements WHERE name = ANY(%s)", [[n.decode() for n in again]])
+        assert sorted(row[0].encode() for row in cursor.fetchall()) == sorted(again)
+
+
+def test_commits_waited_for_survive_a_reset_of_prepared_statements_psycopg_did_not_see(analyst, tenant, test_graphs,
+                                                                                      settings):
+    """With commits in flight switched off, a pooler's DISCARD ALL (sent outside psycopg, which
+    still believes its statement prepared) must not fail the run: that step is committed the
+    ordinary way, and the next ones prepare the statement again."""
+    settings.ARBITER_RUN_COMMIT_IN_FLIGHT = False
+    run = _start(analyst, tenant, n=8)
+    for sequence in (1, 2, 3):
+        assert _step(run, None).sequence == sequence
+    connection.connection.pgconn.exec_(b"DEALLOCATE ALL")  # not through psycopg: its cache is stale
+    outcomes = []
+    while not outcomes or outcomes[-1].status == RunStatus.RUNNING:
+        outcomes.append(_step(run, None))
+    assert [(outcome.action, outcome.sequence) for outcome in outcomes] == [("executed", n) for n in range(4, 9)]
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETED and run.error == "" and _steps(run) == list(range(1, 9))
+    assert _step_events(run) == list(range(1, 9))
+    assert verify_stream(stream_for(tenant_id=tenant.pk)) is None
