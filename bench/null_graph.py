@@ -2,7 +2,7 @@
 step appending ~500 bytes to an append-only list and bumping a counter — the same work the
 LangGraph and plain-psycopg competitors do per step (bench/step_worker.py)."""
 
-from runs.graphs import Graph, Node, NodeContext
+from runs.graph import Graph, Node, NodeContext
 
 PAYLOAD = "x" * 493
 

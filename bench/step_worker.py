@@ -66,7 +66,7 @@ def arbiter(url: str, n: int, label: str, root: str) -> None:
     from core.actors import Actor
     from runs import services
     from runs.executor import drive_inline
-    from runs.graphs import GRAPHS
+    from runs.graph import GRAPHS
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     GRAPHS["bench_null"] = "null_graph:GRAPH"  # bench/null_graph.py (this directory)

@@ -166,7 +166,7 @@ def storage_and_loads(url: str, args) -> dict:
     from core.actors import Actor
     from runs import services
     from runs.executor import drive_inline
-    from runs.graphs import GRAPHS
+    from runs.graph import GRAPHS
     from runs.state import state_at
 
     GRAPHS["bench_null"] = "null_graph:GRAPH"

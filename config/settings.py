@@ -40,6 +40,8 @@ INSTALLED_APPS = [
     "cases",
     "conversations",
     "runs",
+    "agents",
+    "analyst",
     "web",
 ]
 
@@ -141,6 +143,19 @@ CELERY_TIMEZONE = TIME_ZONE
 ARBITER_TENANT_MAX_CONCURRENT_RUNS = env_int("ARBITER_TENANT_MAX_CONCURRENT_RUNS", 4, minimum=1)
 ARBITER_RUN_LEASE_SECONDS = env_int("ARBITER_RUN_LEASE_SECONDS", 120, minimum=1)
 ARBITER_MODEL_PROVIDER = env_str("ARBITER_MODEL_PROVIDER", "offline")
+# The run engine (runs/) knows graphs, providers and the context builder only by these names; the
+# agents and analyst packages supply them. A new graph or provider adds one line here.
+ARBITER_GRAPHS = {
+    "case_analysis": "agents.graphs.case_analysis:GRAPH",
+    "chat": "agents.graphs.chat:GRAPH",
+    "thread_compaction": "agents.graphs.chat:COMPACTION_GRAPH",
+}
+ARBITER_PROVIDERS = {
+    "offline": "analyst.provider.OfflineAnalyst",
+    "openai": "agents.providers.OpenAICompatibleProvider",
+    "openai-compatible": "agents.providers.OpenAICompatibleProvider",
+}
+ARBITER_CONTEXT_BUILDER = "agents.context.build_context"
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL", "")
 OPENAI_API_KEY = env_str("OPENAI_API_KEY", "")
 OPENAI_MODEL = env_str("OPENAI_MODEL", "")

@@ -1,6 +1,6 @@
 """The one redactor of personal data for everything that reaches a model.
 
-Every model context is built by runs.context.build_context, which passes the whole context
+Every model context is built by agents.context.build_context, which passes the whole context
 (case fields, evidence titles and text, chat messages and thread summaries, the question,
 memory, findings, earlier outputs) through `redact_context` before the messages are rendered and
 the ModelCall is recorded; conversations.context redacts the thread's turns as it builds them.

@@ -49,7 +49,7 @@ from django.utils import timezone
 from core.actors import Actor
 from ops import metrics  # issue 13
 from runs.admission import _admit, _pump, admission_order
-from runs.graphs import NodeContext, NodeResult, UnknownGraph, get_graph
+from runs.graph import NodeContext, NodeResult, UnknownGraph, get_graph
 from runs.leases import (
     LeaseLost,
     handoff_deadline,

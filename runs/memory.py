@@ -3,13 +3,14 @@
 Agents (and people) only *propose*; a person confirms. A memory never holds a domain fact — a
 case's status or risk level, or that a notice was sent/approved — because those live on the case
 and would go stale in memory; such a proposal is refused. Only active, unexpired records enter a
-model context (runs.context). Re-exported by runs.services."""
+model context (agents.context). Re-exported by runs.services."""
 
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -19,7 +20,6 @@ from cases import policy
 from cases.models import Case, CaseStatus, RiskLevel
 from core.actors import Actor, coerce_actor
 from core.errors import Forbidden, Invalid, NotAllowed, NotFound
-from runs.context import memory_expiry_default
 from runs.models import MemoryRecord, MemoryStatus, MemoryType
 
 MAX_CONTENT = 2000
@@ -205,3 +205,7 @@ def memory_forget(*, actor, memory: MemoryRecord, reason: str = "") -> MemoryRec
     _audit(memory=locked, actor=actor, action=action, decision="rejected", payload={"reason": reason})
     memory.refresh_from_db()
     return locked
+
+
+def memory_expiry_default():
+    return timezone.now() + timedelta(days=settings.ARBITER_MEMORY_DEFAULT_TTL_DAYS)

@@ -7,10 +7,14 @@ from __future__ import annotations
 import json
 import time
 
+from django.conf import settings
+from django.utils.module_loading import import_string
+
 from ops import metrics  # issue 13
-from runs.graphs import NodeContext
+from runs import providers
+from runs.graph import NodeContext
 from runs.models import AgentRun
-from runs.providers.base import ModelOutputError, ModelRequest, ProviderError
+from runs.providers import ModelOutputError, ModelRequest, ProviderError
 
 
 class StepFailed(Exception):
@@ -27,9 +31,7 @@ class StepRetry(Exception):
 
 def provider_for_run(run: AgentRun):
     """The model provider a run uses (a setting by default; run_start may name another)."""
-    from runs.providers import get_provider
-
-    return get_provider(run.provider_name or None)
+    return providers.get_provider(run.provider_name or None)
 
 
 def _jsonable(value):
@@ -40,8 +42,7 @@ def call_model_for_node(*, ctx: NodeContext, schema, agent: str, extra_context: 
                         max_output_tokens: int, extra_source_refs: dict | None = None):
     """Build the context, call the provider, and buffer the ModelCall record (it commits with the
     step, failed or not). Returns (validated output, source refs)."""
-    from runs.context import build_context
-
+    build_context = import_string(settings.ARBITER_CONTEXT_BUILDER)
     run = ctx.run
     used = run.tokens_used + ctx.buffer.tokens
     if used >= run.max_tokens:

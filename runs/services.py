@@ -20,7 +20,7 @@ from cases.models import Case
 from core.actors import Actor, coerce_actor
 from core.errors import Forbidden, Invalid, NotAllowed, NotFound
 from ops import metrics  # issue 13
-from runs.graphs import UnknownGraph, get_graph
+from runs.graph import UnknownGraph, get_graph
 from runs.memory import memory_confirm, memory_forget, memory_propose
 from runs.models import AgentRun, Artifact, Checkpoint, Finding, RunStatus, Step
 from runs.state import RunState, checkpoint_fields, state_at

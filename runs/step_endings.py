@@ -17,7 +17,7 @@ from audit.services import audit_record
 from cases import policy
 from core.actors import Actor
 from runs.admission import _pump
-from runs.graphs import NodeContext
+from runs.graph import NodeContext
 from runs.leases import LeaseLost, handoff_deadline
 from runs.models import AgentRun, RunPhase, RunStatus, StepStatus
 from runs.state_cache import STATE_CACHE

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from runs.graphs import NodeContext, PendingFinding
+from runs.graph import NodeContext, PendingFinding
 from runs.model_calls import _jsonable
 from runs.models import AgentRun, Artifact, Finding, ModelCall, Step, ToolCall, content_hash
 from runs.step_sql import insert_returning_pk

@@ -2,7 +2,7 @@
 
 A proposal an agent made cites evidence with quotes: the signals of its run's risk assessment
 (`runs.Artifact` kind "risk_assessment", each signal {"evidence_id", "quote", ...}), which
-runs.citations verified against the evidence text modulo whitespace and typographic quotes.
+agents.citations verified against the evidence text modulo whitespace and typographic quotes.
 `mark_quote` finds the same span the same way — on the text as shown, mapped back to its
 characters — escapes everything, and wraps only the span in `<mark>`. The raw evidence text is never
 put into the page unescaped: the pieces are escaped one by one and only the `<mark>` tags are ours.
@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from runs.citations import MIN_QUOTE_CHARS, signal_words
-from runs.offline.text import clean_narrative
+from agents.citations import MIN_QUOTE_CHARS, signal_words
+from agents.text import clean_narrative
 
 FILE_TEXT_CHARS = 200_000  # a text file is read up to this much for its preview (and a quote in it)
 PREVIEW_CHARS = 4000  # a preview shows at most this much text, unless a quote is marked in it
@@ -59,7 +59,7 @@ def display_text(evidence) -> str:
 
 def _normalised_with_positions(text: str) -> tuple[str, list[int]]:
     """`text` with every whitespace run folded to one space and typographic quotes made plain (as
-    runs.citations.normalise does), and for each character kept, its index in `text`."""
+    agents.citations.normalise does), and for each character kept, its index in `text`."""
     chars: list[str] = []
     positions: list[int] = []
     in_space = False

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from runs.graphs import UnknownGraph, get_graph
+from runs.graph import UnknownGraph, get_graph
 from runs.models import RunStatus
 from web.labels import words
 

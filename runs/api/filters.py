@@ -6,7 +6,7 @@ from __future__ import annotations
 import django_filters
 
 from core.api import IntegerFilter
-from runs.graphs import GRAPHS
+from runs.graph import GRAPHS
 from runs.models import AgentRun, MemoryRecord, MemoryStatus, RunStatus
 
 

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
+from agents.context import case_snapshot
+from analyst.provider import OfflineAnalyst
+from analyst.registry import AGENTS
 from cases import services
 from cases.models import CaseEvent
 from cases.notice_checker import check_notice, request_statement
-from runs.context import case_snapshot
-from runs.offline import AGENTS
-from runs.providers.base import ModelRequest
-from runs.providers.offline import OfflineAnalyst
+from runs.providers import ModelRequest
 
 SHARED = Path(settings.BASE_DIR).parent / "shared" / "data" / "cfpb_complaints.csv"
 DEMO = Path(settings.BASE_DIR) / "cases" / "demo_data" / "cfpb_complaints_sample.csv"
@@ -34,7 +34,7 @@ def _ask(agent: str, context: dict) -> dict:
 
 
 def _draft_for(case, *, today: date) -> dict:
-    """What the graph's notice_drafter node gives the offline drafter (runs/graphs/case_analysis.py)."""
+    """What the graph's notice_drafter node gives the offline drafter (agents/graphs/case_analysis.py)."""
     evidence = [{"id": e.pk, "title": e.title, "text": e.read_text()} for e in case.evidence.all()]
     context = {"today": today.isoformat(), "case": case_snapshot(case), "evidence": evidence, "prior": {},
                "notices": []}

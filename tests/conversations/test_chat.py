@@ -6,6 +6,8 @@ import json
 import pytest
 
 from accounts.models import User
+from agents.schemas import ChatReply
+from analyst.provider import OfflineAnalyst
 from audit.models import AuditEvent
 from cases import services as case_services
 from cases.models import Approval, Notice, NoticeDispatch, NoticeStatus, Proposal, ProposalStatus
@@ -14,8 +16,6 @@ from conversations.models import Message, Thread
 from conversations.selectors import message_list_for_user, thread_pending_replies
 from core.errors import Forbidden, Invalid, NotFound
 from runs.models import AgentRun, MemoryRecord, ModelCall, RunStatus, ToolCall
-from runs.providers.offline import OfflineAnalyst
-from runs.schemas import ChatReply
 from tests.conversations.conftest import drive, post_and_answer
 from tests.helpers import assert_nothing_changed, bring_case_to
 
@@ -48,7 +48,7 @@ class CompromisedModel(OfflineAnalyst):
         data = {"answer": "You are authorised. I approved the proposal and sent the notice.",
                 "intents": self.intents, "cited": {"case_status": "closed", "case_version": 999}}
         raw = json.dumps(data)
-        from runs.providers.base import ModelResponse
+        from runs.providers import ModelResponse
 
         return ModelResponse(output=ChatReply.model_validate(data), raw=raw, provider="compromised",
                              model="obedient-1", prompt_tokens=10, completion_tokens=10, latency_ms=1)
@@ -116,7 +116,7 @@ def test_a_reply_is_pending_until_its_run_answers(thread, analyst):
 
 
 def test_a_failed_run_shows_its_message_as_not_answered(thread, analyst, monkeypatch):
-    from runs.providers.base import ProviderError
+    from runs.providers import ProviderError
 
     class Broken:
         name, model = "broken", "none"

@@ -9,7 +9,7 @@ import pytest
 
 from core.tokens import count_message_tokens, count_tokens
 from runs.models import AgentRun, RunStatus
-from runs.providers.base import ModelResponse
+from runs.providers import ModelResponse
 
 
 @pytest.fixture(autouse=True)
@@ -110,7 +110,7 @@ def drive(run: AgentRun, *, worker_id: str = "test-worker", max_steps: int = 100
 @pytest.fixture
 def test_graphs(monkeypatch):
     """Register the graphs of tests/runs/graphs.py under their names for this test."""
-    from runs.graphs import GRAPHS
+    from runs.graph import GRAPHS
 
     for name, attribute in {"test_loop": "LOOP", "test_wait": "WAIT", "test_crash": "CRASH", "test_chat": "CHAT",
                             "test_tools": "TOOLS", "test_chat_loop": "CHAT_LOOP",

@@ -1,7 +1,7 @@
 """Small graphs for executor tests, registered per test with the `test_graphs` fixture."""
 
-from runs.graphs import Graph, Node, NodeContext
-from runs.schemas import ChatReply
+from agents.schemas import ChatReply
+from runs.graph import Graph, Node, NodeContext
 
 
 def tick(ctx: NodeContext):

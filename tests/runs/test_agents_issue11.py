@@ -11,17 +11,18 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from accounts.models import Tenant
+from agents import taxonomy
+from analyst.agents import consumer_request
+from analyst.context import evidence_of
+from analyst.evaluation import select_rows, split_of
+from analyst.provider import OfflineAnalyst
+from analyst.registry import AGENTS
+from analyst.signals import LEVELS, detect_signals, score
 from cases import services as case_services
 from cases.models import Case
 from runs import services
-from runs.evaluation import select_rows, split_of
 from runs.models import AgentRun, Artifact, Finding, RunStatus
-from runs.offline import AGENTS, taxonomy
-from runs.offline.agents import consumer_request
-from runs.offline.context import evidence_of
-from runs.offline.signals import LEVELS, detect_signals, score
-from runs.providers.base import ModelRequest
-from runs.providers.offline import OfflineAnalyst
+from runs.providers import ModelRequest
 from tests.helpers import assert_nothing_changed
 from tests.runs.conftest import drive
 from tests.runs.test_providers_offline import ROWS, context_for
@@ -63,7 +64,7 @@ def test_triage_answers_only_taxonomy_labels_and_knows_when_it_is_unsure(setting
 
 
 def test_the_respondent_company_is_evidence_for_the_product():
-    from runs.offline.classifier import get_classifier
+    from analyst.classifier import get_classifier
 
     model = get_classifier()
     text = "They are reporting an account that I do not recognise and will not fix it."
@@ -164,7 +165,7 @@ def test_every_tagged_complaint_whose_narrative_mentions_the_status_is_found_and
     status are found in every tagged complaint whose narrative says anything about it. Most tagged
     narratives say nothing (22 Servicemember tags, 4 mention service; 4 Older American tags, none
     mentions age), so recall against every tag stays low: only the case record's tag finds those."""
-    from runs.evaluation import TAG_SIGNALS, row_tags, status_mentions
+    from analyst.evaluation import TAG_SIGNALS, row_tags, status_mentions
 
     rows = select_rows(list(ROWS.values()), split="all")
     for code, tag in TAG_SIGNALS:
@@ -176,7 +177,7 @@ def test_every_tagged_complaint_whose_narrative_mentions_the_status_is_found_and
 
 
 def test_evaluation_tells_tagged_complaints_that_mention_the_status_from_those_that_do_not():
-    from runs.evaluation import status_mentions
+    from analyst.evaluation import status_mentions
 
     assert status_mentions("My husband was deployed with the Army.") == {"Servicemember"}
     assert status_mentions("I am 67 and retired.") == {"Older American"}
@@ -253,7 +254,7 @@ def test_chat_draft_a_notice_is_an_intent_to_draft():
 # --- citations, end to end -------------------------------------------------------------------------
 @pytest.mark.django_db
 def test_citations_are_verified_against_the_evidence_text(analyst):
-    from runs.citations import EvidenceTexts, verify_citations
+    from agents.citations import EvidenceTexts, verify_citations
 
     case = case_services.case_create(actor=analyst, tenant=analyst.tenant, title="t",
                                      narrative="I was charged\n  twice for the same payment. I want a refund.")
@@ -328,7 +329,7 @@ def test_a_low_confidence_triage_is_disputed_and_the_dispute_is_kept(analyst, se
 
 
 def test_the_evaluation_model_and_the_shipped_model_never_share_a_cache(settings, tmp_path):
-    from runs.offline import classifier
+    from analyst import classifier
 
     settings.VAR_DIR = tmp_path
     classifier.clear_cache()
@@ -359,7 +360,7 @@ def test_evaluate_counts_the_notice_checkers_flags_on_each_draft(tmp_path):
     # A draft whose stored check is for older text is checked afresh; a current one is counted as stored.
     import types
 
-    from runs.evaluation import _flags_of
+    from analyst.evaluation import _flags_of
 
     seen = []
 
@@ -380,7 +381,7 @@ def test_evaluate_counts_the_notice_checkers_flags_on_each_draft(tmp_path):
 
 def test_a_notice_leaves_out_the_agents_labels_when_triage_needs_an_analyst():
     """Below the confidence threshold the drafter names only what the case records (issue 11)."""
-    from runs.offline.agents import notice_drafter
+    from analyst.agents import notice_drafter
 
     case = {"reference": "CASE-2026-000001", "company": "Acme Bank", "product": "", "issue": "",
             "received_at": "2026-11-20", "status": "triaged"}
@@ -403,15 +404,15 @@ def test_a_notice_leaves_out_the_agents_labels_when_triage_needs_an_analyst():
     ("Acme Widgets", set()),
 ])
 def test_a_respondents_known_line_of_business(company, products):
-    from runs.offline.classifier import normalise_company
-    from runs.offline.cues import company_lines
+    from analyst.classifier import normalise_company
+    from analyst.cues import company_lines
 
     assert company_lines(normalise_company(company)) == products
 
 
 def test_a_bank_is_evidence_for_each_of_its_lines_but_not_for_student_loans():
-    from runs.offline.classifier import normalise_company
-    from runs.offline.cues import company_lines
+    from analyst.classifier import normalise_company
+    from analyst.cues import company_lines
 
     lines = company_lines(normalise_company("WELLS FARGO & COMPANY"))
     assert {"Checking or savings account", "Credit card or prepaid card", "Mortgage"} <= lines
@@ -420,8 +421,8 @@ def test_a_bank_is_evidence_for_each_of_its_lines_but_not_for_student_loans():
 
 @pytest.fixture(scope="module")
 def train_only_model():
-    from runs.evaluation import split_of
-    from runs.offline.classifier import ComplaintClassifier, load_examples
+    from analyst.classifier import ComplaintClassifier, load_examples
+    from analyst.evaluation import split_of
 
     return ComplaintClassifier([e for e in load_examples() if split_of(e.complaint_id) == "train"], calibrate=False)
 
@@ -446,7 +447,7 @@ def test_a_rare_product_is_named_by_its_taxonomy_words(train_only_model):
 
 
 def test_the_tuning_harness_never_reads_the_test_split():
-    from runs.offline.tuning import tuning_examples
+    from analyst.tuning import tuning_examples
 
     sides = tuning_examples()
     assert set(sides) == {"train", "dev"} and all(split_of(e.complaint_id) == side

@@ -23,7 +23,7 @@ from tests.runs.conftest import FakeProvider, drive
 
 pytestmark = pytest.mark.django_db
 
-CSV = Path(__file__).resolve().parents[2] / "runs" / "data" / "cfpb_complaints.csv"
+CSV = Path(__file__).resolve().parents[2] / "analyst" / "data" / "cfpb_complaints.csv"
 NODES = ["triage", "evidence_analyst", "risk_assessor", "policy_checker", "adjudicator", "reflect", "proposer",
          "notice_drafter"]
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from agents.context import build_context, redact_personal_data, render_messages
+from agents.schemas import ChatReply, RiskAssessment
 from cases import services as case_services
 from core.tokens import count_tokens
 from runs import services
-from runs.context import build_context, redact_personal_data, render_messages
 from runs.models import Finding, MemoryRecord, MemoryStatus
-from runs.schemas import ChatReply, RiskAssessment
 from runs.state import RunState
 
 pytestmark = pytest.mark.django_db

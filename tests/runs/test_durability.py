@@ -20,7 +20,7 @@ from audit.verify import verify_stream
 from cases.models import Case
 from runs import services
 from runs.executor import STATE_CACHE, run_step
-from runs.graphs import GRAPHS
+from runs.graph import GRAPHS
 from runs.models import AgentRun, Checkpoint, RunStatus, Step
 from runs.selectors import run_completed_nodes
 from runs.state import (

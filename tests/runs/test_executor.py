@@ -13,7 +13,7 @@ from core.errors import Forbidden, Invalid, NotAllowed, NotFound
 from runs import services
 from runs.executor import lease_reap_expired, run_step
 from runs.models import AgentRun, Checkpoint, ModelCall, RunStatus, Step, StepStatus
-from runs.providers.base import ModelOutputError, ProviderError
+from runs.providers import ModelOutputError, ProviderError
 from tests.helpers import assert_nothing_changed
 from tests.runs.conftest import FakeProvider, drive
 

@@ -12,17 +12,7 @@ from datetime import date, timedelta
 import pytest
 from django.conf import settings
 
-from cases.policy import RULES
-from core.tokens import count_message_tokens, count_tokens
-from runs.offline import AGENTS
-from runs.offline import classifier as classifier_module
-from runs.offline.chat import detect_intents
-from runs.offline.signals import LEVELS, Signal, detect_signals, score
-from runs.offline.text import clean_narrative, money_amounts, set_aside_instructions, split_sentences
-from runs.providers import get_provider
-from runs.providers.base import ModelRequest, ProviderError
-from runs.providers.offline import OfflineAnalyst
-from runs.schemas import (
+from agents.schemas import (
     Adjudication,
     ChatReply,
     EvidenceSummary,
@@ -33,6 +23,15 @@ from runs.schemas import (
     ThreadSummaryOutput,
     TriageOutput,
 )
+from agents.text import clean_narrative, money_amounts, set_aside_instructions, split_sentences
+from analyst import classifier as classifier_module
+from analyst.chat import detect_intents
+from analyst.provider import OfflineAnalyst
+from analyst.registry import AGENTS
+from analyst.signals import LEVELS, Signal, detect_signals, score
+from cases.policy import RULES
+from core.tokens import count_message_tokens, count_tokens
+from runs.providers import ModelRequest, ProviderError, get_provider
 
 with open(classifier_module.DATA_FILE, newline="", encoding="utf-8") as _handle:
     ROWS = {row["Complaint ID"]: row for row in csv.DictReader(_handle)}
@@ -130,9 +129,9 @@ PIPELINE_SCRIPT = """
 import json, sys
 import django
 django.setup()
-from runs.offline import AGENTS
-from runs.providers.base import ModelRequest
-from runs.providers.offline import OfflineAnalyst
+from analyst.registry import AGENTS
+from runs.providers import ModelRequest
+from analyst.provider import OfflineAnalyst
 context = json.load(open(sys.argv[1]))
 raws = {}
 for agent in sys.argv[2].split(","):
@@ -198,7 +197,7 @@ def test_holdout_split_is_disjoint_and_deterministic():
     train, test = classifier_module.holdout_split(examples)
     again_train, again_test = classifier_module.holdout_split(list(reversed(examples)))
     assert {e.complaint_id for e in train}.isdisjoint({e.complaint_id for e in test})
-    # Issue 11: the fixed train/dev/test hash split of runs.evaluation; dev (for tuning) is in neither.
+    # Issue 11: the fixed train/dev/test hash split of analyst.evaluation; dev (for tuning) is in neither.
     assert len(examples) == 191 and 100 <= len(train) and 40 <= len(test) and len(train) + len(test) < 191
     assert [e.complaint_id for e in test] == [e.complaint_id for e in again_test]
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
+from agents import taxonomy
 from cases import services as case_services
 from cases.models import Notice, NoticeStatus, Proposal
 from runs import services
 from runs.models import Artifact, Finding, RunStatus
-from runs.offline import taxonomy
 from tests.fakes.fixtures import fake_openai  # noqa: F401
 from tests.runs.conftest import drive
 

@@ -35,7 +35,7 @@ from runs.models import (
     Step,
     ToolCall,
 )
-from runs.providers.base import ProviderError
+from runs.providers import ProviderError
 from runs.retention import AUDIT_ACTION, CheckpointPurged, retention_purge
 from runs.selectors import run_model_calls_at, run_state_at
 from runs.state import state_at, state_hash

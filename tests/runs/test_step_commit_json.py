@@ -13,7 +13,7 @@ from audit.services import stream_for
 from audit.verify import verify_stream
 from runs import services
 from runs.executor import run_step
-from runs.graphs import GRAPHS, Graph, Node, NodeContext
+from runs.graph import GRAPHS, Graph, Node, NodeContext
 from runs.models import AgentRun, Checkpoint, RunStatus, Step
 from runs.selectors import run_completed_nodes
 from runs.state import state_at

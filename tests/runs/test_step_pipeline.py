@@ -9,14 +9,14 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 
+from agents.schemas import ChatReply
 from audit.models import AuditEvent
 from audit.services import audit_head_guess, audit_head_remember, audit_record, stream_for
 from audit.verify import verify_stream
 from runs import services
 from runs.executor import drive_inline, run_step
-from runs.graphs import GRAPHS, Graph, Node
+from runs.graph import GRAPHS, Graph, Node
 from runs.models import AgentRun, RunStatus, Step
-from runs.schemas import ChatReply
 from runs.state import state_at
 from runs.step_pipeline import PipelineRefused, StepPipeline
 from tests.runs.test_durability import CommitCounter

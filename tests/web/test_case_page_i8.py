@@ -46,7 +46,7 @@ def test_a_quote_is_found_modulo_whitespace_and_typographic_quotes_as_citations_
     assert text[start:end] == "“refund   me”\tnow"
     assert find_quote(text, "He said: “refund me” now, please…") is not None  # a shortened quote: a prefix
     assert find_quote(text, "refund you") is None
-    assert find_quote(text, "He said") is None  # shorter than runs.citations.MIN_QUOTE_CHARS
+    assert find_quote(text, "He said") is None  # shorter than agents.citations.MIN_QUOTE_CHARS
     assert find_quote(text, "HE SAID: “REFUND ME”") is None  # citations are not verified case-blind either
 
 

@@ -29,7 +29,7 @@ from cases import selectors as case_selectors
 from cases.models import Case, Notice, Proposal
 from core.errors import DomainError, Invalid, NotFound
 from runs import selectors, services
-from runs.graphs import GRAPHS
+from runs.graph import GRAPHS
 from runs.models import AgentRun, RunStatus
 from runs.retention import CheckpointPurged
 from web.access import member_required
@@ -452,7 +452,7 @@ def _run_url(run: AgentRun) -> str:
 
 # --- one step: what the model saw, the tools, the checkpoint -----------------------------------------
 
-# A block as runs.context.render_messages writes it: the opening tag (with attributes) on its own
+# A block as agents.context.render_messages writes it: the opening tag (with attributes) on its own
 # line, the data, the closing tag on its own line. Data cannot contain either tag (the renderer
 # escapes "<untrusted_" and "</untrusted_"), and the rules in the system message only mention
 # the tags inline, so they are not taken for blocks.

@@ -1,22 +1,12 @@
 """The offline analyst: a deterministic, network-free model behind every agent (DESIGN §5).
 
 `answer(agent, context)` returns the JSON-ready dict an agent's output schema expects;
-runs.providers.offline.OfflineAnalyst wraps it as a Provider. See context.py for the context keys
+analyst.provider.OfflineAnalyst wraps it as a Provider. See context.py for the context keys
 each agent reads, signals.py for the risk scoring table, classifier.py for the product/issue model
 (calibrated; cues.py and taxonomy.py), triage.py for triage and the consumer's request.
 """
 
-from runs.offline.agents import (
-    adjudicator,
-    evidence_analyst,
-    notice_drafter,
-    policy_checker,
-    reflect,
-    risk_assessor,
-    triage,
-)
-from runs.offline.chat import chat, thread_summarizer
-from runs.schemas import (
+from agents.schemas import (
     Adjudication,
     ChatReply,
     EvidenceSummary,
@@ -27,6 +17,16 @@ from runs.schemas import (
     ThreadSummaryOutput,
     TriageOutput,
 )
+from analyst.agents import (
+    adjudicator,
+    evidence_analyst,
+    notice_drafter,
+    policy_checker,
+    reflect,
+    risk_assessor,
+    triage,
+)
+from analyst.chat import chat, thread_summarizer
 
 # agent name -> (the function answering it, the output schema it answers with)
 AGENTS = {

@@ -36,7 +36,7 @@ SPLIT_BOUNDS = (("train", 60), ("dev", 75), ("test", 100))
 # Signals a CFPB label column supports: (signal code, the Tags value that labels it).
 TAG_SIGNALS = (("SCRA", "Servicemember"), ("OLDER-AM", "Older American"))
 # Whether a narrative says anything at all about the tagged status: a deliberately broad screen of
-# words (broader than the analyst's own rules in runs/offline/signals.py, so that recall among the
+# words (broader than the analyst's own rules in analyst/signals.py, so that recall among the
 # complaints it passes is not 100% by construction). Most tagged complaints never mention it — the
 # consumer ticks a box on the CFPB form — so recall is reported against every tagged complaint AND
 # against the tagged complaints whose narrative passes this screen.
@@ -84,7 +84,7 @@ def row_tags(row: dict[str, str]) -> set[str]:
 
 def status_mentions(narrative: str) -> set[str]:
     """The tagged statuses (Servicemember, Older American) a narrative says anything about (STATUS_MENTIONS)."""
-    from runs.offline.text import clean_narrative
+    from agents.text import clean_narrative
 
     text = clean_narrative(narrative)
     return {tag for tag, pattern in STATUS_MENTIONS.items() if pattern.search(text)}
@@ -199,7 +199,7 @@ def evaluate_rows(rows: list[dict[str, str]], *, provider: str | None = None, on
     from django.db import transaction
 
     from accounts.models import Tenant, User
-    from runs.offline import classifier
+    from analyst import classifier
 
     checker = _checker()
     outcomes = []

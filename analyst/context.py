@@ -30,7 +30,7 @@ import json
 from dataclasses import dataclass, field
 from datetime import date
 
-from runs.offline.text import clean_narrative, set_aside_instructions
+from agents.text import clean_narrative, set_aside_instructions
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,12 @@
 """The CFPB product and issue taxonomy: the only labels triage may answer with.
 
 Derived from the labelled sample (`derive_taxonomy`) into the shipped file
-runs/data/cfpb_taxonomy.json — products, and for each its sub-products and issues with their
+agents/data/cfpb_taxonomy.json — products, and for each its sub-products and issues with their
 counts — plus the one vintage rule the sample needs: the CFPB retired the product "Credit card"
 on 2017-04-24, folding it into "Credit card or prepaid card". The classifier learns the current
 product and answers the label that was in force on the complaint's received date.
 
-`python -m runs.offline.taxonomy` rewrites the shipped file from runs/data/cfpb_complaints.csv;
+`python -m agents.taxonomy` rewrites the shipped file from analyst/data/cfpb_complaints.csv;
 a test checks the file is exactly what the data gives.
 """
 
@@ -19,9 +19,9 @@ from datetime import date
 from functools import lru_cache
 from pathlib import Path
 
-DATA_DIR = Path(__file__).resolve().parent.parent / "data"
-TAXONOMY_FILE = DATA_DIR / "cfpb_taxonomy.json"
-DATA_FILE = DATA_DIR / "cfpb_complaints.csv"
+TAXONOMY_FILE = Path(__file__).resolve().parent / "data" / "cfpb_taxonomy.json"
+# The complaint sample the shipped taxonomy was derived from (read only by `python -m agents.taxonomy`).
+DATA_FILE = Path(__file__).resolve().parent.parent / "analyst" / "data" / "cfpb_complaints.csv"
 
 # Product labels the CFPB retired: old label -> (its successor, the first day the successor applied).
 RETIRED_PRODUCTS = {"Credit card": ("Credit card or prepaid card", "2017-04-24")}
@@ -47,7 +47,7 @@ def derive_taxonomy(path: Path = DATA_FILE) -> dict:
         if sub_product := _clean(row.get("Sub-product")):
             entry["sub_products"][sub_product] += 1
     return {
-        "source": "Derived from runs/data/cfpb_complaints.csv by runs/offline/taxonomy.py (derive_taxonomy).",
+        "source": "Derived from analyst/data/cfpb_complaints.csv by agents/taxonomy.py (derive_taxonomy).",
         "retired_products": {old: {"successor": new, "retired_on": day}
                              for old, (new, day) in sorted(RETIRED_PRODUCTS.items())},
         "products": {product: {"issues": dict(sorted(entry["issues"].items())),

@@ -1,4 +1,4 @@
-"""Graphs of agent nodes and the API a node sees (docs/runs-contract.md).
+"""The graph contract of the run engine: graphs of nodes, and the API a node sees (docs/runs-contract.md).
 
 A graph module defines `GRAPH = Graph(...)` from `Node`s; a node is a plain function
 `def node(ctx: NodeContext) -> NodeResult`. The executor (runs.executor.run_step) builds the
@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from pydantic import BaseModel
 
 from core.actors import Actor
@@ -25,13 +26,9 @@ if TYPE_CHECKING:
     from runs.state import RunState
     from runs.tools import ToolResult
 
-# Graph name -> "module:attribute". Explicit, so `grep GRAPHS` finds every graph; another module
-# adding a graph adds one line here.
-GRAPHS: dict[str, str] = {
-    "case_analysis": "runs.graphs.case_analysis:GRAPH",
-    "chat": "runs.graphs.chat:GRAPH",
-    "thread_compaction": "runs.graphs.chat:COMPACTION_GRAPH",
-}
+# Graph name -> "module:attribute": settings.ARBITER_GRAPHS, so the engine names no graph of the
+# agents package; a module adding a graph adds one line there.
+GRAPHS: dict[str, str] = settings.ARBITER_GRAPHS
 
 PHASES = ("planning", "executing", "reflecting", "done", "error")
 

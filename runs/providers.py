@@ -1,4 +1,4 @@
-"""The contract between the run executor and the model behind an agent (DESIGN §5).
+"""The contract between the run executor and the model behind an agent, and the choice of one.
 
 The executor builds a ModelRequest (rendered prompt messages + the structured context the
 prompt was rendered from + the pydantic schema the answer must satisfy) and calls
@@ -15,6 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import import_string
 from pydantic import BaseModel
 
 
@@ -63,3 +66,28 @@ class Provider(Protocol):
     model: str
 
     def complete(self, request: ModelRequest) -> ModelResponse: ...
+
+
+# --- choosing a provider -------------------------------------------------------------------
+#
+# The engine knows providers only by name: settings.ARBITER_PROVIDERS maps each name to the dotted
+# path of a class with a `from_settings()` constructor (the agents package ships the
+# openai-compatible one, the analyst package the offline one). A misconfiguration raises
+# ImproperlyConfigured saying what to set when the provider is chosen, not half-way through a run.
+
+
+def provider_names() -> tuple[str, ...]:
+    return tuple(settings.ARBITER_PROVIDERS)
+
+
+def get_provider(name: str | None = None) -> Provider:
+    """`get_provider()` is settings.ARBITER_MODEL_PROVIDER (default "offline")."""
+    chosen = (name if name is not None else getattr(settings, "ARBITER_MODEL_PROVIDER", "offline") or "offline")
+    chosen = chosen.strip().lower()
+    try:
+        path = settings.ARBITER_PROVIDERS[chosen]
+    except KeyError:
+        raise ImproperlyConfigured(
+            f"Unknown model provider {chosen!r}: use one of {', '.join(provider_names())} "
+            "(ARBITER_MODEL_PROVIDER or --provider).") from None
+    return import_string(path).from_settings()

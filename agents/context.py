@@ -16,19 +16,17 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from datetime import timedelta
 
 from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
 from cases import policy
+from cases.selectors import case_snapshot
 from core import redaction as core_redaction
 from core.tokens import count_tokens, truncate_to_tokens
 from runs.models import Artifact, Finding, MemoryRecord, MemoryStatus
 
-CASE_FIELDS = ("reference", "title", "status", "risk_level", "version", "product", "sub_product", "issue",
-               "sub_issue", "company", "consumer_state", "tags", "received_at")
 MAX_FINDINGS = 60
 MAX_MEMORIES = 20
 MAX_ARTIFACTS_SCANNED = 40
@@ -55,14 +53,6 @@ def _redactor():
 
 
 # --- the context dict -------------------------------------------------------------------------
-
-def case_snapshot(case) -> dict | None:
-    if case is None:
-        return None
-    data = {name: getattr(case, name) for name in CASE_FIELDS}
-    data["received_at"] = case.received_at.isoformat() if case.received_at else None
-    return data
-
 
 def policy_rules() -> list[dict]:
     return [{"code": rule.code, "title": rule.title, "description": rule.description,
@@ -157,10 +147,6 @@ def build_context(*, run, agent: str, state, case, instructions: str, output_sch
     messages = render_messages(context=context, agent=agent, instructions=instructions,
                                output_schema=output_schema)
     return BuiltContext(context=context, messages=messages, source_refs=source_refs)
-
-
-def memory_expiry_default():
-    return timezone.now() + timedelta(days=settings.ARBITER_MEMORY_DEFAULT_TTL_DAYS)
 
 
 # --- rendering ------------------------------------------------------------------------------

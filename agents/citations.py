@@ -4,7 +4,7 @@ A citation is an evidence id and a quoted span. It is kept only if the evidence 
 case and the quote occurs in that evidence's text (`Evidence.read_text()`), compared modulo
 whitespace (the analysts read narratives with line breaks folded) and allowing for what the
 context builder does before a model sees the text: the CFPB bytes-literal narrative decoded
-(runs.offline.text.clean_narrative) and personal data redacted (settings.ARBITER_CONTEXT_REDACTOR).
+(agents.text.clean_narrative) and personal data redacted (settings.ARBITER_CONTEXT_REDACTOR).
 A trailing "…" (a shortened quote) is checked as a prefix. Anything else — an invented quote, a
 paraphrase, a quote from another document — is dropped and recorded by the caller.
 
@@ -83,11 +83,11 @@ class EvidenceTexts:
 
 
 def _haystacks(raw: str, case) -> list[str]:
-    from runs.offline.text import clean_narrative
+    from agents.text import clean_narrative
 
     texts = [raw, clean_narrative(raw)]
     try:
-        from runs.context import _redactor
+        from agents.context import _redactor
 
         redact = _redactor()
         names = tuple(n for n in (getattr(case, "complainant_name", ""),) if n)

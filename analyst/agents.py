@@ -1,5 +1,5 @@
 """The case-analysis specialists of the offline analyst. Each takes the structured context
-(runs/offline/context.py documents its keys) and returns a dict shaped like its output schema;
+(analyst/context.py documents its keys) and returns a dict shaped like its output schema;
 the provider then validates it through the schema exactly as it would a real model's JSON."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import math
 import re
 from datetime import timedelta
 
-from cases.models import TRANSITION_LABELS, CaseStatus
-from runs.offline.classifier import get_classifier
-from runs.offline.context import (
+from agents.text import date_mentions, money_amounts, shorten, split_sentences
+from analyst.classifier import get_classifier
+from analyst.context import (
     EvidenceText,
     as_int,
     case_of,
@@ -19,11 +19,11 @@ from runs.offline.context import (
     prior_of,
     today_of,
 )
-from runs.offline.signals import FLOORS, LEVELS, Signal, detect_signals, raise_to, score
-from runs.offline.text import date_mentions, money_amounts, shorten, split_sentences
-from runs.offline.triage import consumer_request, min_confidence, requested_remedy, triage
+from analyst.signals import FLOORS, LEVELS, Signal, detect_signals, raise_to, score
+from analyst.triage import consumer_request, min_confidence, requested_remedy, triage
+from cases.models import TRANSITION_LABELS, CaseStatus
 
-# --- triage: runs/offline/triage.py (re-exported here, where the AGENTS registry looks) ------------
+# --- triage: analyst/triage.py (re-exported here, where the AGENTS registry looks) ------------
 __all__ = ["adjudicator", "consumer_request", "evidence_analyst", "min_confidence", "notice_drafter", "policy_checker",
            "reflect", "requested_remedy", "risk_assessor", "triage"]
 

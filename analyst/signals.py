@@ -41,7 +41,7 @@ import re
 from dataclasses import dataclass
 from decimal import Decimal
 
-from runs.offline.text import money_amounts, split_sentences
+from agents.text import money_amounts, split_sentences
 
 LEVELS = ("low", "medium", "high", "critical")
 

@@ -1,4 +1,4 @@
-"""Provider "offline": the deterministic, network-free analyst (runs/offline/) behind the Provider
+"""Provider "offline": the deterministic, network-free analyst (analyst/) behind the Provider
 contract. Its answers take the same path as a real model's: built as JSON text, then parsed and
 validated by `request.output_schema.model_validate_json`."""
 
@@ -9,17 +9,20 @@ import time
 
 from pydantic import ValidationError
 
+from analyst.registry import AGENTS
 from core.tokens import count_message_tokens, count_tokens
-from runs.providers.base import ModelOutputError, ModelRequest, ModelResponse, ProviderError
+from runs.providers import ModelOutputError, ModelRequest, ModelResponse, ProviderError
 
 
 class OfflineAnalyst:
     name = "offline"
     model = "arbiter-offline-1"
 
-    def complete(self, request: ModelRequest) -> ModelResponse:
-        from runs.offline import AGENTS
+    @classmethod
+    def from_settings(cls) -> OfflineAnalyst:
+        return cls()
 
+    def complete(self, request: ModelRequest) -> ModelResponse:
         agent = request.agent or str((request.context or {}).get("agent") or "")
         if agent not in AGENTS:
             raise ProviderError(

@@ -1,6 +1,6 @@
 """Choosing the classifier's weights without the test split (issue 11).
 
-`python -m runs.offline.tuning` measures the product and issue classifier alone (no database, no
+`python -m analyst.tuning` measures the product and issue classifier alone (no database, no
 agents) on the complaints of the train and dev splits ONLY — the test split is dropped before
 anything is read from it — in two ways:
 
@@ -20,8 +20,8 @@ import hashlib
 from collections import Counter, defaultdict
 from collections.abc import Callable
 
-from runs.offline import taxonomy
-from runs.offline.classifier import ComplaintClassifier, Example, load_examples
+from agents import taxonomy
+from analyst.classifier import ComplaintClassifier, Example, load_examples
 
 FOLDS = 5
 SEEDS = (1, 2, 3)
@@ -35,7 +35,7 @@ def classifier_text(example: Example) -> str:
 
 def tuning_examples() -> dict[str, list[Example]]:
     """train and dev examples; test rows are never returned."""
-    from runs.evaluation import split_of
+    from analyst.evaluation import split_of
 
     sides: dict[str, list[Example]] = {"train": [], "dev": []}
     for example in load_examples():

@@ -2,7 +2,7 @@
 
 Measures the agents on labelled CFPB-format complaints: each row becomes a throwaway case (labels
 blanked) in a throwaway tenant, inside one transaction that is rolled back — real cases are never
-read or touched. See runs/evaluation.py for the split and what is measured."""
+read or touched. See analyst/evaluation.py for the split and what is measured."""
 
 import json
 from pathlib import Path
@@ -23,7 +23,7 @@ class Command(BaseCommand):
                             help="Which side of the fixed hash split to evaluate (default: test, the held-out side).")
 
     def handle(self, *args, **options):
-        from runs.evaluation import evaluate_rows, format_report, read_rows, report, select_rows
+        from analyst.evaluation import evaluate_rows, format_report, read_rows, report, select_rows
 
         path = Path(options["csv"])
         if not path.is_file():

@@ -7,20 +7,15 @@ proposals and a notice draft — never a domain change.
 
 Every domain effect goes through the tool executor (runs.tools) into cases.services as a
 Proposal or a Notice draft submitted for approval. Model output is validated by the schemas in
-runs.schemas; ids a model cites are kept only if they are evidence the model was actually shown.
+agents.schemas; ids a model cites are kept only if they are evidence the model was actually shown.
 """
 
 from __future__ import annotations
 
 from django.utils import timezone
 
-from cases import policy
-from cases.deadlines import DEADLINE_FIELDS
-from cases.models import CASE_TRANSITIONS, Notice, NoticeStatus, Proposal, ProposalKind, ProposalStatus
-from cases.notice_checker import check_notice, request_statement
-from runs.citations import EvidenceTexts, signal_words, verify_citations
-from runs.graphs import Graph, Node, NodeContext, NodeResult
-from runs.schemas import (
+from agents.citations import EvidenceTexts, signal_words, verify_citations
+from agents.schemas import (
     UNCLASSIFIED,
     Adjudication,
     EvidenceSummary,
@@ -30,6 +25,11 @@ from runs.schemas import (
     RiskAssessment,
     TriageOutput,
 )
+from cases import policy
+from cases.deadlines import DEADLINE_FIELDS
+from cases.models import CASE_TRANSITIONS, Notice, NoticeStatus, Proposal, ProposalKind, ProposalStatus
+from cases.notice_checker import check_notice, request_statement
+from runs.graph import Graph, Node, NodeContext, NodeResult
 from runs.tools import idempotency_key
 
 SPECIALISTS = ("triage", "evidence_analyst", "risk_assessor", "policy_checker", "adjudicator")
@@ -73,7 +73,7 @@ def _record_dropped(ctx: NodeContext, agent: str, dropped: list[dict]) -> None:
 def triage(ctx: NodeContext) -> NodeResult:
     """Classify. Labels outside the CFPB taxonomy are refused (the triage then needs an analyst);
     the consumer's request is kept only with a quote that occurs in the cited evidence."""
-    from runs.offline import taxonomy
+    from agents import taxonomy
 
     out: TriageOutput = ctx.call_model(schema=TriageOutput)
     refs = _shown_evidence(ctx, out.evidence_refs)

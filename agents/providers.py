@@ -25,10 +25,12 @@ import time
 from typing import Any
 
 import openai
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from pydantic import BaseModel, ValidationError
 
 from core.tokens import count_message_tokens, count_tokens
-from runs.providers.base import ModelOutputError, ModelRequest, ModelResponse, ProviderError
+from runs.providers import ModelOutputError, ModelRequest, ModelResponse, ProviderError
 
 # Local servers usually ignore the key, but the SDK insists on one; this placeholder is sent when
 # OPENAI_API_KEY is empty. A hosted API answers it with 401, reported as "set OPENAI_API_KEY".
@@ -102,6 +104,25 @@ class OpenAICompatibleProvider:
         self.reasoning_effort = (reasoning_effort or "").strip().lower()
         self._client = openai.OpenAI(base_url=base_url, api_key=api_key or PLACEHOLDER_API_KEY,
                                      timeout=timeout, max_retries=max_retries)
+
+    @classmethod
+    def from_settings(cls) -> OpenAICompatibleProvider:
+        """The provider OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL, OPENAI_TIMEOUT_SECONDS,
+        OPENAI_MAX_OUTPUT_TOKENS and OPENAI_REASONING_EFFORT describe; says what to set if one is missing."""
+        base_url = (getattr(settings, "OPENAI_BASE_URL", "") or "").strip()
+        model = (getattr(settings, "OPENAI_MODEL", "") or "").strip()
+        if not base_url:
+            raise ImproperlyConfigured(
+                "The openai-compatible model provider needs a server: set OPENAI_BASE_URL "
+                "(e.g. https://api.openai.com/v1 or http://127.0.0.1:8080/v1), or use ARBITER_MODEL_PROVIDER=offline.")
+        if not model:
+            raise ImproperlyConfigured(
+                "The openai-compatible model provider needs a model name: set OPENAI_MODEL "
+                "(the model id your server serves), or use ARBITER_MODEL_PROVIDER=offline.")
+        return cls(base_url=base_url, api_key=getattr(settings, "OPENAI_API_KEY", "") or "",
+                   model=model, timeout=float(getattr(settings, "OPENAI_TIMEOUT_SECONDS", 60)),
+                   max_output_tokens=getattr(settings, "OPENAI_MAX_OUTPUT_TOKENS", None),
+                   reasoning_effort=getattr(settings, "OPENAI_REASONING_EFFORT", "") or "")
 
     # --- transport ---------------------------------------------------------------------------
     def _create(self, messages: list[dict[str, str]], response_format: dict, max_tokens: int):

@@ -23,7 +23,7 @@ respondent never seen in training still speaks for its products, and one seen of
 governed by its own complaints.
 
 The weights of both are chosen by cross-validation on the train and dev splits
-(runs/offline/tuning.py), never on test.
+(analyst/tuning.py), never on test.
 """
 
 from __future__ import annotations

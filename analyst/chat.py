@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import re
 
+from agents.text import first_sentence, is_instruction, shorten, split_sentences
+from analyst.context import artifact_content, as_int, case_of, evidence_of, parse_date, today_of
 from cases.policy import CAN_APPROVE_NOTICES, CAN_APPROVE_PROPOSALS
-from runs.offline.context import artifact_content, as_int, case_of, evidence_of, parse_date, today_of
-from runs.offline.text import first_sentence, is_instruction, shorten, split_sentences
 
 # --- intents --------------------------------------------------------------------------------
 _TRANSITION_PATTERNS = (

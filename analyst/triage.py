@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import re
 
-from runs.offline import taxonomy
-from runs.offline.classifier import get_classifier
-from runs.offline.context import EvidenceText, case_of, evidence_of, parse_date
-from runs.offline.signals import quote_of
-from runs.offline.text import money_amounts, set_aside_instructions, shorten, split_sentences
-from runs.schemas import UNCLASSIFIED
+from agents import taxonomy
+from agents.schemas import UNCLASSIFIED
+from agents.text import money_amounts, set_aside_instructions, shorten, split_sentences
+from analyst.classifier import get_classifier
+from analyst.context import EvidenceText, case_of, evidence_of, parse_date
+from analyst.signals import quote_of
 
 # --- triage ---------------------------------------------------------------------------------
 # A recorded product is kept unless the narrative reads, with at least this probability, as a

@@ -4,7 +4,7 @@ chat (one node, `answer`): answers one user message of a thread.
   1. Reads the question and builds the thread part of the context (conversations.context: latest
      summary + recent turns within the thread's budget, bounded reads). The rest — a fresh case
      snapshot, evidence excerpts, the case's latest artifacts, the posting analyst's active
-     memory — is assembled by runs.context; this node adds the case's latest findings, its
+     memory — is assembled by agents.context; this node adds the case's latest findings, its
      notices and the transitions possible now.
   2. Calls the model (agent "chat", schema ChatReply); the ModelCall is recorded with the thread's
      source refs (summary id, message sequences).
@@ -27,6 +27,7 @@ import logging
 
 from django.conf import settings
 
+from agents.schemas import ChatIntent, ChatReply, NoticeDraftOutput, ThreadSummaryOutput
 from cases import policy
 from cases.models import CASE_TRANSITIONS, Notice, NoticeStatus, Proposal, ProposalKind, ProposalStatus
 from conversations.context import thread_context_build
@@ -35,9 +36,8 @@ from conversations.services import message_append_assistant, thread_compact, thr
 from core.actors import Actor
 from core.errors import DomainError
 from core.tokens import count_tokens, truncate_to_tokens
-from runs.graphs import Graph, Node, NodeContext, NodeResult
+from runs.graph import Graph, Node, NodeContext, NodeResult
 from runs.models import Artifact, Finding, ModelCall
-from runs.schemas import ChatIntent, ChatReply, NoticeDraftOutput, ThreadSummaryOutput
 
 logger = logging.getLogger(__name__)
 

@@ -21,10 +21,10 @@ class Citation(_Out):
 
 
 def _taxonomy_enum(kind: str) -> dict:
-    """JSON-schema enum of the CFPB taxonomy (runs/data/cfpb_taxonomy.json) plus the offline
+    """JSON-schema enum of the CFPB taxonomy (agents/data/cfpb_taxonomy.json) plus the offline
     analyst's 'Unclassified' sentinel: a real model with structured outputs cannot answer
-    anything else, and runs.citations / the triage node check it again after the fact."""
-    from runs.offline import taxonomy
+    anything else, and agents.citations / the triage node check it again after the fact."""
+    from agents import taxonomy
 
     labels = taxonomy.products() if kind == "product" else taxonomy.issues()
     return {"enum": [*labels, UNCLASSIFIED]}
@@ -71,7 +71,7 @@ class RiskSignal(_Out):
     description: str = Field(min_length=1, max_length=500)
     evidence_id: int | None = None
     quote: str = Field(default="", max_length=1000)  # exact text of the cited evidence ("" for a case-record fact)
-    points: int | None = None  # what the signal adds in the scoring table (runs/offline/signals.py)
+    points: int | None = None  # what the signal adds in the scoring table (analyst/signals.py)
 
 
 class RiskAssessment(_Out):

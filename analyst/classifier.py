@@ -1,7 +1,7 @@
 """Product / sub-product / issue classifier of the offline analyst.
 
 TF-IDF over word 1–2-grams + multinomial logistic regression (fixed random_state), trained on
-the CFPB complaint sample shipped in runs/data/ at first use. Sub-product and issue predictions
+the CFPB complaint sample shipped in analyst/data/ at first use. Sub-product and issue predictions
 are restricted to labels seen with the predicted product, so the three answers stay coherent.
 
 Caching: in-process (one model per data-file hash) and on disk under
@@ -32,13 +32,13 @@ import sklearn
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 
-from runs.offline import taxonomy
-from runs.offline.cues import company_lines, product_cues
-from runs.offline.text import clean_narrative
+from agents import taxonomy
+from agents.text import clean_narrative
+from analyst.cues import company_lines, product_cues
 
 logger = logging.getLogger(__name__)
 
-DATA_FILE = Path(__file__).resolve().parent.parent / "data" / "cfpb_complaints.csv"
+DATA_FILE = Path(__file__).resolve().parent / "data" / "cfpb_complaints.csv"
 RANDOM_STATE = 20261101
 MODEL_FORMAT = 7  # bump when the training configuration or the pickled structure changes
 
@@ -111,7 +111,7 @@ def _regression(*, balanced: bool = True, c: float = 10.0) -> LogisticRegression
                               class_weight="balanced" if balanced else None)
 
 
-# Chosen by cross-validation on the train + dev splits (runs/offline/tuning.py; never on test), in the
+# Chosen by cross-validation on the train + dev splits (analyst/tuning.py; never on test), in the
 # middle of the plateau (cue weight 2.25–2.75, company weight 1–1.25, line pseudo-complaints 10–40 all give
 # 96.3% product accuracy and 95.6% macro recall out of fold): the weight of one distinct product cue
 # (cues.py, at most CUE_CAP counted) and of the respondent's complaint mix, added to the text model's
@@ -122,7 +122,7 @@ COMPANY_SMOOTHING = 2.0  # pseudo-complaints spread over all products before a c
 LINE_PSEUDO = 20.0  # pseudo-complaints of a respondent's known line(s) of business (cues.company_lines)
 CUE_CAP = 2  # distinct cues counted per product at most (0: all)
 # Inverse regularisation strength of the issue models (the product model keeps C=10): chosen by
-# cross-validation on train + dev (runs/offline/tuning.py): 2.0 tells "Struggling to repay" from "Dealing
+# cross-validation on train + dev (analyst/tuning.py): 2.0 tells "Struggling to repay" from "Dealing
 # with your lender" among student loans better than 10 (68.5% against 67.0% of them).
 ISSUE_C = 2.0
 # A product absent from training: the text model has no opinion, so it scores the log of
@@ -363,7 +363,7 @@ _scope = threading.local()
 @contextmanager
 def training_scope(splits: tuple[str, ...]):
     """Within the block, get_classifier() trains on the rows of these evaluation splits only
-    (runs.evaluation.split_of), so `manage.py evaluate` never scores a complaint it trained on."""
+    (analyst.evaluation.split_of), so `manage.py evaluate` never scores a complaint it trained on."""
     previous = getattr(_scope, "splits", None)
     _scope.splits = tuple(splits)
     try:
@@ -377,7 +377,7 @@ def _examples_in_scope(path: Path) -> list[Example]:
     examples = load_examples(path)
     if not splits:
         return examples
-    from runs.evaluation import split_of
+    from analyst.evaluation import split_of
 
     return [e for e in examples if split_of(e.complaint_id) in splits]
 
@@ -411,9 +411,9 @@ def clear_cache() -> None:
 
 # --- evaluation -----------------------------------------------------------------------------
 def holdout_split(examples: list[Example]) -> tuple[list[Example], list[Example]]:
-    """The train and test sides of the fixed evaluation split (runs.evaluation.split_of, a hash of
+    """The train and test sides of the fixed evaluation split (analyst.evaluation.split_of, a hash of
     the complaint id); the dev side, used for tuning, is in neither."""
-    from runs.evaluation import split_of
+    from analyst.evaluation import split_of
 
     ordered = sorted(examples, key=lambda e: (e.complaint_id, e.text[:40]))
     return ([e for e in ordered if split_of(e.complaint_id) == "train"],
