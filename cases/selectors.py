@@ -36,7 +36,6 @@ from cases.models import (
 )
 from core.errors import NotFound
 
-
 # The fields of a case an agent is shown (its context and the case_read tool).
 CASE_FIELDS = ("reference", "title", "status", "risk_level", "version", "product", "sub_product", "issue",
                "sub_issue", "company", "consumer_state", "tags", "received_at")

@@ -321,8 +321,8 @@ def tool_abandon_unfinished(*, run, sequence: int) -> list[int]:
 # --- tools -------------------------------------------------------------------------------------
 
 def _case_read(inv: ToolInvocation) -> ToolOutcome:
-    from cases.selectors import case_snapshot
     from cases.models import Case
+    from cases.selectors import case_snapshot
 
     case = Case.objects.get(pk=inv.case.pk)
     return ToolOutcome(result={"case": case_snapshot(case),
