@@ -3,7 +3,10 @@
 import os
 
 os.environ.setdefault("SECRET_KEY", "tests-only-secret-key-not-for-any-deployment")
-os.environ.setdefault("ARBITER_VAR_DIR", os.path.join(os.path.dirname(os.path.dirname(__file__)), "var", "test"))
+# Each pytest-xdist worker (PYTEST_XDIST_WORKER = gw0, gw1, …) gets its own var/ folder: the Celery
+# filesystem broker, the e-mail outbox and uploads of two workers never meet.
+os.environ.setdefault("ARBITER_VAR_DIR", os.path.join(os.path.dirname(os.path.dirname(__file__)), "var", "test",
+                                                      os.environ.get("PYTEST_XDIST_WORKER", "main")))
 
 from config.settings import *  # noqa: E402,F403
 
