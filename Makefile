@@ -15,33 +15,55 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 # The stamp is named after pyproject.toml's content: `make install` is a no-op until it changes.
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-16)
+PYPROJECT_HASH := $(shell cat pyproject.toml | sha256sum | cut -c1-16)
+STAMP := $(VENV)/.installed-$(PYPROJECT_HASH)
+DEV_STAMP := $(VENV)/.installed-dev-$(PYPROJECT_HASH)
+# Parallel test processes (pytest-xdist); each gets its own test database and var/ folder.
+TEST_WORKERS ?= auto
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install run test test-postgres lint bench worker clean bench-venv bench-ledger
+.PHONY: install install-dev run test test-postgres lint bench worker clean bench-venv bench-ledger
 
 install: $(STAMP)
 
+# What running needs (pyproject's dependencies), with pip's progress shown; the test tools come
+# with `make test` (install-dev). Each stamp is named after pyproject.toml's content.
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
-	rm -f $(VENV)/.installed-*
+	@echo "Installing what Arbiter needs to run into $(VENV) (first time: a few minutes)…"
+	$(PY) -m pip install --disable-pip-version-check --progress-bar on -e .
+	rm -f $(VENV)/.installed-[0-9a-f]*
 	touch $(STAMP)
+
+install-dev: $(DEV_STAMP)
+
+$(DEV_STAMP): $(STAMP)
+	@echo "Installing the test tools into $(VENV)…"
+	$(PY) -m pip install --disable-pip-version-check --progress-bar on -e '.[dev]'
+	rm -f $(VENV)/.installed-dev-*
+	touch $(DEV_STAMP)
 
 run: install
 	DEBUG=$${DEBUG:-1} HOST=$(HOST) PORT=$(PORT) exec $(PY) scripts/run_local.py
 
-test: install
-	$(PY) -m pytest $(PYTEST_ARGS)
+# Two phases: everything but `slow` in parallel, then the `slow` tests (real processes on fixed
+# ports) one at a time. Exit code 5 ("no tests collected") of the second phase is not a failure:
+# a PYTEST_ARGS that selects no slow test is fine.
+PYTEST_PHASES = $(PY) -m pytest -n $(TEST_WORKERS) -m "not slow" $(PYTEST_ARGS) && \
+	{ $(PY) -m pytest -m slow $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ]; }
 
-test-postgres: install
-	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/arbiter} $(PY) -m pytest $(PYTEST_ARGS)
+test: install-dev
+	$(PYTEST_PHASES)
 
-lint: install
+test-postgres: install-dev
+	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/arbiter}; export DATABASE_URL; $(PYTEST_PHASES)
+
+lint: install-dev
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 
-bench: install bench-venv
+bench: install-dev bench-venv
 	DEBUG=$${DEBUG:-1} $(PY) bench/run.py $(BENCH_ARGS)
 	$(PY) bench/steps.py --database-url $(BENCH_DATABASE_URL) --langgraph-python $(BENCH_VENV)/bin/python $(STEP_BENCH_ARGS)
 
@@ -62,7 +84,7 @@ $(BENCH_VENV_STAMP):
 	touch $(BENCH_VENV_STAMP)
 
 # audit_verify (full and --since) and case_replay --all over a generated ledger (LEDGER_EVENTS events).
-bench-ledger: install
+bench-ledger: install-dev
 	$(PY) bench/ledger.py --database-url $(BENCH_DATABASE_URL)_ledger $(LEDGER_BENCH_ARGS)
 
 worker: install

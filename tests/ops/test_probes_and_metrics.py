@@ -74,6 +74,7 @@ PROBE = ("from django.test import Client; import json; c = Client(); "
     ("database", {"DATABASE_URL": "postgres://postgres@127.0.0.1:{port}/arbiter"}),
     ("broker", {"CELERY_BROKER_URL": "redis://127.0.0.1:{port}/13"}),
 ])
+@pytest.mark.slow
 def test_readyz_fails_when_the_database_or_the_broker_is_down(tmp_path, down, env):
     port = _closed_port()
     environment = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "CELERY_BROKER_URL",
