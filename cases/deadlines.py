@@ -14,6 +14,8 @@ from functools import lru_cache
 import holidays
 from django.utils import timezone
 
+from cases.models import NoticeStatus, is_settled
+
 # The three due dates, in the order they are shown: (key, Case field, label, policy prefix).
 DEADLINES = (
     ("acknowledge", "acknowledge_due", "Acknowledgement"),
@@ -101,8 +103,6 @@ def notice_sent(case) -> bool:
     annotated = getattr(case, "notice_sent", None)  # CaseQuerySet.with_deadlines()
     if annotated is not None:
         return bool(annotated)
-    from cases.models import NoticeStatus
-
     return case.notices.filter(status=NoticeStatus.SENT).exists()
 
 
@@ -110,7 +110,7 @@ def met_deadlines(case) -> set[str]:
     met = set()
     if notice_sent(case):
         met |= {"acknowledge", "response"}
-    if case.status in ("decided", "closed"):
+    if is_settled(case.status):
         met.add("close")
     return met
 

@@ -26,6 +26,23 @@ class CaseStatus(models.TextChoices):
     CLOSED = "closed", "Closed"
 
 
+# The case lifecycle in one place: every list of statuses below is derived from CaseStatus, so a new
+# state is added to the enum (in its place in the order) and to the transitions, and nothing else.
+# Settled: decided or closed — no deadline runs and no proposal may change the case.
+SETTLED_STATUSES = frozenset({CaseStatus.DECIDED, CaseStatus.CLOSED})
+# Open: every state that is not settled; the queue's "open" filter and the deadlines use it.
+OPEN_STATUSES = frozenset(CaseStatus) - SETTLED_STATUSES
+# Terminal: no transition leads out of it except reopening.
+TERMINAL_STATUSES = frozenset({CaseStatus.CLOSED})
+# Sort rank of each status for the queue (the order of declaration), used by cases.selectors and the
+# index migration web/0002 (tests/cases/test_lifecycle.py checks the migration's copy is equal).
+STATUS_RANK = {status.value: rank for rank, status in enumerate(CaseStatus)}
+
+
+def is_settled(status: str) -> bool:
+    return status in SETTLED_STATUSES
+
+
 class RiskLevel(models.TextChoices):
     UNASSESSED = "unassessed", "Unassessed"
     LOW = "low", "Low"
@@ -138,7 +155,7 @@ def next_due_expression(*, notice_sent) -> models.Expression:
     """The earliest due date still open, as SQL: acknowledgement and response until a notice is
     sent, closure until the case is decided or closed; NULL when none (the rule of
     cases.services.deadlines.next_due_of). `notice_sent` is a condition on the case row."""
-    settled = models.Q(status__in=[CaseStatus.DECIDED, CaseStatus.CLOSED])
+    settled = models.Q(status__in=sorted(SETTLED_STATUSES))
     open_notice = models.Case(models.When(notice_sent, then=models.Value(None)),
                               default=_least("acknowledge_due", "response_due"), output_field=models.DateField())
     open_close = models.Case(models.When(settled, then=models.Value(None)), default=models.F("close_due"),

@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from cases import policy
 from cases.models import (
+    STATUS_RANK,
     Case,
     CaseEvent,
     Evidence,
@@ -62,8 +63,6 @@ SEARCH_MAX_WORDS = 8
 SEARCH_ID_LIMIT = 2000
 
 RISK_RANK = {"unassessed": 0, "low": 1, "medium": 2, "high": 3, "critical": 4}
-STATUS_RANK = {"new": 0, "triaged": 1, "under_review": 2, "waiting_for_evidence": 3, "ready_for_decision": 4,
-               "decided": 5, "closed": 6}
 
 
 def _rank(field: str, ranks: dict[str, int]) -> DjangoCase:

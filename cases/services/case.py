@@ -19,9 +19,9 @@ from cases.deadlines import notice_sent
 from cases.extraction import evidence_extraction_create
 from cases.models import (
     CASE_TRANSITIONS,
+    SETTLED_STATUSES,
     Case,
     CaseReferenceCounter,
-    CaseStatus,
     Evidence,
     EvidenceKind,
     Proposal,
@@ -168,7 +168,6 @@ def evidence_add(*, actor, case: Case, title: str, text: str | None = None, uplo
 
 # Deciding or closing a case no notice was ever sent on needs an explicit confirmation (issue 7).
 TRANSITIONS_CONFIRMED_WITHOUT_NOTICE = frozenset({"decide", "close"})
-SETTLED = frozenset({CaseStatus.DECIDED, CaseStatus.CLOSED})
 
 
 def _apply_transition(*, case: Case, actor: Actor, user: User, transition: str, reason: str,
@@ -207,7 +206,7 @@ def _apply_transition(*, case: Case, actor: Actor, user: User, transition: str, 
     _record(case=case, actor=actor, event_type="case.transitioned", payload=payload,
             audit_action="cases.case.transitioned", run_id=run_id, decision="allowed")
     deadlines_on_transition(case=case, actor=actor, source=source, target=case.status)
-    if {source, case.status} & SETTLED:  # closure is met while decided or closed (the stored next_due)
+    if {source, case.status} & SETTLED_STATUSES:  # closure is met while decided or closed (the stored next_due)
         recompute_next_due(case)
 
 

@@ -30,7 +30,16 @@ from cases.deadlines import (
     met_deadlines,
     validate_region,
 )
-from cases.models import Case, CaseStatus, DayCount, DeadlineCrossing, DeadlinePolicy, NoticeStatus
+from cases.models import (
+    SETTLED_STATUSES,
+    Case,
+    CaseStatus,
+    DayCount,
+    DeadlineCrossing,
+    DeadlinePolicy,
+    NoticeStatus,
+    is_settled,
+)
 from cases.services._common import (
     _check_expected_version,
     _lock_case,
@@ -61,7 +70,7 @@ def next_due_of(case: Case, *, notice_sent: bool) -> date | None:
     candidates = []
     if not notice_sent:
         candidates += [case.acknowledge_due, case.response_due]
-    if case.status not in (CaseStatus.DECIDED, CaseStatus.CLOSED):
+    if not is_settled(case.status):
         candidates.append(case.close_due)
     return min((due for due in candidates if due is not None), default=None)
 
@@ -150,7 +159,7 @@ def deadline_policy_create(*, actor, tenant: Tenant, recompute_open_cases: bool 
                  action="cases.deadline_policy.created", target_type="deadline_policy", target_id=new.pk,
                  policy_version=policy.POLICY_VERSION, payload={"version": version, **values})
     if recompute_open_cases:
-        open_cases = Case.objects.filter(tenant=tenant).exclude(status__in=[CaseStatus.DECIDED, CaseStatus.CLOSED])
+        open_cases = Case.objects.filter(tenant=tenant).exclude(status__in=sorted(SETTLED_STATUSES))
         for case_id in open_cases.order_by("pk").values_list("pk", flat=True):
             _recompute(case=_lock_case(case_id), actor=actor, deadline_policy=new)
     return new
@@ -202,7 +211,7 @@ def case_deadlines_recompute(*, actor, case: Case, expected_version: int | None 
     _require_tenant(actor, case.tenant_id)
     locked = _lock_case(case)
     _check_expected_version(locked, expected_version)
-    if locked.status in (CaseStatus.DECIDED, CaseStatus.CLOSED):
+    if is_settled(locked.status):
         raise NotAllowed(f"{locked.reference} is {locked.status}; its deadlines are settled.")
     _recompute(case=locked, actor=actor, deadline_policy=deadline_policy_current(tenant_id=locked.tenant_id))
     case.refresh_from_db()
@@ -227,7 +236,7 @@ def case_deadline_extend(*, actor, case: Case, deadline: str, until: date, reaso
         raise Invalid("An extension needs a reason.", fields={"reason": ["Say why the date moves."]})
     locked = _lock_case(case)
     _check_expected_version(locked, expected_version)
-    if locked.status in (CaseStatus.DECIDED, CaseStatus.CLOSED):
+    if is_settled(locked.status):
         raise NotAllowed(f"{locked.reference} is {locked.status}; its deadlines are settled.")
     current = getattr(locked, fields[deadline])
     if not isinstance(until, date) or (current is not None and until <= current):

@@ -14,11 +14,11 @@ from cases.models import (
     CASE_TRANSITIONS,
     PRECONDITION_EVENTS,
     PROPOSAL_PRECONDITION_FIELDS,
+    SETTLED_STATUSES,
     Approval,
     ApprovalDecision,
     Case,
     CaseEvent,
-    CaseStatus,
     Evidence,
     Proposal,
     ProposalKind,
@@ -42,7 +42,6 @@ from core.actors import Actor, coerce_actor
 from core.errors import Forbidden, Invalid, NotAllowed, Stale
 
 # A decided or closed case takes no risk or assignment change (E): only reopening it.
-SETTLED_STATUSES = frozenset({CaseStatus.DECIDED, CaseStatus.CLOSED})
 
 
 def check_case_not_settled(case: Case, what: str) -> None:
