@@ -1,4 +1,6 @@
-"""A real local HTTP receiver for webhook tests (http.server in a thread), and a webhook endpoint."""
+"""A real local HTTP receiver for webhook tests (http.server in a thread), and a webhook endpoint.
+The `receiver` fixture allows loopback through ARBITER_WEBHOOK_ALLOWED_NETWORKS (webhooks reach
+public addresses only by default); `Receiver()` alone allows nothing (the refusal tests use it)."""
 
 from __future__ import annotations
 
@@ -49,7 +51,14 @@ class Receiver:
 
 
 @pytest.fixture
-def receiver():
+def local_receivers_allowed(settings):
+    """Webhooks reach public addresses only; a receiver on 127.0.0.1 is reachable because the
+    operator setting allows loopback, as an operator would allow an on-premises network."""
+    settings.ARBITER_WEBHOOK_ALLOWED_NETWORKS = ["127.0.0.0/8"]
+
+
+@pytest.fixture
+def receiver(local_receivers_allowed):
     receiver = Receiver()
     yield receiver
     receiver.close()
