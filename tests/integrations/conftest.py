@@ -6,17 +6,22 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 
 class Receiver:
-    """Records every request; answers with the next status of `statuses` (then 200)."""
+    """Records every request; answers with the next status of `statuses` (then 200), the body
+    `reply` when set, a Location header when `location` is set, after `delay` seconds."""
 
     def __init__(self):
         self.requests: queue.Queue = queue.Queue()
         self.statuses: list[int] = []
+        self.reply: bytes | None = None
+        self.location: str | None = None
+        self.delay = 0.0
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -24,9 +29,12 @@ class Receiver:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 status = receiver.statuses.pop(0) if receiver.statuses else 200
                 receiver.requests.put({"headers": dict(self.headers), "body": body, "status": status})
+                time.sleep(receiver.delay)
                 self.send_response(status)
+                if receiver.location:
+                    self.send_header("Location", receiver.location)
                 self.end_headers()
-                self.wfile.write(b"ok" if status < 300 else b"receiver failed")
+                self.wfile.write(receiver.reply or (b"ok" if status < 300 else b"receiver failed"))
 
             def log_message(self, *args):
                 pass
