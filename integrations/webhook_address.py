@@ -101,7 +101,7 @@ def _is_allowed(address: IPAddress) -> bool:
 def _embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
     if address.sixtofour is not None:
         return address.sixtofour
-    if address in _NAT64 or (address in _IPV4_COMPATIBLE and int(address) > 1):
+    if address in _IPV4_COMPATIBLE and int(address) > 1:
         return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
     return None
 
@@ -113,6 +113,8 @@ def address_refusal(address: IPAddress) -> str | None:
     if isinstance(address, ipaddress.IPv6Address):
         if address.ipv4_mapped is not None:  # the connection goes to the IPv4 address itself
             return address_refusal(address.ipv4_mapped)
+        if address in _NAT64:  # a DNS64 answer for an IPv4-only host: judged by that IPv4 address
+            return address_refusal(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
         embedded = _embedded_ipv4(address)
         kind = address_refusal(embedded) if embedded is not None else None
         if kind:

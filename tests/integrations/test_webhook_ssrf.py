@@ -111,6 +111,10 @@ def test_numeric_hosts_are_read_as_the_resolver_reads_them():
     assert literal_address("hooks.example.org") is None
     assert address_refusal(literal_address("8.8.8.8")) is None
     assert address_refusal(literal_address("::ffff:8.8.8.8")) is None  # mapped public: fine
+    assert address_refusal(literal_address("64:ff9b::808:808")) is None  # NAT64 of a public address
+    assert address_refusal(literal_address("2002:808:808::")) is None  # 6to4 of a public address
+    assert address_refusal(literal_address("64:ff9b::7f00:1")).startswith("loopback")
+    assert address_refusal(literal_address("64:ff9b:1::a00:1")) is not None  # local-use NAT64
 
 
 def test_the_real_resolver_is_checked_too(monkeypatch, settings):
