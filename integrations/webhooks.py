@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
-import secrets
-import time
 import http.client
+import json
 import logging
+import secrets
 import ssl
+import time
 from datetime import timedelta
 
 from django.conf import settings
@@ -27,7 +27,6 @@ from accounts.models import Role, User
 from audit.services import audit_record
 from core.errors import Forbidden, Invalid, NotAllowed
 from integrations.events import event_representation, kick_deliveries
-from integrations.webhook_address import ResolverUnavailable, TargetRefused, pinned_connection, webhook_target
 from integrations.models import (
     DeliveryError,
     DeliveryStatus,
@@ -36,6 +35,7 @@ from integrations.models import (
     WebhookDelivery,
     WebhookEndpoint,
 )
+from integrations.webhook_address import ResolverUnavailable, TargetRefused, pinned_connection, webhook_target
 
 logger = logging.getLogger(__name__)
 
