@@ -578,6 +578,17 @@ ARBITER_WEBHOOK_SIGNATURE_TOLERANCE_SECONDS = env_int("ARBITER_WEBHOOK_SIGNATURE
 ARBITER_WEBHOOK_POLL_SECONDS = env_int("ARBITER_WEBHOOK_POLL_SECONDS", 15, minimum=1)
 # Only https:// webhook URLs are accepted unless this is on (local receivers, tests, `make run`).
 ARBITER_WEBHOOK_ALLOW_HTTP = env_bool("ARBITER_WEBHOOK_ALLOW_HTTP", DEBUG)
+# Webhooks reach public internet addresses only; these networks (comma-separated CIDRs, e.g.
+# "10.20.0.0/16,fd00:1::/64") may be reached too, for receivers on premises. Default: none.
+import ipaddress  # noqa: E402
+
+ARBITER_WEBHOOK_ALLOWED_NETWORKS = env_list("ARBITER_WEBHOOK_ALLOWED_NETWORKS", [])
+for _network in ARBITER_WEBHOOK_ALLOWED_NETWORKS:
+    try:
+        ipaddress.ip_network(_network, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured(f"ARBITER_WEBHOOK_ALLOWED_NETWORKS: {_network!r} is not a network "
+                                   f"(write CIDRs such as 10.20.0.0/16).") from None
 CELERY_BEAT_SCHEDULE = {
     **CELERY_BEAT_SCHEDULE,
     "deliver-due-webhooks": {"task": "integrations.tasks.webhook_deliver_due_task",
@@ -589,6 +600,7 @@ SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"] = {
     **SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"],
     "EventTypeEnum": "integrations.models.EventType",
     "DeliveryStatusEnum": "integrations.models.DeliveryStatus",
+    "DeliveryErrorEnum": "integrations.models.DeliveryError",
 }
 SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"] = ["drf_spectacular.hooks.postprocess_schema_enums",
                                                 "core.api_schema.describe_responses"]

@@ -16,6 +16,7 @@ from integrations.webhooks import (
     webhook_endpoint_create,
     webhook_endpoint_update,
     webhook_redeliver,
+    webhook_url_check,
 )
 
 
@@ -53,6 +54,13 @@ class WebhookEndpointForm(forms.ModelForm):
     class Meta:
         model = WebhookEndpoint
         fields = ("url", "description", "event_types")
+
+    def clean_url(self):
+        """The service's URL check, as a form error (the service checks again when it saves)."""
+        try:
+            return webhook_url_check(self.cleaned_data["url"])
+        except DomainError as exc:
+            raise forms.ValidationError(exc.message) from exc
 
 
 @admin.register(WebhookEndpoint)
@@ -113,7 +121,7 @@ class WebhookAttemptInline(admin.TabularInline):
     model = WebhookAttempt
     extra = 0
     can_delete = False
-    readonly_fields = ("number", "started_at", "duration_ms", "status_code", "response_excerpt", "error", "succeeded")
+    readonly_fields = ("number", "started_at", "duration_ms", "status_code", "error_category", "succeeded")
 
     def has_add_permission(self, request, obj=None):
         return False
@@ -127,7 +135,7 @@ class WebhookDeliveryAdmin(TenantScopedAdmin):
     list_filter = ("status",)
     list_select_related = ("endpoint", "event")
     readonly_fields = ("endpoint", "event", "status", "attempts", "next_attempt_at", "locked_until",
-                       "last_status_code", "last_error", "delivered_at", "created_at")
+                       "last_status_code", "last_error_category", "delivered_at", "created_at")
     inlines = [WebhookAttemptInline]
     actions = ["redeliver"]
 

@@ -104,6 +104,22 @@ class DeliveryStatus(models.TextChoices):
     FAILED = "failed", "Failed (attempts exhausted or endpoint disabled)"
 
 
+class DeliveryError(models.TextChoices):
+    """Why an attempt failed, in a word: all an API user learns (never the receiver's body nor the
+    raw error text, which could map the operator's network). The worker log holds the detail."""
+
+    REFUSED_ADDRESS = "refused_address", "The host is or resolves to an address webhooks may not reach"
+    INVALID_URL = "invalid_url", "The URL is not allowed (scheme, credentials, port)"
+    DNS = "dns", "The host name did not resolve"
+    CONNECT = "connect", "No connection could be made"
+    TIMEOUT = "timeout", "The receiver did not answer in time"
+    TLS = "tls", "The TLS handshake or certificate check failed"
+    PROTOCOL = "protocol", "The receiver's answer was not HTTP"
+    REDIRECT = "redirect", "The receiver answered with a redirect (never followed)"
+    HTTP_STATUS = "http_status", "The receiver answered with a status other than 2xx"
+    DISABLED = "disabled", "The endpoint was disabled"
+
+
 class WebhookDelivery(models.Model):
     """The durable intent to deliver one event to one endpoint, written in the transaction of the
     change. A beat task polls for due rows, so nothing is lost while the broker is down."""
@@ -115,7 +131,7 @@ class WebhookDelivery(models.Model):
     next_attempt_at = models.DateTimeField()
     locked_until = models.DateTimeField(null=True, blank=True)
     last_status_code = models.PositiveSmallIntegerField(null=True, blank=True)
-    last_error = models.CharField(max_length=500, blank=True)
+    last_error_category = models.CharField(max_length=20, choices=DeliveryError.choices, blank=True)
     delivered_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -129,15 +145,15 @@ class WebhookDelivery(models.Model):
 
 
 class WebhookAttempt(models.Model):
-    """One HTTP attempt of a delivery: the log an operator reads."""
+    """One HTTP attempt of a delivery: its status code, duration and error category. Neither the
+    receiver's body nor the raw error text is stored (ADR 0015)."""
 
     delivery = models.ForeignKey(WebhookDelivery, on_delete=models.CASCADE, related_name="attempt_log")
     number = models.PositiveIntegerField()
     started_at = models.DateTimeField()
     duration_ms = models.PositiveIntegerField(default=0)
     status_code = models.PositiveSmallIntegerField(null=True, blank=True)
-    response_excerpt = models.CharField(max_length=500, blank=True)
-    error = models.CharField(max_length=500, blank=True)
+    error_category = models.CharField(max_length=20, choices=DeliveryError.choices, blank=True)
     succeeded = models.BooleanField(default=False)
 
     class Meta:
@@ -145,4 +161,4 @@ class WebhookAttempt(models.Model):
         constraints = [models.UniqueConstraint(fields=["delivery", "number"], name="attempt_delivery_number_unique")]
 
     def __str__(self) -> str:
-        return f"attempt {self.number} of delivery {self.delivery_id}: {self.status_code or self.error}"
+        return f"attempt {self.number} of delivery {self.delivery_id}: {self.status_code or self.error_category}"

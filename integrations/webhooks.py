@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import http.client
 import json
+import logging
 import secrets
+import ssl
 import time
-import urllib.error
-import urllib.request
 from datetime import timedelta
 
 from django.conf import settings
@@ -27,12 +28,16 @@ from audit.services import audit_record
 from core.errors import Forbidden, Invalid, NotAllowed
 from integrations.events import event_representation, kick_deliveries
 from integrations.models import (
+    DeliveryError,
     DeliveryStatus,
     EventType,
     WebhookAttempt,
     WebhookDelivery,
     WebhookEndpoint,
 )
+from integrations.webhook_address import ResolverUnavailable, TargetRefused, pinned_connection, webhook_target
+
+logger = logging.getLogger(__name__)
 
 MANAGERS = {Role.ADMIN, Role.SUPERVISOR}
 FORBIDDEN = "Webhooks are managed by supervisors and administrators."
@@ -66,10 +71,29 @@ def _check_manager(actor: User) -> None:
         raise Forbidden(FORBIDDEN)
 
 
-def _clean_url(url: str) -> str:
-    allowed = ("https://", "http://") if settings.ARBITER_WEBHOOK_ALLOW_HTTP else ("https://",)
-    if not url.startswith(allowed):
-        raise Invalid("The webhook URL must use https.", fields={"url": ["Use an https:// URL."]})
+URL_MESSAGES = {
+    "scheme": ("The webhook URL must use https.", "Use an https:// URL."),
+    "credentials": ("The webhook URL must not hold a user name or password.",
+                    "Remove user:password@ — the signature authenticates each delivery."),
+    "host": ("The webhook URL needs a valid host.", "Give a host name or address."),
+    "port": ("The webhook URL's port is not valid.", "Use a port from 1 to 65535."),
+    "dns": ("The webhook URL's host does not resolve.", "Give a host name that resolves."),
+    "address": ("The webhook URL must reach a public internet address.",
+                "This host is, or resolves to, a loopback, private, link-local or otherwise non-public "
+                "address. An operator can allow a network for receivers on premises "
+                "(ARBITER_WEBHOOK_ALLOWED_NETWORKS)."),
+}
+
+
+def webhook_url_check(url: str) -> str:
+    """Check a webhook URL for registration: its scheme (https, or http where the operator allows
+    it), no credentials, and its host resolved now to public addresses only (or to networks the
+    operator allows). Returns the URL. Raises Invalid (field `url`) or ResolverUnavailable (503)."""
+    try:
+        webhook_target(url)
+    except TargetRefused as exc:
+        message, hint = URL_MESSAGES[exc.reason]
+        raise Invalid(message, fields={"url": [hint]}) from None
     return url
 
 
@@ -86,30 +110,40 @@ def _audit(actor: User, endpoint: WebhookEndpoint, action: str, payload: dict) -
                  target_type="webhookendpoint", target_id=endpoint.pk, decision="allowed", payload=payload)
 
 
-@transaction.atomic
 def webhook_endpoint_create(*, actor: User, url: str, event_types: list[str],
                             description: str = "") -> tuple[WebhookEndpoint, str]:
     """Register an endpoint of the actor's tenant (supervisors and admins). Returns it and its
-    signing secret (shown once). Refuses: Forbidden (role), Invalid (URL scheme, event types)."""
+    signing secret (shown once). Refuses: Forbidden (role), Invalid (URL: scheme, credentials, a
+    host that is not public; event types), ResolverUnavailable (the name service is down)."""
     _check_manager(actor)
+    event_types = _clean_types(event_types)
+    url = webhook_url_check(url)  # resolves the host: before the transaction, so none waits on DNS
     secret = f"whsec_{secrets.token_urlsafe(32)}"
-    endpoint = WebhookEndpoint.objects.create(tenant_id=actor.tenant_id, url=_clean_url(url),
-                                              event_types=_clean_types(event_types), description=description,
-                                              secret=secret, created_by=actor)
-    _audit(actor, endpoint, "integrations.webhook.created", {"url": endpoint.url, "event_types": endpoint.event_types})
+    with transaction.atomic():
+        endpoint = WebhookEndpoint.objects.create(tenant_id=actor.tenant_id, url=url, event_types=event_types,
+                                                  description=description, secret=secret, created_by=actor)
+        _audit(actor, endpoint, "integrations.webhook.created",
+               {"url": endpoint.url, "event_types": endpoint.event_types})
     return endpoint, secret
 
 
-@transaction.atomic
 def webhook_endpoint_update(*, actor: User, endpoint: WebhookEndpoint, url: str | None = None,
                             event_types: list[str] | None = None, description: str | None = None,
                             is_active: bool | None = None) -> WebhookEndpoint:
     """Change an endpoint; enabling it again clears its failure count. Same refusals as create."""
     _check_manager(actor)
+    if url is not None:
+        url = webhook_url_check(url)  # resolves the host: before the transaction and its row lock
+    with transaction.atomic():
+        return _endpoint_change(actor, endpoint, url, event_types, description, is_active)
+
+
+def _endpoint_change(actor: User, endpoint: WebhookEndpoint, url: str | None, event_types: list[str] | None,
+                     description: str | None, is_active: bool | None) -> WebhookEndpoint:
     endpoint = WebhookEndpoint.objects.select_for_update().get(pk=endpoint.pk)
     changes = {}
     if url is not None:
-        endpoint.url = changes["url"] = _clean_url(url)
+        endpoint.url = changes["url"] = url
     if event_types is not None:
         endpoint.event_types = changes["event_types"] = _clean_types(event_types)
     if description is not None:
@@ -144,23 +178,43 @@ def webhook_redeliver(*, actor: User, delivery: WebhookDelivery) -> WebhookDeliv
 
 # --- delivery ---------------------------------------------------------------------------------------
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args, **kwargs):
-        return None  # a redirect is an answer (3xx: failure), never followed to another host
-
-
-_opener = urllib.request.build_opener(_NoRedirect)
-
-
-def _post(url: str, body: bytes, headers: dict) -> tuple[int | None, str, str]:
-    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+def _post(url: str, body: bytes, headers: dict) -> tuple[int | None, str]:
+    """POST once. Returns (status code or None, error category or ""). The URL is checked and
+    resolved again now (its name may point elsewhere since registration) and the connection goes
+    to the address that was checked. A redirect is an answer, never followed. The detail of a
+    failure goes to the worker log only; the receiver's body is not read."""
     try:
-        with _opener.open(request, timeout=settings.ARBITER_WEBHOOK_TIMEOUT_SECONDS) as response:
-            return response.status, response.read(500).decode("utf-8", "replace"), ""
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read(500).decode("utf-8", "replace") if exc.fp else "", ""
-    except Exception as exc:  # connection refused, timeout, TLS ...
-        return None, "", f"{type(exc).__name__}: {exc}"[:500]
+        target = webhook_target(url)
+    except (TargetRefused, ResolverUnavailable) as exc:
+        category = getattr(exc, "category", DeliveryError.DNS)
+        logger.warning("webhook delivery not sent (%s): %s", category, exc)
+        return None, category
+    connection = pinned_connection(target, timeout=settings.ARBITER_WEBHOOK_TIMEOUT_SECONDS)
+    try:
+        connection.request("POST", target.path, body=body, headers=headers)
+        status_code = connection.getresponse().status
+    except Exception as exc:  # noqa: BLE001  (every failure is an outcome of the attempt)
+        category = _failure_category(exc)
+        logger.warning("webhook delivery to %s failed (%s): %s: %s", target.host, category, type(exc).__name__, exc)
+        return None, category
+    finally:
+        connection.close()
+    if 200 <= status_code < 300:
+        return status_code, ""
+    return status_code, DeliveryError.REDIRECT if 300 <= status_code < 400 else DeliveryError.HTTP_STATUS
+
+
+def _failure_category(exc: Exception) -> str:
+    # Order matters: TLS errors and http.client's RemoteDisconnected are OSErrors too.
+    if isinstance(exc, TimeoutError):
+        return DeliveryError.TIMEOUT
+    if isinstance(exc, ssl.SSLError | ssl.CertificateError):
+        return DeliveryError.TLS
+    if isinstance(exc, http.client.HTTPException):
+        return DeliveryError.PROTOCOL
+    if isinstance(exc, OSError):
+        return DeliveryError.CONNECT
+    return DeliveryError.PROTOCOL
 
 
 def _claim(delivery_id: int, now) -> bool:
@@ -184,7 +238,7 @@ def webhook_deliver(*, delivery_id: int) -> WebhookDelivery | None:
     endpoint = delivery.endpoint
     if not endpoint.is_active:
         WebhookDelivery.objects.filter(pk=delivery.pk).update(status=DeliveryStatus.FAILED, locked_until=None,
-                                                              last_error="The endpoint is disabled.")
+                                                              last_error_category=DeliveryError.DISABLED)
         return WebhookDelivery.objects.get(pk=delivery.pk)
     if delivery.event.feed_sequence is None:
         from integrations.events import feed_assign
@@ -199,17 +253,18 @@ def webhook_deliver(*, delivery_id: int) -> WebhookDelivery | None:
                "Arbiter-Event-Id": f"evt_{delivery.event_id}", "Arbiter-Event-Type": delivery.event.type,
                "Arbiter-Delivery-Id": str(delivery.pk)}
     started = time.monotonic()
-    status_code, excerpt, error = _post(endpoint.url, body, headers)
+    status_code, category = _post(endpoint.url, body, headers)
     duration_ms = int((time.monotonic() - started) * 1000)
     succeeded = status_code is not None and 200 <= status_code < 300
     with transaction.atomic():
         delivery = WebhookDelivery.objects.select_for_update().get(pk=delivery.pk)
         number = WebhookAttempt.objects.filter(delivery=delivery).count() + 1
         WebhookAttempt.objects.create(delivery=delivery, number=number, started_at=now, duration_ms=duration_ms,
-                                      status_code=status_code, response_excerpt=excerpt, error=error,
+                                      status_code=status_code, error_category=category,
                                       succeeded=succeeded)
         delivery.attempts += 1
-        delivery.last_status_code, delivery.last_error, delivery.locked_until = status_code, error, None
+        delivery.last_status_code, delivery.last_error_category = status_code, category
+        delivery.locked_until = None
         if succeeded:
             delivery.status, delivery.delivered_at = DeliveryStatus.SUCCEEDED, timezone.now()
             WebhookEndpoint.objects.filter(pk=endpoint.pk).update(consecutive_failures=0)

@@ -1,6 +1,7 @@
 """Personas and helpers shared by the whole suite (STYLE: tests)."""
 
 import os
+import socket
 
 import pytest
 from django.db import connection
@@ -86,3 +87,23 @@ def case(analyst):
 @pytest.fixture
 def is_postgres():
     return connection.vendor == "postgresql"
+
+
+# No network in tests: webhook hosts resolve through this table, never through DNS. A test adds
+# names to it (`dns["internal.example"] = ["10.0.0.5"]`); a name not in it does not resolve.
+PUBLIC_TEST_ADDRESS = "93.184.215.14"
+
+
+@pytest.fixture(autouse=True)
+def dns(monkeypatch):
+    table = {"localhost": ["127.0.0.1", "::1"], "hooks.example.org": [PUBLIC_TEST_ADDRESS],
+             "x.example": [PUBLIC_TEST_ADDRESS]}
+
+    def resolve(host: str, port: int) -> list[str]:
+        if host not in table:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        answer = table[host]
+        return list(answer() if callable(answer) else answer)
+
+    monkeypatch.setattr("integrations.webhook_address.resolve_host", resolve)
+    return table

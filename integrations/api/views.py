@@ -12,7 +12,7 @@ from core.api import BIGINT_MAX, PersonSerializer, refusals
 from core.errors import Forbidden, NotFound
 from integrations.api.base import ApiView, ListApi
 from integrations.events import event_representation, feed_assign
-from integrations.models import EventType, IntegrationEvent, WebhookDelivery, WebhookEndpoint
+from integrations.models import DeliveryError, EventType, IntegrationEvent, WebhookDelivery, WebhookEndpoint
 from integrations.webhooks import (
     FORBIDDEN,
     MANAGERS,
@@ -129,21 +129,24 @@ class WebhookAttemptSerializer(serializers.Serializer):
     number = serializers.IntegerField()
     started_at = serializers.DateTimeField()
     duration_ms = serializers.IntegerField()
-    status_code = serializers.IntegerField(allow_null=True)
-    response_excerpt = serializers.CharField()
-    error = serializers.CharField()
+    status_code = serializers.IntegerField(allow_null=True, help_text="The receiver's HTTP status, if it answered.")
+    error_category = serializers.ChoiceField(
+        choices=DeliveryError.choices, allow_blank=True,
+        help_text="Why the attempt failed, in a word (the receiver's body and raw error texts are never shown).")
     succeeded = serializers.BooleanField()
 
 
 class WebhookDeliveryOutputSerializer(serializers.ModelSerializer):
     event = serializers.SerializerMethodField()
+    last_error_category = serializers.ChoiceField(choices=DeliveryError.choices, allow_blank=True,
+                                                  help_text="The last attempt's error category.")
     event_type = serializers.CharField(source="event.type")
     attempt_log = WebhookAttemptSerializer(many=True, read_only=True)
 
     class Meta:
         model = WebhookDelivery
         fields = ["id", "endpoint", "event", "event_type", "status", "attempts", "next_attempt_at",
-                  "last_status_code", "last_error", "delivered_at", "created_at", "attempt_log"]
+                  "last_status_code", "last_error_category", "delivered_at", "created_at", "attempt_log"]
         read_only_fields = fields
 
     def get_event(self, delivery) -> str:
@@ -168,7 +171,9 @@ class WebhookEndpointListCreateApi(ListApi):
     ordering_fields = ("-created_at", "created_at")
 
     class WebhookEndpointInput(serializers.Serializer):
-        url = serializers.URLField(max_length=500, help_text="https:// (http:// only where the operator allows it).")
+        url = serializers.URLField(max_length=500, help_text="https:// (http:// only where the operator allows it), "
+                                                             "no user:password@, a host that resolves to public "
+                                                             "internet addresses only.")
         event_types = serializers.ListField(child=serializers.ChoiceField(choices=EventType.choices), min_length=1,
                                             max_length=len(EventType.values))
         description = serializers.CharField(max_length=200, required=False, allow_blank=True)

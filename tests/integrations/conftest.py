@@ -1,20 +1,27 @@
-"""A real local HTTP receiver for webhook tests (http.server in a thread), and a webhook endpoint."""
+"""A real local HTTP receiver for webhook tests (http.server in a thread), and a webhook endpoint.
+The `receiver` fixture allows loopback through ARBITER_WEBHOOK_ALLOWED_NETWORKS (webhooks reach
+public addresses only by default); `Receiver()` alone allows nothing (the refusal tests use it)."""
 
 from __future__ import annotations
 
 import queue
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 
 class Receiver:
-    """Records every request; answers with the next status of `statuses` (then 200)."""
+    """Records every request; answers with the next status of `statuses` (then 200), the body
+    `reply` when set, a Location header when `location` is set, after `delay` seconds."""
 
     def __init__(self):
         self.requests: queue.Queue = queue.Queue()
         self.statuses: list[int] = []
+        self.reply: bytes | None = None
+        self.location: str | None = None
+        self.delay = 0.0
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -22,9 +29,12 @@ class Receiver:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 status = receiver.statuses.pop(0) if receiver.statuses else 200
                 receiver.requests.put({"headers": dict(self.headers), "body": body, "status": status})
+                time.sleep(receiver.delay)
                 self.send_response(status)
+                if receiver.location:
+                    self.send_header("Location", receiver.location)
                 self.end_headers()
-                self.wfile.write(b"ok" if status < 300 else b"receiver failed")
+                self.wfile.write(receiver.reply or (b"ok" if status < 300 else b"receiver failed"))
 
             def log_message(self, *args):
                 pass
@@ -49,7 +59,14 @@ class Receiver:
 
 
 @pytest.fixture
-def receiver():
+def local_receivers_allowed(settings):
+    """Webhooks reach public addresses only; a receiver on 127.0.0.1 is reachable because the
+    operator setting allows loopback, as an operator would allow an on-premises network."""
+    settings.ARBITER_WEBHOOK_ALLOWED_NETWORKS = ["127.0.0.0/8"]
+
+
+@pytest.fixture
+def receiver(local_receivers_allowed):
     receiver = Receiver()
     yield receiver
     receiver.close()

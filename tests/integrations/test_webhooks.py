@@ -119,13 +119,14 @@ def test_an_endpoint_failing_repeatedly_is_disabled(analyst, endpoint, receiver,
     assert webhook_deliver(delivery_id=delivery.pk).status == DeliveryStatus.FAILED
 
 
-def test_an_unreachable_receiver_is_a_logged_failure(analyst, supervisor):
+def test_an_unreachable_receiver_is_a_logged_failure(analyst, supervisor, local_receivers_allowed):
     endpoint, _ = webhook_endpoint_create(actor=supervisor, url="http://127.0.0.1:9/nothing",
                                           event_types=["case.changed"])
     make_case(actor=analyst)
     delivery = webhook_deliver(delivery_id=WebhookDelivery.objects.get().pk)
     assert delivery.status == DeliveryStatus.PENDING and delivery.last_status_code is None
-    assert "Error" in WebhookAttempt.objects.get().error
+    assert delivery.last_error_category == "connect"
+    assert WebhookAttempt.objects.get().error_category == "connect"
 
 
 def test_redeliver_through_the_api(api, analyst, supervisor, endpoint, receiver, settings, kicked,
