@@ -2,8 +2,13 @@
 
 import os
 
+from audit.keys import development_key_ring, key_ring_setting
+
 os.environ.setdefault("SECRET_KEY", "tests-only-secret-key-not-for-any-deployment")
 os.environ.setdefault("ARBITER_VAR_DIR", os.path.join(os.path.dirname(os.path.dirname(__file__)), "var", "test"))
+# The audit ledger's development key (derived from the throwaway secret, key id "development-only"),
+# as DEBUG would use; set here because the suite runs without DEBUG, where a key is required.
+os.environ.setdefault("ARBITER_AUDIT_KEYS", key_ring_setting(development_key_ring(os.environ["SECRET_KEY"])))
 
 from config.settings import *  # noqa: E402,F403
 
