@@ -17,7 +17,6 @@ from audit.cutover import ledger_cut_over
 from audit.hashing import CUT_OVER_ACTION, HASHED_FIELDS, event_hash
 from audit.models import AuditEvent, AuditStreamHead, AuditVerifiedHead
 from audit.services import audit_event_values, audit_record
-from audit.verify import verify_ledger
 from cases import services
 from tests.audit.tampering import raw_execute, triggers_disabled
 from tests.factories import make_case
