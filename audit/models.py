@@ -63,6 +63,9 @@ class AuditEvent(models.Model):
     created_at = models.DateTimeField()
     prev_hash = models.CharField(max_length=64, blank=True)
     hash = models.CharField(max_length=64)
+    # The audit key the hash is an HMAC under (ADR 0017); "" for events written before the ledger
+    # was keyed, whose hash is a plain SHA-256.
+    key_id = models.CharField(max_length=40, blank=True, default="", db_default="")
 
     objects = AuditEventQuerySet.as_manager()
 

@@ -9,7 +9,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from audit.hashing import event_hash
+from audit.hashing import current_key_id, event_hash
 from audit.hooks import run_after_record
 from audit.models import AuditEvent, AuditStreamHead
 
@@ -96,7 +96,8 @@ def audit_event_values(*, tenant_id: int | None, stream: str, sequence: int, pre
                        payload: dict[str, Any] | None = None) -> dict[str, Any]:
     """audit_event_build's event as its field values (attname -> value, `hash` included), without a
     model instance: what the executor's one-statement step commit writes. The hash is event_hash's
-    over the same values (it reads them as attributes), so the chain is the one audit_record writes."""
+    over the same values (it reads them as attributes), so the chain is the one audit_record writes;
+    keyed with the current audit key (ADR 0017)."""
     values = {
         "tenant_id": tenant_id, "stream": stream, "sequence": sequence, "actor_type": actor_type,
         "actor_id": actor_id, "action": action, "target_type": target_type, "target_id": str(target_id),
@@ -104,7 +105,7 @@ def audit_event_values(*, tenant_id: int | None, stream: str, sequence: int, pre
         # Round-tripped through JSON now so the hash is computed over exactly what the database returns.
         "evidence_refs": _json_roundtrip(list(evidence_refs or [])),
         "payload": _json_roundtrip(dict(payload or {})),
-        "created_at": timezone.now(), "prev_hash": prev_hash,
+        "created_at": timezone.now(), "prev_hash": prev_hash, "key_id": current_key_id(),
     }
     values["hash"] = event_hash(SimpleNamespace(**values))
     return values

@@ -11,11 +11,17 @@ verified before is trusted then; a full verification (the default) re-checks eve
 Speed (ADR 0010, "audit_verify speed"): the hash is recomputed from the row as the database returns
 it — the JSON columns as text, the timestamp as the exact `isoformat` text — by `row_hash`, which
 writes the same bytes as `audit.hashing.event_hash` without building an event, a dict per row or a
-json.dumps call (tests/audit/test_verify_hash.py checks the equality on randomised events)."""
+json.dumps call (tests/audit/test_verify_hash.py checks the equality on randomised events).
+
+Keys (ADR 0017): a hash is an HMAC under the key its row names (key_id), or, for the events written
+before the ledger was keyed, a plain SHA-256 that must be sealed by the stream's keyed cut-over
+event. A verification never records a verified head it did not reproduce: the event at a stream's
+recorded verified head must still be there with the same hash, and the event each stream's latest
+signed anchor (outside the database, audit.anchors) names too; otherwise the stream is reported
+broken and its recorded head stays where it was."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -26,7 +32,8 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from audit.hashing import HASHED_FIELDS
+from audit.anchors import Anchor, AnchorError, anchor_latest
+from audit.hashing import CUT_OVER_ACTION, HASHED_FIELDS, chain_digest
 from audit.models import AuditEvent, AuditVerifiedHead
 
 
@@ -43,18 +50,20 @@ class VerifyResult:
     streams: int
     events: int
     breaks: list[ChainBreak]
+    anchor: Anchor | None = None
+    anchor_error: str | None = None  # the latest anchor cannot be trusted (AnchorError)
 
 
 # --- the hash, from a row --------------------------------------------------------------------------
 
 # event_hash writes json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
 # default=str): the body's keys in sorted order, each value as that encoder writes it. The scan
-# selects the values in that order, so a row is: id, hash, then the body's values.
+# selects the values in that order, so a row is: id, hash, then the body's values, then the key id.
 BODY_KEYS = tuple(sorted((*HASHED_FIELDS, "created_at")))
-_COLUMNS = ("id", "hash", *BODY_KEYS)
+_COLUMNS = ("id", "hash", *BODY_KEYS, "key_id")
 (ACTION, ACTOR_ID, ACTOR_TYPE, CREATED_AT, DECISION, EVIDENCE_REFS, PAYLOAD, POLICY_VERSION, PREV_HASH, RUN_ID,
  SEQUENCE, STREAM, TARGET_ID, TARGET_TYPE, TENANT_ID) = (_COLUMNS.index(name) for name in BODY_KEYS)
-ID, HASH = 0, 1
+ID, HASH, KEY_ID = 0, 1, len(_COLUMNS) - 1
 _BODY = "{" + ",".join(f'"{name}":%s' for name in BODY_KEYS) + "}"
 
 # The encoder json.dumps builds for those arguments (JSONEncoder.iterencode with _one_shot), made
@@ -85,11 +94,12 @@ def _json_text(text: str) -> str:
     return canonical_json(value)
 
 
-def row_hash(row) -> str | None:
-    """sha256 of the event in `row` (laid out as the scan selects it: the string columns as str,
-    sequence and tenant_id as int or None, created_at as its isoformat text, evidence_refs and
-    payload as JSON text) — the same digest event_hash gives for the event. None if a JSON column
-    holds no JSON (only possible where the database does not check it: SQLite)."""
+def row_hash(row, keys: dict[str, bytes] | None = None) -> str | None:
+    """The chain hash of the event in `row` (laid out as the scan selects it: the string columns as
+    str, sequence and tenant_id as int or None, created_at as its isoformat text, evidence_refs and
+    payload as JSON text) — the same digest event_hash gives for the event, keyed by the row's
+    key_id from `keys` (the settings' ring if None). None if a JSON column holds no JSON (only
+    possible where the database does not check it: SQLite) or the key id is not in the ring."""
     try:
         evidence_refs, payload = _json_text(row[EVIDENCE_REFS]), _json_text(row[PAYLOAD])
     except ValueError:
@@ -103,7 +113,7 @@ def row_hash(row) -> str | None:
         encode_basestring(row[STREAM]), encode_basestring(row[TARGET_ID]), encode_basestring(row[TARGET_TYPE]),
         tenant_id if type(tenant_id) is int else canonical_json(tenant_id),
     )
-    return hashlib.sha256(body.encode("utf-8")).hexdigest()
+    return chain_digest(body.encode("utf-8"), row[KEY_ID] or "", keys)
 
 
 # --- the scan --------------------------------------------------------------------------------------
@@ -243,31 +253,45 @@ def _count_streams(streams: list[str] | None) -> int:
 class _Stream:
     """One stream's walk: what the next event must look like, and how the stream ended."""
 
-    __slots__ = ("name", "head_sequence", "head_hash", "verified_sequence", "verified_hash", "resume",
-                 "expected_sequence", "expected_prev", "broken", "walked")
+    __slots__ = ("name", "head_sequence", "head_hash", "verified_sequence", "verified_hash", "resume", "keys",
+                 "expected_sequence", "expected_prev", "broken", "walked", "keyed", "unkeyed")
 
-    def __init__(self, name: str, head_sequence, head_hash, verified_sequence, verified_hash, *, resume: bool):
+    def __init__(self, name: str, head_sequence, head_hash, verified_sequence, verified_hash, *, resume: bool,
+                 keys: dict[str, bytes]):
         self.name = name
         self.head_sequence, self.head_hash = head_sequence, head_hash
         self.verified_sequence, self.verified_hash = verified_sequence, verified_hash
         # Resuming (since): the verified event itself is read again and must be unchanged.
         self.resume = resume and bool(verified_sequence)
+        self.keys = keys
         self.expected_sequence = verified_sequence if self.resume else 1
         self.expected_prev = None if self.resume else ""
         self.broken: ChainBreak | None = None
         self.walked = 0
+        self.keyed = self.unkeyed = False  # seen a keyed / an unkeyed event
 
     def feed(self, row) -> None:
-        sequence = row[SEQUENCE]
+        sequence, key_id = row[SEQUENCE], row[KEY_ID]
         if sequence != self.expected_sequence:
             reason = f"sequence gap: expected {self.expected_sequence}, found {sequence}"
         elif self.expected_prev is not None and row[PREV_HASH] != self.expected_prev:
             reason = "prev_hash does not match the previous event"
-        elif self.resume and sequence == self.verified_sequence and row[HASH] != self.verified_hash:
+        elif sequence == self.verified_sequence and row[HASH] != self.verified_hash:
+            # A full walk checks it too: a head it cannot reproduce is never overwritten.
             reason = "the last verified event changed since it was verified"
-        elif row_hash(row) != row[HASH]:
+        elif key_id and key_id not in self.keys:
+            reason = f"hashed under audit key {key_id!r}, which ARBITER_AUDIT_KEYS does not hold"
+        elif not key_id and self.keyed:
+            reason = "an unkeyed event after keyed ones (its hash needs no key to recompute)"
+        elif key_id and self.unkeyed and not self.keyed and row[ACTION] != CUT_OVER_ACTION:
+            reason = "the first keyed event after unkeyed ones is not the cut-over event"
+        elif row_hash(row, self.keys) != row[HASH]:
             reason = "stored hash does not match the event's content"
         else:
+            if key_id:
+                self.keyed = True
+            else:
+                self.unkeyed = True
             self.expected_prev = row[HASH]
             self.expected_sequence += 1
             self.walked += 1
@@ -287,14 +311,25 @@ class _Stream:
         if self.head_sequence is not None and (self.head_sequence != last_sequence or self.head_hash != last_hash):
             return ChainBreak(self.name, None, self.head_sequence,
                               "stream head does not match the last event (events removed from the end?)")
+        if self.verified_sequence and last_sequence < self.verified_sequence:
+            return ChainBreak(self.name, None, self.verified_sequence,
+                              "the last verified event was removed (events removed from the end?)")
+        if self.unkeyed and not self.keyed:
+            return ChainBreak(self.name, None, last_sequence,
+                              "unkeyed events that no keyed cut-over event seals (written without the key)")
         return None
 
 
-def verify_ledger(streams: list[str] | None = None, *, since: bool = False, record: bool = True) -> VerifyResult:
+def verify_ledger(streams: list[str] | None = None, *, since: bool = False, record: bool = True,
+                  anchors: bool = True) -> VerifyResult:
     """Verify every stream (or `streams`), from the start or, with `since`, from each stream's last
-    verified head. Streams that pass get their verified head recorded (unless `record=False`).
-    A stream with events but no head (events inserted behind the ledger's back) is walked too by a
-    full verification; `since` walks only the streams whose head moved since it was verified."""
+    verified head, and (with `anchors`) against the latest signed anchor. Streams that pass get
+    their verified head recorded (unless `record=False`); a broken stream's recorded head is left
+    as it was. A stream with events but no head (events inserted behind the ledger's back) is
+    walked too by a full verification; `since` walks only the streams whose head moved since it
+    was verified (the anchor is checked for every stream it names either way)."""
+    keys = settings.ARBITER_AUDIT_KEYS
+    anchor, anchor_error, anchor_breaks = _check_anchor(streams) if anchors else (None, None, {})
     walked = count = 0
     breaks: list[ChainBreak] = []
     verified: list[AuditVerifiedHead] = []
@@ -306,7 +341,7 @@ def verify_ledger(streams: list[str] | None = None, *, since: bool = False, reco
         nonlocal verified
         if stream is None:
             return
-        found = stream.finish()
+        found = stream.finish() or anchor_breaks.pop(stream.name, None)
         if found is not None:
             breaks.append(found)
             return
@@ -325,21 +360,58 @@ def verify_ledger(streams: list[str] | None = None, *, since: bool = False, reco
             if row[SEQUENCE] == _HEAD_SEQUENCE:
                 close(current)
                 walked += 1
-                current = _Stream(row[STREAM], row[TENANT_ID], row[HASH], row[ID], row[PREV_HASH], resume=since)
+                current = _Stream(row[STREAM], row[TENANT_ID], row[HASH], row[ID], row[PREV_HASH], resume=since,
+                                  keys=keys)
                 continue
             if current is None or row[STREAM] != current.name:
                 close(current)  # events of a stream without a head row
                 walked += 1
                 headless += 1
-                current = _Stream(row[STREAM], None, None, None, None, resume=False)
+                current = _Stream(row[STREAM], None, None, None, None, resume=False, keys=keys)
             count += 1
             if current.broken is None:
                 current.feed(row)
     close(current)
     _record(verified)
+    breaks.extend(anchor_breaks.values())  # anchored streams the walk did not reach
     if since:  # the streams not walked were verified before and have not moved since
         walked = _count_streams(streams) + headless
-    return VerifyResult(streams=walked, events=count, breaks=breaks)
+    return VerifyResult(streams=walked, events=count, breaks=breaks, anchor=anchor, anchor_error=anchor_error)
+
+
+def _check_anchor(streams: list[str] | None) -> tuple[Anchor | None, str | None, dict[str, ChainBreak]]:
+    """The latest anchor, why it cannot be trusted (or None), and a break for each stream (of
+    `streams`) whose anchored event is gone or changed."""
+    try:
+        anchor = anchor_latest()
+    except AnchorError as exc:
+        return None, str(exc), {}
+    if anchor is None:
+        return None, None, {}
+    wanted = anchor.heads if streams is None else {s: anchor.heads[s] for s in streams if s in anchor.heads}
+    breaks: dict[str, ChainBreak] = {}
+    names = list(wanted)
+    for start in range(0, len(names), _ANCHOR_BATCH):
+        batch = names[start:start + _ANCHOR_BATCH]
+        found = {}
+        # Narrowed by stream and by the anchored sequences: about one event per stream is read.
+        rows = (AuditEvent.objects.filter(stream__in=batch, sequence__in={wanted[name][0] for name in batch})
+                .values_list("id", "stream", "sequence", "hash"))
+        for event_id, stream, sequence, digest in rows:
+            if wanted[stream][0] == sequence:
+                found[stream] = (event_id, digest)
+        for name in batch:
+            sequence, digest = wanted[name]
+            if name not in found:
+                breaks[name] = ChainBreak(name, None, sequence, f"the event signed into the anchor of "
+                                                                f"{anchor.anchored_at} is gone (events removed?)")
+            elif found[name][1] != digest:
+                breaks[name] = ChainBreak(name, found[name][0], sequence, f"the event differs from the one signed "
+                                                                          f"into the anchor of {anchor.anchored_at}")
+    return anchor, None, breaks
+
+
+_ANCHOR_BATCH = 400
 
 
 def _record(heads: list[AuditVerifiedHead]) -> None:
@@ -349,10 +421,13 @@ def _record(heads: list[AuditVerifiedHead]) -> None:
 
 
 def verify_stream(stream: str) -> ChainBreak | None:
-    result = verify_ledger([stream], record=False)
+    """One stream's first break, without the anchor (read per page view: no anchor file read)."""
+    result = verify_ledger([stream], record=False, anchors=False)
     return result.breaks[0] if result.breaks else None
 
 
 def verify_all(streams: list[str] | None = None) -> tuple[int, list[ChainBreak]]:
     result = verify_ledger(streams)
+    if result.anchor_error:
+        return result.streams, [*result.breaks, ChainBreak("anchor", None, 0, result.anchor_error)]
     return result.streams, result.breaks

@@ -134,13 +134,14 @@ def _sizes(connection) -> str:
 
 
 def _build_ledger(args, connection, tenant, lines) -> None:
-    from audit.hashing import HASHED_FIELDS, event_hash
+    from audit.hashing import HASHED_FIELDS, current_key_id, event_hash
 
     started = time.perf_counter()
-    Row = namedtuple("Row", (*HASHED_FIELDS, "created_at"))
+    Row = namedtuple("Row", (*HASHED_FIELDS, "created_at", "key_id"))
+    key_id = current_key_id()  # keyed like the ledger's own events (ADR 0017)
     streams = args.events // args.per_stream
     base = datetime(2026, 1, 1, tzinfo=UTC)
-    columns = (*HASHED_FIELDS, "created_at", "hash")
+    columns = (*HASHED_FIELDS, "created_at", "key_id", "hash")
     with connection.cursor() as cursor:
         raw = cursor.cursor
         with raw.copy(f"COPY audit_auditevent ({', '.join(columns)}) FROM STDIN") as copy:
@@ -150,7 +151,7 @@ def _build_ledger(args, connection, tenant, lines) -> None:
                 for n in range(1, args.per_stream + 1):
                     row = Row(tenant.pk, stream, n, "system", "system:bench", "bench.appended", "bench", str(s), "",
                               "", "", [], {"n": n, "note": "x" * 40}, prev,
-                              base + timedelta(seconds=s * args.per_stream + n))
+                              base + timedelta(seconds=s * args.per_stream + n), key_id)
                     digest = event_hash(row)
                     copy.write_row([*(json.dumps(v) if name in ("evidence_refs", "payload") else v
                                       for name, v in zip(columns[:-1], row, strict=True)), digest])

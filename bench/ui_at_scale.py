@@ -76,7 +76,7 @@ def seed_tenant(*, slug: str, cases: int, events_per_case: int, pending: int, lo
     from django.utils import timezone
 
     from accounts.models import Role, Tenant, User
-    from audit.hashing import event_hash
+    from audit.hashing import current_key_id, event_hash
 
     started = time.perf_counter()
     with transaction.atomic():
@@ -222,6 +222,7 @@ def seed_tenant(*, slug: str, cases: int, events_per_case: int, pending: int, lo
 
             def audit_rows():
                 event = Event()
+                event.key_id = current_key_id()  # keyed like the ledger's own events (ADR 0017)
                 event.tenant_id, event.target_type, event.policy_version = tenant.pk, "case", "2026.11.1"
                 event.evidence_refs, event.run_id = [], ""
                 for case_id, created in case_rows:
@@ -236,14 +237,15 @@ def seed_tenant(*, slug: str, cases: int, events_per_case: int, pending: int, lo
                         event.created_at = created + timedelta(minutes=seq)
                         digest = event_hash(event)
                         yield (tenant.pk, stream, seq, kind, event.actor_id, action, "case", str(case_id), "",
-                               "2026.11.1", decision, "[]", json.dumps(event.payload), event.created_at, prev, digest)
+                               "2026.11.1", decision, "[]", json.dumps(event.payload), event.created_at, prev, digest,
+                               event.key_id)
                         prev = digest
                     heads.append((stream, events_per_case, prev))
 
             copy_rows(raw, "audit_auditevent",
                       ["tenant_id", "stream", "sequence", "actor_type", "actor_id", "action", "target_type",
                        "target_id", "run_id", "policy_version", "decision", "evidence_refs", "payload", "created_at",
-                       "prev_hash", "hash"], audit_rows())
+                       "prev_hash", "hash", "key_id"], audit_rows())
             copy_rows(raw, "audit_auditstreamhead", ["stream", "last_sequence", "last_hash"], heads)
         connection.cursor().execute("ANALYZE")
     print(f"  seeded {slug}: {cases} cases, {cases * events_per_case} audit events, "

@@ -301,6 +301,29 @@ CELERY_BEAT_SCHEDULE = {
     "purge-expired-state": {"task": "runs.tasks.retention_purge_task", "schedule": float(24 * 60 * 60)},
 }
 
+# --- Audit ledger keys and anchors (docs/adr/0017-i21-keyed-ledger.md) -------------------------
+# Each event's chain hash is an HMAC under a secret kept outside the database: ARBITER_AUDIT_KEYS
+# ("kid:base64secret,..." the first signs new events, the others verify older ones) or the file
+# ARBITER_AUDIT_KEY_FILE. Required unless DEBUG=1, where a development key derived from
+# SECRET_KEY (key id "development-only") is used. Signed anchors of every stream head are appended
+# to ARBITER_AUDIT_ANCHOR_DIR/anchors.jsonl by beat every ARBITER_AUDIT_ANCHOR_INTERVAL_SECONDS.
+from audit.keys import KEYGEN_HINT, AuditKeyError, development_key_ring, load_key_ring  # noqa: E402
+
+try:
+    ARBITER_AUDIT_KEYS = load_key_ring(env_str("ARBITER_AUDIT_KEYS", ""), env_str("ARBITER_AUDIT_KEY_FILE", ""))
+except AuditKeyError as exc:
+    raise ImproperlyConfigured(str(exc)) from None
+if not ARBITER_AUDIT_KEYS:
+    if not DEBUG:
+        raise ImproperlyConfigured(f"ARBITER_AUDIT_KEYS (or ARBITER_AUDIT_KEY_FILE) is required unless DEBUG=1: "
+                                   f"{KEYGEN_HINT}.")
+    ARBITER_AUDIT_KEYS = development_key_ring(SECRET_KEY)
+ARBITER_AUDIT_KEY_ID = next(iter(ARBITER_AUDIT_KEYS))
+ARBITER_AUDIT_ANCHOR_DIR = Path(env_str("ARBITER_AUDIT_ANCHOR_DIR", str(VAR_DIR / "anchors")))
+ARBITER_AUDIT_ANCHOR_INTERVAL_SECONDS = env_int("ARBITER_AUDIT_ANCHOR_INTERVAL_SECONDS", 3600, minimum=60)
+CELERY_BEAT_SCHEDULE["anchor-audit-heads"] = {
+    "task": "audit.tasks.audit_anchor_task", "schedule": float(ARBITER_AUDIT_ANCHOR_INTERVAL_SECONDS)}
+
 # --- Deadlines and evidence extraction (issue 7, i7: cases/deadlines.py, cases/extraction.py) -----
 # How often the beat task records due-soon / overdue crossings (once per crossing, whatever the rate).
 ARBITER_DEADLINE_SCAN_INTERVAL_SECONDS = env_int("ARBITER_DEADLINE_SCAN_INTERVAL_SECONDS", 3600, minimum=60)

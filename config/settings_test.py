@@ -2,11 +2,16 @@
 
 import os
 
+from audit.keys import development_key_ring, key_ring_setting
+
 os.environ.setdefault("SECRET_KEY", "tests-only-secret-key-not-for-any-deployment")
 # Each pytest-xdist worker (PYTEST_XDIST_WORKER = gw0, gw1, …) gets its own var/ folder: the Celery
 # filesystem broker, the e-mail outbox and uploads of two workers never meet.
 os.environ.setdefault("ARBITER_VAR_DIR", os.path.join(os.path.dirname(os.path.dirname(__file__)), "var", "test",
                                                       os.environ.get("PYTEST_XDIST_WORKER", "main")))
+# The audit ledger's development key (derived from the throwaway secret, key id "development-only"),
+# as DEBUG would use; set here because the suite runs without DEBUG, where a key is required.
+os.environ.setdefault("ARBITER_AUDIT_KEYS", key_ring_setting(development_key_ring(os.environ["SECRET_KEY"])))
 
 from config.settings import *  # noqa: E402,F403
 

@@ -11,6 +11,7 @@ from decimal import Decimal
 from types import SimpleNamespace
 
 import pytest
+from django.conf import settings
 from django.db import transaction
 
 from audit.hashing import HASHED_FIELDS, event_hash
@@ -60,6 +61,7 @@ def _event(rng: random.Random) -> SimpleNamespace:
     values["payload"] = rng.choice([{}, {_text(rng, 8): _json_value(rng) for _ in range(rng.randint(1, 8))}])
     values["created_at"] = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(
         seconds=rng.randint(0, 10**8), microseconds=rng.choice([0, rng.randint(0, 999_999)]))
+    values["key_id"] = rng.choice(["", settings.ARBITER_AUDIT_KEY_ID])  # unkeyed (before the cut-over) or keyed
     return SimpleNamespace(**values)
 
 
@@ -80,7 +82,8 @@ def _row(event: SimpleNamespace, rng: random.Random) -> tuple:
     column["created_at"] = event.created_at.isoformat(timespec="microseconds")
     column["evidence_refs"] = _json_as_stored(event.evidence_refs, rng)
     column["payload"] = _json_as_stored(event.payload, rng)
-    return tuple(column[name] for name in ("id", "hash", *BODY_KEYS))
+    column["key_id"] = event.key_id
+    return tuple(column[name] for name in ("id", "hash", *BODY_KEYS, "key_id"))
 
 
 def test_row_hash_writes_the_same_bytes_as_event_hash_on_random_events():

@@ -23,6 +23,7 @@ PRODUCTION = {
     "DATABASE_URL": "postgres://arbiter:secret@db.internal:5432/arbiter",  # not connected to by `check`
     "CELERY_BROKER_URL": "redis://redis.internal:6379/0",
     "ARBITER_METRICS_TOKEN": "documented-production-metrics-token",
+    "ARBITER_AUDIT_KEYS": "k1:ZG9jdW1lbnRlZC1wcm9kdWN0aW9uLWF1ZGl0LWtleS0zMmI=",
 }
 
 
