@@ -13,7 +13,7 @@ from core.redaction import redact_context, redact_personal_data
     ("card 4111 1111 1111 1111, 5500-0000-0000-0004 and 340000000000009",
      "card [card], [card] and [card]"),
     ("account number 12345678; acct #: 0012-3456; routing no. 021000021; loan 55512345",
-     "account number [account]; acct #: [account]; routing no. [account]; loan [account]"),
+     "account number [account number]; acct #: [account number]; routing no. [account number]; loan [account number]"),
     ("reference 123456789012 on the letter", "reference [number] on the letter"),
     ("I live at 123 Main Street, Apt 4B, Springfield, IL 62704.", "I live at [address]."),
     ("Send it to 42 N Elm St. or P.O. Box 456", "Send it to [address] or [address]"),

@@ -52,7 +52,7 @@ def test_an_analysis_run_sees_no_personal_data_in_case_fields_evidence_or_memory
     triage = next(call for call in calls if call.agent == "triage")
     assert triage.context["case"]["title"] == "Billing dispute, call [phone]"
     titles = [e["title"] for e in triage.context["evidence"]]
-    assert "Letter from [email] about account number [account]" in titles
+    assert "Letter from [email] about account number [account number]" in titles
     assert triage.context["memory"][0]["content"] == "Prefers calls on [phone], post to [address]."
     assert "[ssn]" in json.dumps(triage.context["evidence"]) and "[card]" in json.dumps(triage.context["evidence"])
 
