@@ -30,6 +30,9 @@ _GLUE_BEFORE = re.compile(r"[\w$#/.,-]$|[A-Za-z]-\s?$")
 _GLUE_AFTER = re.compile(r"^(?:[\w/%]|[.,-]\d)")
 # Dates and year ranges have the digits of a number in some country: "2019-05-10", "1999-2003".
 _DATE_LIKE = re.compile(r"^(?:\d{4}[-. ]\d{1,2}[-. ]\d{1,2}|\d{1,2}[-. ]\d{1,2}[-. ]\d{2,4}|\d{4}\s*-\s*\d{4})$")
+# No national format opens with a group of four or more digits that does not start with 0 (a UK
+# area code does); "2021-000987" is a reference with a year in front.
+_YEAR_FIRST = re.compile(r"^[1-9]\d{3,}\D")
 _SEPARATED = re.compile(r"^\+|\(|\d[ .-]+\d")
 # "555-1234", "555.1234": a local number without its area code (the exchange never starts 0 or 1).
 _LOCAL = re.compile(r"(?<![\w$#/.,-])[2-9]\d{2}[-.]\d{4}(?![\w/-]|[.,]\d)")
@@ -40,6 +43,8 @@ def _is_phone_like(text: str, start: int, end: int, raw: str) -> bool:
     if digits < _MIN_DIGITS or "," in raw or "/" in raw:
         return False
     if not _SEPARATED.search(raw) or _DATE_LIKE.match(raw):
+        return False
+    if raw[0] != "+" and _YEAR_FIRST.match(raw):
         return False
     before = text[max(0, start - 2):start]
     if raw[0] != "(" and _GLUE_BEFORE.search(before):

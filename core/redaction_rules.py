@@ -45,6 +45,9 @@ def find_emails(text: str) -> Iterator[Span]:
 # Digits, possibly grouped by single spaces or dashes ("7788 9900", "0012-3456"); at least four.
 _GROUPED_DIGITS = r"(?=(?:\d[ -]?){4})\d+(?:[ -]\d{2,}){0,5}(?![\d-])"
 _INTRO = r"(?:\s*(?:is|was|:|#|-|=)\s*|\s+)*"
+# Before a birth date or an SSN a comma or a few verbs may come too: "my DOB, 10/31/1966",
+# "my birth date was given as Oct. 3, 1991".
+_LOOSE_INTRO = r"(?:\s*(?:is|was|were|are|of|on|as|given|listed|shown|recorded|:|#|-|=|,)\s*|\s+)*"
 _NUMBER_WORD = r"(?:\s*(?:number|num|no|nr|#|id)\b\.?|\s*#)"
 _ACCOUNT_WORDS = (r"account|acct|acc|a/c|routing|loan|mortgage|member(?:ship)?|customer|client|policy|"
                   r"iban|checking|savings|contract|billing|subscriber|sort code")
@@ -62,7 +65,7 @@ _CARD_ENDING = re.compile(
     r"\b(?:end(?:s|ing)?|ended)\s+(?:in|with)?\s*[:#-]?\s*(?P<a>\d{4})\b"
     r"|\blast\s+(?:four|4)(?:\s+digits?)?(?:\s+(?:of|on)\s+(?:my|the|his|her|their)\s+\w+)?"
     r"(?:\s*(?:is|are|were|was|:|#|-)\s*|\s+)(?P<b>\d{4})\b"
-    r"|(?:\b[X*•]{4}[ -]?){2,3}(?P<c>\d{4})\b",
+    r"|(?<![\w*•])(?:[X*•]{4}[ -]?){2,3}(?P<c>\d{4})\b",
     re.IGNORECASE)
 
 
@@ -81,7 +84,7 @@ def find_card_endings(text: str) -> Iterator[Span]:
 # --- social security numbers ------------------------------------------------------------------
 _SSN_WORDS = r"(?:ssn|ss#|ss\s+no\.?|ss\s+number|itin|social(?:\s+security)?(?:\s+(?:number|no\.?|#))?|tax\s+id)"
 _SSN_INTRODUCED = re.compile(
-    rf"\b{_SSN_WORDS}{_INTRO}(?:(?:ending|ends)\s+(?:in|with)?\s*)?"
+    rf"\b{_SSN_WORDS}{_LOOSE_INTRO}(?:(?:ending|ends)\s+(?:in|with)?\s*)?"
     r"(?P<number>\d{3}[-. ]?\d{2}[-. ]?\d{4}|\d{4})(?!\d)", re.IGNORECASE)
 _SSN_SHAPE = re.compile(r"(?<![\w$.,/-])\d{3}([- .])\d{2}\1\d{4}(?![\w/]|[.,-]\d)")
 
@@ -102,7 +105,7 @@ _DATE = (r"\d{1,2}[/.-]\d{1,2}[/.-]\d{2,4}|\d{4}-\d{1,2}-\d{1,2}"
          rf"|\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH},?\s+\d{{4}}|{_MONTH},?\s+\d{{4}}")
 _DATE_OF_BIRTH = re.compile(
     r"(?:\bD\.?O\.?B\b\.?|\bdate\s+of\s+birth\b|\bbirth\s*date\b|\bbirthday\b|\bborn\b(?:\s+on)?)"
-    rf"(?:\s*(?:is|was|:|-|=|of|on)\s*|\s+)*(?P<date>{_DATE})", re.IGNORECASE)
+    rf"{_LOOSE_INTRO}(?P<date>{_DATE})", re.IGNORECASE)
 
 
 def find_dates_of_birth(text: str) -> Iterator[Span]:
@@ -157,6 +160,8 @@ _ADDRESS = re.compile(
     rf"(?:{_STREET_TYPES})\b{_TAIL}")
 _PLAIN_ADDRESS = re.compile(
     rf"(?<![\w$.,/-]){_NUMBER}\s+(?P<name>(?:[a-z][a-z'-]*\s+){{1,3}})(?:{_PLAIN_STREET_TYPES})\b{_TAIL}")
+_ABBREVIATED_END = re.compile(r"\b(?:St|Ave|Rd|Blvd|Ln|Dr|Ct|Pl|Ter|Cir|Hwy|Pkwy|Sq|Trl|[NSEW]|Apt|Ste)\.$",
+                              re.IGNORECASE)
 _PO_BOX = re.compile(r"\bP\.?\s?O\.?\s+Box\s+\d+\b|\bPost\s+Office\s+Box\s+\d+\b", re.IGNORECASE)
 
 
@@ -166,6 +171,9 @@ def find_addresses(text: str) -> Iterator[Span]:
             words = match.group("name").lower().split()
             if any(word.strip(".'") in _PROSE_WORDS for word in words):
                 continue
-            yield match.start(), match.end(), "[address]"
+            end = match.end()
+            if match.group().endswith(".") and not _ABBREVIATED_END.search(match.group()):
+                end -= 1  # "12 elm street." ends a sentence; the dot of "42 N Elm St." is the street's
+            yield match.start(), end, "[address]"
     for match in _PO_BOX.finditer(text):
         yield match.start(), match.end(), "[address]"
