@@ -64,7 +64,7 @@ class PersonalSpan:
 def find_personal_data(text: str) -> list[PersonalSpan]:
     """The spans of `text` to replace, in order and never overlapping."""
     chosen: list[PersonalSpan] = []
-    for rank, finder in enumerate(FINDERS):
+    for finder in FINDERS:
         found = sorted(finder(text), key=lambda span: (span[0], -(span[1] - span[0])))
         for start, end, label in found:
             if end <= start or any(start < kept.end and kept.start < end for kept in chosen):
