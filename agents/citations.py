@@ -2,9 +2,10 @@
 
 A citation is an evidence id and a quoted span. It is kept only if the evidence belongs to the
 case and the quote occurs in that evidence's text (`Evidence.read_text()`), compared modulo
-whitespace (the analysts read narratives with line breaks folded) and allowing for what the
-context builder does before a model sees the text: the CFPB bytes-literal narrative decoded
-(agents.text.clean_narrative) and personal data redacted (settings.ARBITER_CONTEXT_REDACTOR).
+whitespace (the analysts read narratives with line breaks folded), in the text as a model was
+shown it: personal data redacted (settings.ARBITER_CONTEXT_REDACTOR), and the CFPB bytes-literal
+narrative decoded (agents.text.clean_narrative). A quote of a redacted span ("call me on
+[phone]") verifies; a quote of the original personal data does not.
 A trailing "…" (a shortened quote) is checked as a prefix. Anything else — an invented quote, a
 paraphrase, a quote from another document — is dropped and recorded by the caller.
 
@@ -17,6 +18,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+
+from core.redaction import configured_redactor
 
 _SPACE = re.compile(r"\s+")
 _QUOTES = str.maketrans({"“": '"', "”": '"', "‘": "'", "’": "'"})
@@ -43,6 +46,10 @@ class EvidenceTexts:
     def __init__(self, case):
         self.case = case
         self._cache: dict[int, tuple[object, list[str]] | None] = {}
+
+    def redact(self, text: str) -> str:
+        names = tuple(n for n in (getattr(self.case, "complainant_name", ""),) if n)
+        return configured_redactor()(text, names=names)
 
     def _load(self, evidence_id: int):
         if evidence_id not in self._cache:
@@ -83,17 +90,17 @@ class EvidenceTexts:
 
 
 def _haystacks(raw: str, case) -> list[str]:
+    """The evidence text as the model was shown it: redacted by the configured redactor (what
+    agents.context puts in every model context), and also with the CFPB narrative decoded, before or
+    after redaction (the offline analyst decodes what it is given). The original text is not a
+    haystack: a quote is verified only against what the model could read, so a quote that holds
+    personal data cannot verify and be stored in a finding."""
     from agents.text import clean_narrative
 
-    texts = [raw, clean_narrative(raw)]
-    try:
-        from agents.context import _redactor
-
-        redact = _redactor()
-        names = tuple(n for n in (getattr(case, "complainant_name", ""),) if n)
-        texts += [redact(text, names=names) for text in list(texts)]
-    except Exception:  # noqa: BLE001 - without a redactor the raw and cleaned texts are checked
-        pass
+    redact = configured_redactor()
+    names = tuple(n for n in (getattr(case, "complainant_name", ""),) if n)
+    redacted = redact(raw, names=names)
+    texts = [redacted, clean_narrative(redacted), redact(clean_narrative(raw), names=names)]
     seen, out = set(), []
     for text in texts:
         normalised = normalise(text)
@@ -114,7 +121,10 @@ def verify_citations(texts: EvidenceTexts, items: list[dict], *, quote_key: str 
         if ok:
             check.verified.append(item | ({"page": where["page"]} if where.get("page") is not None else {}))
         else:
-            check.dropped.append({"what": what, "evidence_id": item.get(id_key), "quote": quote[:300], "reason": why})
+            # The dropped quote is stored in a finding and a note: redacted, in case it holds
+            # personal data the model was never shown (an invented account number, say).
+            check.dropped.append({"what": what, "evidence_id": item.get(id_key), "quote": texts.redact(quote)[:300],
+                                  "reason": why})
     return check
 
 

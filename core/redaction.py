@@ -6,11 +6,15 @@ memory, findings, earlier outputs) through `redact_context` before the messages 
 the ModelCall is recorded; conversations.context redacts the thread's turns as it builds them.
 So the model and the stored record see the same redacted text, and there is no other path.
 
-What is replaced (by a bracketed label, so the model still knows something was there):
-emails, US social security numbers, payment card numbers, phone numbers, account / routing /
-loan numbers named as such, other long digit runs (9+), street addresses and PO boxes, and any
-names the caller passes (the complainant's). Money amounts, dates, case references and the
-CFPB's own XXXX masks are kept.
+What is replaced (by a bracketed label, so the model still knows something was there): e-mail
+addresses, also written out ("jane (at) example (dot) com") or on a bare host ("jane@localhost");
+phone numbers in any national or international format (core.redaction_phones); numbers that
+words introduce as an account, loan, member, routing or reference number; the last four digits of
+a card or account; social security numbers; dates of birth; payment card numbers (Luhn) and other
+long digit runs; street addresses and PO boxes (core.redaction_rules); and any names the caller
+passes (the complainant's). Money amounts, dates of events, case references, years and the
+CFPB's own XXXX masks are kept. tests/data/redaction_corpus.jsonl measures both sides
+(`manage.py redaction_report`).
 
 ARBITER_CONTEXT_REDACTOR may name another function with the signature of `redact_personal_data`
 (text, *, names) -> text; `redact_context` applies whichever is configured."""
@@ -19,31 +23,28 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from django.utils.module_loading import import_string
 
-_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
-_SSN = re.compile(r"\b\d{3}[- ]\d{2}[- ]\d{4}\b")
-# 13-19 digits, optionally grouped by spaces or dashes (4111 1111 1111 1111, 4111-1111-1111-1111).
-_CARD = re.compile(r"(?<![\w$.,])\d(?:[ -]?\d){12,18}\b")
-_PHONE = re.compile(r"(?<![\w$.])(?:\+?1[ .-]?)?(?:\(\d{3}\)\s?|\d{3}[ .-])\d{3}[ .-]\d{4}\b")
-# "account number 12345678", "acct #: 0012-3456", "routing no. 021000021", "loan 55512345".
-_ACCOUNT = re.compile(
-    r"\b(?P<label>(?:account|acct|a/c|routing|loan|member|policy|iban)\.?(?:\s+(?:number|num|no)\.?|\s*#)?\s*[:#]?\s*)"
-    r"(?P<number>(?=[\w-]*\d{4})[A-Z0-9][\w-]{3,})",
-    re.IGNORECASE)
-_LONG_NUMBER = re.compile(r"(?<![\w$.,])\d{9,}\b")  # amounts keep their $, dots and commas
-_STREET_TYPES = (r"Street|St|Avenue|Ave|Road|Rd|Boulevard|Blvd|Lane|Ln|Drive|Dr|Court|Ct|Way|Place|Pl|"
-                 r"Terrace|Ter|Circle|Cir|Highway|Hwy|Parkway|Pkwy|Square|Sq|Trail|Trl|Plaza")
-# "123 Main Street", "42-B N Elm St., Apt 4, Springfield, IL 62704": a number, one to four
-# capitalised words and a street type (capitalised: "300 dollars on the way" is not an address).
-_ADDRESS = re.compile(
-    rf"\b\d{{1,6}}(?:-?[A-Z])?\s+(?:[NSEW]\.?\s+)?(?:[A-Z0-9][A-Za-z0-9'.-]*\s+){{1,4}}(?:{_STREET_TYPES})\b\.?"
-    r"(?:,?\s+(?:Apt|Apartment|Suite|Ste|Unit|#)\.?\s*[A-Za-z0-9-]+)?"
-    r"(?:,\s*[A-Z][A-Za-z .'-]{1,40}?,\s*[A-Z]{2})?(?:\s+\d{5}(?:-\d{4})?)?")
-_PO_BOX = re.compile(r"\bP\.?\s?O\.?\s+Box\s+\d+\b", re.IGNORECASE)
+from core import redaction_rules as rules
+from core.redaction_phones import find_phones
+
+# Finders in order of precedence: where two spans overlap, the earlier finder's wins (an e-mail
+# before the phone number inside it, a labelled account number before the SSN shape it may have).
+FINDERS = (
+    rules.find_emails,
+    rules.find_dates_of_birth,
+    rules.find_card_endings,
+    rules.find_account_numbers,
+    rules.find_ssns,
+    rules.find_card_numbers,
+    find_phones,
+    rules.find_addresses,
+    rules.find_long_numbers,
+)
 
 # Keys whose values are identifiers, hashes, statuses or dates, never free text: left as they are.
 STRUCTURAL_KEYS = frozenset({
@@ -53,18 +54,35 @@ STRUCTURAL_KEYS = frozenset({
 })
 
 
+@dataclass(frozen=True)
+class PersonalSpan:
+    start: int
+    end: int
+    label: str
+
+
+def find_personal_data(text: str) -> list[PersonalSpan]:
+    """The spans of `text` to replace, in order and never overlapping."""
+    chosen: list[PersonalSpan] = []
+    for finder in FINDERS:
+        found = sorted(finder(text), key=lambda span: (span[0], -(span[1] - span[0])))
+        for start, end, label in found:
+            if end <= start or any(start < kept.end and kept.start < end for kept in chosen):
+                continue
+            chosen.append(PersonalSpan(start, end, label))
+    return sorted(chosen, key=lambda span: span.start)
+
+
 def redact_personal_data(text: str, *, names: Iterable[str] = ()) -> str:
     """Replace personal data in `text`; idempotent (its labels contain nothing it would match)."""
     if not text:
         return text
-    text = _EMAIL.sub("[email]", text)
-    text = _SSN.sub("[ssn]", text)
-    text = _CARD.sub("[card]", text)
-    text = _PHONE.sub("[phone]", text)
-    text = _ACCOUNT.sub(lambda m: f"{m.group('label')}[account]", text)
-    text = _LONG_NUMBER.sub("[number]", text)
-    text = _PO_BOX.sub("[address]", text)
-    text = _ADDRESS.sub("[address]", text)
+    pieces, position = [], 0
+    for span in find_personal_data(text):
+        pieces += [text[position:span.start], span.label]
+        position = span.end
+    pieces.append(text[position:])
+    text = "".join(pieces)
     for name in names:
         name = (name or "").strip()
         if len(name) >= 3:

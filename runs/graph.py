@@ -19,6 +19,7 @@ from django.conf import settings
 from pydantic import BaseModel
 
 from core.actors import Actor
+from core.redaction import configured_redactor
 
 if TYPE_CHECKING:
     from cases.models import Case
@@ -65,9 +66,12 @@ class Graph:
         raise UnknownGraph(f"Graph {self.name!r} has no node {name!r}.")
 
     def initial_goal(self, input: dict, case) -> str:
-        if self.goal is not None:
-            return self.goal(input, case)
-        return f"{self.name} run"
+        if self.goal is None:
+            return f"{self.name} run"
+        # The goal is kept in the run's state and every checkpoint; a case title can hold personal
+        # data, so the goal is redacted like everything a model reads.
+        names = tuple(n for n in (getattr(case, "complainant_name", ""),) if n)
+        return configured_redactor()(self.goal(input, case), names=names)
 
     def initial_plan(self) -> list[str]:
         return list(self.plan or (self.start,))

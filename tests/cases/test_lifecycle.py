@@ -3,7 +3,14 @@ and the index migration's frozen copy of the status rank is the model's."""
 
 import importlib
 
-from cases.models import OPEN_STATUSES, SETTLED_STATUSES, STATUS_RANK, TERMINAL_STATUSES, CaseStatus, is_settled
+from cases.models import (
+    OPEN_STATUSES,
+    SETTLED_STATUSES,
+    STATUS_RANK,
+    TERMINAL_STATUSES,
+    CaseStatus,
+    is_settled,
+)
 
 
 def test_every_status_is_either_open_or_settled_and_closed_is_terminal():
