@@ -165,3 +165,11 @@ def test_a_key_may_request_the_dispatch_of_a_notice_a_person_approved(analyst, s
     assert response.status_code == 202
     queued = OutboxMessage.objects.get(task="cases.tasks.notice_dispatch_task")
     assert queued.kwargs == {"notice_id": notice.pk, "actor_user_id": api_key.user_id}
+
+
+def test_the_schema_carries_the_who_may_do_what_table(client):
+    schema = client.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    description = schema["info"]["description"]
+    assert description.startswith("Cases, proposals, notices, runs and audit.")
+    assert "| decide, close or reopen a case | — | yes | — | — | never |" in description
+    assert "`person_required`" in description
