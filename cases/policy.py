@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-POLICY_VERSION = "2026.11.1"
+POLICY_VERSION = "2026.11.2"
 
 ANALYST = "analyst"
 SUPERVISOR = "supervisor"
@@ -28,6 +28,11 @@ TRANSITION_ROLES: dict[str, frozenset[str]] = {
     "close": frozenset({SUPERVISOR}),
     "reopen": frozenset({SUPERVISOR}),
 }
+
+# Transitions that settle (or unsettle) a case's outcome: decisions, so only a person signed in
+# makes them — never an API key's service account, whatever its role. The other transitions move
+# work along and stay open to keys of a role that may make them.
+PERSON_ONLY_TRANSITIONS = frozenset({"decide", "close", "reopen"})
 
 # Transitions that need a written reason.
 TRANSITIONS_REQUIRING_REASON = frozenset({"reopen", "decide", "return_to_review"})

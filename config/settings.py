@@ -626,4 +626,5 @@ SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"] = {
     "DeliveryErrorEnum": "integrations.models.DeliveryError",
 }
 SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"] = ["drf_spectacular.hooks.postprocess_schema_enums",
-                                                "core.api_schema.describe_responses"]
+                                                "core.api_schema.describe_responses",
+                                                "core.api_schema.describe_who_may"]

@@ -293,7 +293,8 @@ ERROR_TEXT = {
            "fields": {"title": ["This field is required."]}}),
     401: ("No credentials, or bad ones. Send `Authorization: Bearer <API key>`.", "not_authenticated",
           {"code": "not_authenticated", "detail": "Authentication credentials were not provided."}),
-    403: ("Your role may not do this.", "forbidden",
+    403: ("Your role may not do this (`forbidden`), or it is a decision and only a person signed in makes it: "
+          "API keys get `person_required`.", "forbidden",
           {"code": "forbidden", "detail": "Only supervisors may approve."}),
     404: ("No such object for your organisation.", "not_found", {"code": "not_found", "detail": "No such case."}),
     409: ("Not possible in the current state, stale, conflicting, or a request with this Idempotency-Key "

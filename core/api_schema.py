@@ -44,3 +44,31 @@ def describe_responses(result, generator, request, public):
                 if not response.get("description") and status in SUCCESS_TEXT:
                     response["description"] = SUCCESS_TEXT[status]
     return result
+
+
+WHO_MAY_DO = """
+**Who may do what.** People sign in; an API key acts as its own service account with the role it was
+created with. A decision needs a person signed in: a key is refused with 403 `person_required`
+whatever its role, and a notice approved by anything but a person is never sent.
+
+| action | analyst | supervisor | auditor | admin | API key |
+|---|---|---|---|---|---|
+| read cases, evidence, proposals, notices, runs | yes | yes | yes | yes | yes |
+| open cases | yes | yes | — | yes | as its role |
+| add evidence; propose; draft, edit, submit, withdraw notices | yes | yes | — | — | as its role |
+| move work along (triage … mark ready, return to review) | yes | yes | — | — | as its role |
+| start analyses (runs) | yes | yes | — | yes | as its role |
+| request sending a notice a person approved | yes | yes | — | — | as its role |
+| approve or reject proposals and notices (not your own: four eyes) | — | yes | — | — | never |
+| decide, close or reopen a case | — | yes | — | — | never |
+| settle a notice whose delivery is unknown | — | yes | — | yes | never |
+| read the audit log | — | yes | yes | yes | as its role |
+| manage webhooks | — | yes | — | yes | as its role |
+"""
+
+
+def describe_who_may(result, generator, request, public):
+    """Postprocessing hook: the API's description carries the who-may-do-what table."""
+    info = result.setdefault("info", {})
+    info["description"] = f"{info.get('description', '').rstrip()}\n{WHO_MAY_DO}"
+    return result

@@ -1,7 +1,7 @@
 """Domain errors with stable codes. Every service raises one of these when it refuses, and
 changes nothing when it does. One DRF exception handler (core.api) and one template map them
-to HTTP: not_allowed / stale / conflict -> 409, forbidden -> 403, not_found -> 404,
-invalid -> 400 with field messages."""
+to HTTP: not_allowed / stale / conflict -> 409, forbidden and person_required -> 403,
+not_found -> 404, invalid -> 400 with field messages."""
 
 
 class DomainError(Exception):
@@ -32,6 +32,15 @@ class Forbidden(DomainError):
     """The actor lacks the role or right for this action."""
 
     code = "forbidden"
+    http_status = 403
+
+
+class PersonRequired(Forbidden):
+    """A decision (approve, reject, decide, close, reopen, settle) needs a person signed in: an
+    API key's service account is refused whatever its role, so a leaked or misused key can
+    prepare work but never decide it."""
+
+    code = "person_required"
     http_status = 403
 
 

@@ -144,7 +144,8 @@ class CaseTransitionApi(ApiView):
 
     @extend_schema(request=CaseTransitionInput, parameters=[IF_MATCH],
                    responses={200: CaseOutputSerializer, **refusals(400, 403, 404, 409, 412, 413, 415, 422)},
-                   summary="Move a case through its lifecycle")
+                   summary=("Move a case through its lifecycle (decide, close, reopen: a supervisor signed in, "
+                            "never an API key)"))
     def post(self, request, reference: str):
         data = self.CaseTransitionInput(data=request.data)
         data.is_valid(raise_exception=True)
@@ -324,7 +325,8 @@ class ProposalApproveApi(ApiView):
 
     @extend_schema(request=ProposalApproveInput, parameters=[IF_MATCH],
                    responses={200: ProposalOutputSerializer, **refusals(400, 403, 404, 409, 412, 413, 415, 422)},
-                   summary="Approve a proposal and apply it to the case (supervisors; not the proposer)")
+                   summary=("Approve a proposal and apply it to the case (supervisors signed in, never an API key; "
+                            "not the proposer)"))
     def post(self, request, pk: int):
         proposal = selectors.proposal_get_for_user(user=request.user, pk=pk)
         check_if_match(request, proposal)
@@ -340,7 +342,7 @@ class ProposalRejectApi(ApiView):
 
     @extend_schema(request=ProposalRejectInput, parameters=[IF_MATCH],
                    responses={200: ProposalOutputSerializer, **refusals(400, 403, 404, 409, 412, 413, 415, 422)},
-                   summary="Reject a proposal (supervisors; not the proposer)")
+                   summary="Reject a proposal (supervisors signed in, never an API key; not the proposer)")
     def post(self, request, pk: int):
         proposal = selectors.proposal_get_for_user(user=request.user, pk=pk)
         check_if_match(request, proposal)
@@ -453,7 +455,8 @@ class NoticeApproveApi(ApiView):
 
     @extend_schema(request=NoticeApproveInput, parameters=[IF_MATCH],
                    responses={200: NoticeOutputSerializer, **refusals(400, 403, 404, 409, 412, 413, 415, 422)},
-                   summary="Approve the exact text of a notice (supervisors; not its drafter or editor)")
+                   summary=("Approve the exact text of a notice (supervisors signed in, never an API key; not its "
+                            "drafter or editor)"))
     def post(self, request, pk: int):
         notice = selectors.notice_get_for_user(user=request.user, pk=pk)
         check_if_match(request, notice)
@@ -469,7 +472,7 @@ class NoticeRejectApi(ApiView):
 
     @extend_schema(request=NoticeRejectInput, parameters=[IF_MATCH],
                    responses={200: NoticeOutputSerializer, **refusals(400, 403, 404, 409, 412, 413, 415, 422)},
-                   summary="Reject a notice pending approval")
+                   summary="Reject a notice pending approval (supervisors signed in, never an API key)")
     def post(self, request, pk: int):
         notice = selectors.notice_get_for_user(user=request.user, pk=pk)
         check_if_match(request, notice)
@@ -493,7 +496,7 @@ class NoticeWithdrawApi(ApiView):
 class NoticeDispatchApi(ApiView):
     @extend_schema(request=None, parameters=[IF_MATCH],
                    responses={202: NoticeOutputSerializer, **refusals(400, 403, 404, 409, 412, 422)},
-                   summary="Send an approved notice (queued; sent exactly once by the worker)")
+                   summary="Send a notice a person approved (queued; sent exactly once by the worker)")
     def post(self, request, pk: int):
         notice = selectors.notice_get_for_user(user=request.user, pk=pk)
         check_if_match(request, notice)

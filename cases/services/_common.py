@@ -17,7 +17,7 @@ from cases.models import (
 )
 from cases.reducer import VERSIONED_EVENTS
 from core.actors import Actor
-from core.errors import Conflict, Forbidden, NotFound
+from core.errors import Conflict, Forbidden, NotFound, PersonRequired
 from ops import metrics  # issue 13
 
 logger = logging.getLogger(__name__)
@@ -33,6 +33,33 @@ def _require_user(actor: Actor, what: str) -> User:
     if not actor.is_user:
         raise Forbidden(f"Only a person can {what}.")
     return actor.user
+
+
+# What a key may do instead, said in every person_required refusal.
+WHAT_KEYS_MAY_DO = ("API keys may read, open cases, add evidence, propose, draft and submit notices, start "
+                    "analyses, and request the sending of a notice a person approved.")
+
+
+def is_service_account(actor: Actor) -> bool:
+    """The actor is an API key's service account (a machine credential, not a person)."""
+    return actor.is_user and bool(getattr(actor.user, "is_service_account", False))
+
+
+def _require_person(actor: Actor, what: str) -> User:
+    """A decision needs a person signed in. Agents and the system are refused as before
+    (Forbidden); an API key's service account is refused whatever its role (PersonRequired), so a
+    leaked key, or two supervisor keys vouching for each other, can never decide."""
+    user = _require_user(actor, what)
+    if is_service_account(actor):
+        raise PersonRequired(f"Only a person signed in may {what}; an API key cannot, whatever its role. "
+                             f"{WHAT_KEYS_MAY_DO}")
+    return user
+
+
+def _require_decider(actor: Actor, roles: frozenset[str], what: str) -> User:
+    """A person (not a key) whose role is one of `roles`."""
+    _require_person(actor, what)
+    return _require_role(actor, roles, what)
 
 
 def _require_role(actor: Actor, roles: frozenset[str], what: str) -> User:

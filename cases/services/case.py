@@ -31,6 +31,7 @@ from cases.services._common import (
     _check_expected_version,
     _lock_case,
     _record,
+    _require_person,
     _require_role,
     _require_tenant,
     _require_user,
@@ -177,6 +178,8 @@ def _apply_transition(*, case: Case, actor: Actor, user: User, transition: str, 
     if transition not in CASE_TRANSITIONS:
         raise Invalid(f"Unknown transition {transition!r}.", fields={"transition": ["Unknown transition."]})
     method = getattr(case, transition)
+    if transition in policy.PERSON_ONLY_TRANSITIONS:
+        _require_person(actor, f"{transition} a case")
     if not policy.role_may_transition(user.role, transition):
         roles = ", ".join(sorted(policy.TRANSITION_ROLES[transition]))
         raise Forbidden(f"Your role ({user.role}) cannot {transition.replace('_', ' ')} a case; "
@@ -229,7 +232,8 @@ def case_transition(*, actor, case: Case, transition: str, reason: str = "",
                     expected_version: int | None = None, confirm_reason: str = "") -> Case:
     """A permitted user moves the case through its lifecycle directly.
 
-    Checks: the actor is a person of this tenant whose role may perform `transition`, the FSM
+    Checks: the actor is a person of this tenant whose role may perform `transition` (deciding,
+    closing and reopening are refused to API keys whatever their role: PersonRequired), the FSM
     allows it from the current status with its conditions met, a reason where policy needs one, and
     (when given) that the case is still at `expected_version`. Raises Forbidden / NotAllowed /
     Invalid / Conflict and changes nothing when a check fails. Deciding or closing a case on which

@@ -21,11 +21,11 @@ from cases.models import (
     NoticeDispatch,
     NoticeStatus,
 )
-from cases.services._common import _lock_case, _record, _require_role, _require_tenant
+from cases.services._common import _lock_case, _record, _require_person, _require_role, _require_tenant
 from cases.services.deadlines import recompute_next_due
 from cases.services.notices import _lock_notice
 from core.actors import Actor, coerce_actor
-from core.errors import Conflict, Forbidden, Invalid, NotAllowed
+from core.errors import Conflict, Forbidden, Invalid, NotAllowed, PersonRequired
 
 logger = logging.getLogger(__name__)
 
@@ -37,9 +37,17 @@ SETTLE_OUTCOMES = ("sent", "failed")
 RECORD_RETRY_DELAYS = (0.5, 1, 2, 4, 8, 8, 8)
 
 
+def _valid_approvals(notice: Notice):
+    return Approval.objects.filter(notice=notice, decision=ApprovalDecision.APPROVED, voided_at__isnull=True,
+                                   content_hash=notice.content_hash)
+
+
 def _valid_approval(notice: Notice) -> Approval | None:
-    return (Approval.objects.filter(notice=notice, decision=ApprovalDecision.APPROVED, voided_at__isnull=True,
-                                    content_hash=notice.content_hash).order_by("-created_at").first())
+    """The latest approval of the notice's current content given by a person. An approval given
+    by an API key's service account (recorded before keys were refused, or written around the
+    services) never authorises a send."""
+    return (_valid_approvals(notice).filter(approver__is_service_account=False)
+            .order_by("-created_at").first())
 
 
 def _check_dispatchable(notice: Notice) -> Approval:
@@ -55,6 +63,10 @@ def _check_dispatchable(notice: Notice) -> Approval:
     if notice.compute_content_hash() != notice.content_hash:
         raise NotAllowed("The notice's content does not match its recorded hash; it needs a new approval.")
     approval = _valid_approval(notice)
+    if approval is None and _valid_approvals(notice).exists():
+        raise PersonRequired("This notice was approved by an API key, not by a person, so it is never sent. "
+                             "Edit it (which voids that approval) and submit it again for a supervisor "
+                             "signed in to approve, or withdraw it.")
     if approval is None:
         raise NotAllowed("This notice has no valid approval of its current content; submit it for approval.")
     return approval
@@ -110,7 +122,8 @@ def notice_dispatch(*, actor, notice: Notice) -> Notice:
     A worker that dies between 1 and 3 leaves the notice `sending`: it is never re-sent blindly;
     past ARBITER_NOTICE_SENDING_STUCK_SECONDS the drift report shows it and an operator settles it
     (notice_settle) after reading the mail log for its Message-ID.
-    Refuses agents (Forbidden), unapproved or edited-after-approval notices (NotAllowed)."""
+    Refuses agents (Forbidden), unapproved or edited-after-approval notices (NotAllowed), and a
+    notice whose only approval was given by an API key (PersonRequired): only a person approves."""
     actor = coerce_actor(actor)
     _check_dispatcher(actor, notice)
 
@@ -227,12 +240,14 @@ def notice_settle(*, actor, notice: Notice, outcome: str, reason: str, message_i
     the previous status. Callers: the admin action, `manage.py notice_settle`, and the anymail
     tracking receiver (a system actor, `stuck_check=False`: a provider's word needs no waiting).
 
-    Refuses, changing nothing: agents, and people who are not supervisors or admins of the
+    Refuses, changing nothing: API keys whatever their role (PersonRequired), agents, and people
+    who are not supervisors or admins of the
     notice's tenant (Forbidden / NotFound); an outcome other than sent/failed, an empty reason, a
     missing Message-ID for "sent" (Invalid); a notice that is not unknown or stuck sending — a send
     still in progress, or one already recorded (NotAllowed)."""
     actor = coerce_actor(actor)
     if actor.is_user:
+        _require_person(actor, "settle a notice's delivery")
         _require_role(actor, CAN_SETTLE_NOTICES, "settle a notice's delivery")
         _require_tenant(actor, notice.tenant_id)
     elif actor.is_agent:

@@ -26,6 +26,7 @@ from cases.services._common import (
     _record,
     _replayed,
     _require_author,
+    _require_decider,
     _require_role,
     _require_tenant,
 )
@@ -196,7 +197,7 @@ def notice_submit(*, actor, notice: Notice) -> Notice:
 
 
 def _check_notice_approver(*, actor: Actor, notice: Notice, verb: str) -> User:
-    user = _require_role(actor, policy.CAN_APPROVE_NOTICES, f"{verb} notices")
+    user = _require_decider(actor, policy.CAN_APPROVE_NOTICES, f"{verb} notices")
     _require_tenant(actor, notice.tenant_id)
     wrote_it = actor.identifier in {notice.drafted_by, notice.last_edited_by, notice.requested_by} or CaseEvent.objects.filter(
         case_id=notice.case_id, event_type__in=["notice.drafted", "notice.edited"], payload__notice_id=notice.pk,
@@ -209,7 +210,8 @@ def _check_notice_approver(*, actor: Actor, notice: Notice, verb: str) -> User:
 
 @transaction.atomic
 def notice_approve(*, actor, notice: Notice, content_hash: str, note: str = "", override_reason: str = "") -> Notice:
-    """A supervisor (not its drafter or last editor) approves a notice pending approval. The
+    """A supervisor signed in (not its drafter or last editor; never an API key: PersonRequired)
+    approves a notice pending approval. The
     approval is bound to `content_hash`, the content the approver saw: if the notice changed
     since, it is refused as Stale.
 
@@ -251,7 +253,8 @@ def notice_approve(*, actor, notice: Notice, content_hash: str, note: str = "", 
 
 @transaction.atomic
 def notice_reject(*, actor, notice: Notice, note: str) -> Notice:
-    """A supervisor (not its drafter) rejects a notice pending approval, with a reason."""
+    """A supervisor signed in (not its drafter; never an API key: PersonRequired) rejects a notice
+    pending approval, with a reason."""
     actor = coerce_actor(actor)
     user = _check_notice_approver(actor=actor, notice=notice, verb="reject")
     if not (note or "").strip():

@@ -32,7 +32,7 @@ from cases.services._common import (
     _record,
     _replayed,
     _require_author,
-    _require_role,
+    _require_decider,
     _require_tenant,
     _require_user,
     stale_reason_for,
@@ -214,13 +214,14 @@ def proposal_approve(*, actor, proposal: Proposal, note: str = "", expected_vers
     `confirm_reason`: deciding or closing a case on which no notice was ever sent needs it
     (Invalid without), recorded in the event and the audit.
 
-    Refuses (changing nothing): agents and roles without approval rights (Forbidden), the proposer
+    Refuses (changing nothing): API keys whatever their role (PersonRequired: only a person signed
+    in decides), agents and roles without approval rights (Forbidden), the proposer
     (Forbidden, four eyes), a proposal whose precondition changed (Stale, naming the field, from →
     to and the event), a case changed since the approver's view (Conflict), one already decided
     (NotAllowed), a risk/assignment change on a decided or closed case and a change the case can
     no longer take (NotAllowed)."""
     actor = coerce_actor(actor)
-    user = _require_role(actor, policy.CAN_APPROVE_PROPOSALS, "approve proposals")
+    user = _require_decider(actor, policy.CAN_APPROVE_PROPOSALS, "approve proposals")
     _require_tenant(actor, proposal.tenant_id)
     case = _lock_case(proposal.case_id)
     locked = _lock_proposal(proposal)
@@ -272,9 +273,10 @@ def _apply_proposal(*, case: Case, proposal: Proposal, actor: Actor, user: User,
 
 @transaction.atomic
 def proposal_reject(*, actor, proposal: Proposal, note: str) -> Proposal:
-    """A supervisor rejects a pending proposal with a reason. Same refusals as approval."""
+    """A supervisor (a person, never an API key) rejects a pending proposal with a reason. Same
+    refusals as approval."""
     actor = coerce_actor(actor)
-    user = _require_role(actor, policy.CAN_APPROVE_PROPOSALS, "reject proposals")
+    user = _require_decider(actor, policy.CAN_APPROVE_PROPOSALS, "reject proposals")
     _require_tenant(actor, proposal.tenant_id)
     if not (note or "").strip():
         raise Invalid("Say why the proposal is rejected.", fields={"note": ["A reason is required."]})

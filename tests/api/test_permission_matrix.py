@@ -1,7 +1,8 @@
 """The permission matrix: every write endpoint (and the restricted reads) against every kind of
 credential — analyst, supervisor, auditor, admin (sessions), an API key of each role, a person of
 another tenant, anonymous. Each refusal has the error body and changes nothing; each allowed
-request succeeds. A key has exactly the rights of its role."""
+request succeeds. A key has the rights of its role except that it never decides: approving,
+rejecting, deciding a case are refused to every key with 403 person_required."""
 
 import pytest
 
@@ -20,6 +21,7 @@ OK = "ok"
 # operation -> (method, path template, body, {role: outcome}); an outcome is OK or (status, code).
 # Roles not listed are refused with 403 forbidden; another tenant gets 404 on our objects; anonymous 401.
 FORBIDDEN = (403, "forbidden")
+PERSON_REQUIRED = (403, "person_required")
 OPERATIONS = {
     "case_read": ("get", "/api/v1/cases/{case}/", None, {"analyst": OK, "supervisor": OK, "auditor": OK, "admin": OK}),
     "case_create": ("post", "/api/v1/cases/", {"title": "New"}, {"analyst": OK, "supervisor": OK, "admin": OK}),
@@ -32,10 +34,15 @@ OPERATIONS = {
                         {"analyst": OK, "supervisor": OK}),
     "proposal_approve": ("post", "/api/v1/proposals/{proposal}/approve/", {}, {"supervisor": OK}),
     "proposal_reject": ("post", "/api/v1/proposals/{proposal}/reject/", {"note": "no"}, {"supervisor": OK}),
+    # The case is new: a supervisor passes every permission check and meets the lifecycle (409).
+    "case_decide": ("post", "/api/v1/cases/{case}/transitions/", {"transition": "decide", "reason": "Upheld."},
+                    {"supervisor": (409, "not_allowed")}),
     "notice_draft": ("post", "/api/v1/cases/{case}/notices/", {"subject": "S", "body": "B"},
                      {"analyst": OK, "supervisor": OK}),
     "notice_approve": ("post", "/api/v1/notices/{notice}/approve/", {"content_hash": "{content_hash}"},
                        {"supervisor": OK}),
+    "notice_reject": ("post", "/api/v1/notices/{notice}/reject/", {"note": "no"}, {"supervisor": OK}),
+    "notice_submit": ("post", "/api/v1/notices/{draft}/submit/", None, {"analyst": OK, "supervisor": OK}),
     "notice_dispatch": ("post", "/api/v1/notices/{approved}/dispatch/", None, {"analyst": OK, "supervisor": OK}),
     "run_start": ("post", "/api/v1/runs/", {"case": "{case}"}, {"analyst": OK, "supervisor": OK, "admin": OK}),
     "thread_create": ("post", "/api/v1/threads/", {"title": "t"}, {"analyst": OK, "supervisor": OK}),
@@ -44,6 +51,8 @@ OPERATIONS = {
                                                      "event_types": ["case.changed"]},
                        {"supervisor": OK, "admin": OK}),
 }
+# Decisions: every API key is refused whatever its role (only a person signed in decides).
+DECISIONS = {"proposal_approve", "proposal_reject", "case_decide", "notice_approve", "notice_reject"}
 
 
 @pytest.fixture(autouse=True)
@@ -61,8 +70,9 @@ def world(tenant, analyst_b, supervisor_b, case):
     approved = services.notice_submit(actor=analyst_b, notice=services.notice_draft(
         actor=analyst_b, case=case, subject="S2", body="B2", recipient=case.complainant_email))
     approved = services.notice_approve(actor=supervisor_b, notice=approved, content_hash=approved.content_hash)
+    draft = services.notice_draft(actor=analyst_b, case=case, subject="S3", body="B3", recipient=case.complainant_email)
     return {"case": case.reference, "proposal": proposal.pk, "notice": notice.pk,
-            "content_hash": notice.content_hash, "approved": approved.pk, "case_obj": case}
+            "content_hash": notice.content_hash, "approved": approved.pk, "draft": draft.pk, "case_obj": case}
 
 
 def _client(persona, request, api, make_key, bearer):
@@ -103,6 +113,8 @@ def test_permission_matrix(request, api, make_key, bearer, world, operation, per
             expected = OK  # their own (empty) audit log
         if operation == "run_start":
             expected = (400, "invalid")  # "no such case" names the field
+    elif persona.startswith("key:") and operation in DECISIONS:
+        expected = PERSON_REQUIRED
     else:
         expected = allowed.get(role, FORBIDDEN)
     if expected == OK:

@@ -1,6 +1,7 @@
-"""The whole integration flow with API keys only: open a case, upload evidence, start a run,
-receive the run.finished webhook, approve as a supervisor key, dispatch twice with one
-Idempotency-Key -> one email and a replayed response. Four eyes holds for keys too."""
+"""The whole integration flow: API keys open a case, upload evidence, start a run, receive the
+run.finished webhook and draft a notice; a supervisor key may not decide (person_required), so a
+supervisor signed in approves; a key then dispatches twice with one Idempotency-Key -> one email and
+a replayed response."""
 
 import json
 
@@ -32,8 +33,8 @@ def no_broker(monkeypatch):
     return sent
 
 
-def test_the_whole_flow_with_api_keys_only(tenant, make_key, bearer, receiver, no_broker,
-                                           django_capture_on_commit_callbacks):
+def test_the_whole_flow_with_api_keys_and_a_person_deciding(tenant, make_key, bearer, api, supervisor_b, receiver,
+                                                            no_broker, django_capture_on_commit_callbacks):
     _, analyst_key = make_key("analyst", name="CRM")
     _, supervisor_key = make_key("supervisor", name="Back office")
     analyst, supervisor = bearer(analyst_key), bearer(supervisor_key)
@@ -66,24 +67,35 @@ def test_the_whole_flow_with_api_keys_only(tenant, make_key, bearer, receiver, n
     assert (event["type"], event["data"]["run_id"], event["data"]["case"]) == ("run.finished", run.pk, reference)
     assert WebhookDelivery.objects.get().status == DeliveryStatus.SUCCEEDED
 
-    # Approve what the agents proposed, as the supervisor key; a key may not approve its own proposal.
-    for proposal in Proposal.objects.filter(case__reference=reference, status=ProposalStatus.PENDING):
-        response = supervisor.post(f"/api/v1/proposals/{proposal.pk}/approve/", {"note": "ok"}, format="json")
+    # A key never decides, whatever its role: the supervisor key's approval is refused and changes
+    # nothing; a supervisor signed in approves what the agents proposed.
+    person = api(supervisor_b)
+    pending = list(Proposal.objects.filter(case__reference=reference, status=ProposalStatus.PENDING))
+    assert pending
+    with assert_nothing_changed():
+        assert_error(supervisor.post(f"/api/v1/proposals/{pending[0].pk}/approve/", {"note": "ok"}, format="json"),
+                     403, "person_required")
+    for proposal in pending:
+        response = person.post(f"/api/v1/proposals/{proposal.pk}/approve/", {"note": "ok"}, format="json")
         assert response.status_code in (200, 409), response.content  # 409: made stale by a sibling
     own = analyst.post(f"/api/v1/cases/{reference}/proposals/", {
         "kind": "risk_level", "payload": {"risk_level": "high"}, "rationale": "Repeated double charges."},
         format="json")
     with assert_nothing_changed():
         assert_error(analyst.post(f"/api/v1/proposals/{own.json()['id']}/approve/", {}, format="json"), 403,
-                     "forbidden")
+                     "person_required")
 
     notice = analyst.post(f"/api/v1/cases/{reference}/notices/", {"subject": "Your complaint",
                                                                   "body": "We are refunding the charge."},
                           format="json").json()
     notice = analyst.post(f"/api/v1/notices/{notice['id']}/submit/").json()
     etag_response = supervisor.get(f"/api/v1/notices/{notice['id']}/")
-    approved = supervisor.post(f"/api/v1/notices/{notice['id']}/approve/", {"content_hash": notice["content_hash"]},
-                               format="json", HTTP_IF_MATCH=etag_response["ETag"])
+    with assert_nothing_changed():
+        assert_error(supervisor.post(f"/api/v1/notices/{notice['id']}/approve/",
+                                     {"content_hash": notice["content_hash"]}, format="json",
+                                     HTTP_IF_MATCH=etag_response["ETag"]), 403, "person_required")
+    approved = person.post(f"/api/v1/notices/{notice['id']}/approve/", {"content_hash": notice["content_hash"]},
+                           format="json", HTTP_IF_MATCH=etag_response["ETag"])
     assert approved.status_code == 200 and approved.json()["status"] == "approved"
 
     with django_capture_on_commit_callbacks(execute=True):
@@ -107,5 +119,6 @@ def test_a_key_role_limits_what_it_may_do(tenant, case, make_key, bearer, analys
     _, analyst_key = make_key("analyst")
     with assert_nothing_changed(case):
         assert_error(bearer(analyst_key).post(f"/api/v1/notices/{notice.pk}/approve/",
-                                              {"content_hash": notice.content_hash}, format="json"), 403, "forbidden")
+                                              {"content_hash": notice.content_hash}, format="json"), 403,
+                     "person_required")
         assert_error(bearer(auditor_key).post("/api/v1/cases/", {"title": "x"}, format="json"), 403, "forbidden")
