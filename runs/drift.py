@@ -38,7 +38,7 @@ CHECKS: dict[str, str] = {
     "memory_vs_domain": "runs.drift.check_memory",
     "old_policy_version": "runs.drift.check_policy_version",
     "conversation_cited_facts": "runs.drift.check_conversation_cited_facts",
-    # Issue 12 (outbox/drift.py): work written but not relayed, dispatches asked for but never
+    # The outbox's checks (outbox/drift.py): work written but not relayed, dispatches asked for but never
     # started, notices whose delivery is unknown.
     "outbox_backlog": "outbox.drift.check_outbox_backlog",
     "dispatch_requested_not_started": "outbox.drift.check_dispatch_requested",

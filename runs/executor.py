@@ -47,7 +47,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from core.actors import Actor
-from ops import metrics  # issue 13
+from ops import metrics
 from runs.admission import _admit, _pump, admission_order
 from runs.graph import NodeContext, NodeResult, UnknownGraph, get_graph
 from runs.leases import (
@@ -221,7 +221,7 @@ def _run_step(*, run_id: int, worker_id: str, expected_sequence: int | None, enq
     except BaseException:
         STATE_CACHE.drop(run_id)  # the cached state may hold this step's uncommitted changes
         raise
-    if outcome.action in ("executed", "failed", "retry", "cancelled"):  # issue 13: per step, whoever drives it
+    if outcome.action in ("executed", "failed", "retry", "cancelled"):  # Per step, whoever drives it
         metrics.step_observed(graph=run.graph, outcome=outcome.action, seconds=time.monotonic() - started)
     return outcome
 

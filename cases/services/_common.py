@@ -18,7 +18,7 @@ from cases.models import (
 from cases.reducer import VERSIONED_EVENTS
 from core.actors import Actor
 from core.errors import Conflict, Forbidden, NotFound
-from ops import metrics  # issue 13
+from ops import metrics
 
 logger = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ def _record(*, case: Case, actor: Actor, event_type: str, payload: dict, audit_a
     )
     if event_type in PRECONDITION_CHANGING_EVENTS:
         _stale_proposals_whose_preconditions_changed(case=case, actor=actor, event=event)
-    if decision in ("approved", "rejected") and target_type in ("proposal", "notice"):  # issue 13: metrics
+    if decision in ("approved", "rejected") and target_type in ("proposal", "notice"):
         transaction.on_commit(lambda: metrics.decision(kind=target_type, decision=decision))
     return event
 

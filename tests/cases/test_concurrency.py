@@ -206,7 +206,7 @@ def test_stale_is_raised_not_swallowed_for_a_late_approver(case, agent, analyst,
     assert case.status == "new"
 
 
-# --- issue 7 ----------------------------------------------------------------------------------------
+# --- sibling proposals and deadline scans at the same time -------------------------------------
 
 def test_sibling_proposals_approved_at_the_same_time_both_apply(case, agent, supervisor, supervisor_b):
     """Staleness by precondition: two approvers of siblings touching different fields both win."""

@@ -1,4 +1,4 @@
-"""The offline drafter's notices are grounded (issue 7, C): on every complaint of the CFPB sample in
+"""The offline drafter's notices are grounded: on every complaint of the CFPB sample in
 ../shared/data (and so every demo case, which ship a subset of it), the notice it drafts from the
 case's stored due dates and the triage's consumer request has no flag from the notice checker."""
 

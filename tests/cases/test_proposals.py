@@ -376,7 +376,7 @@ def test_a_change_while_the_approver_looked_is_a_conflict(case, agent, analyst, 
         services.proposal_approve(actor=supervisor, proposal=proposal, expected_version=seen)
 
 
-# --- decided and closed cases (issue 7, E) --------------------------------------------------------
+# --- decided and closed cases --------------------------------------------------------
 
 @pytest.mark.parametrize("status", ["decided", "closed"])
 def test_a_settled_case_refuses_risk_and_assignment_proposals(status, case, agent, analyst, supervisor):
