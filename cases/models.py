@@ -230,7 +230,7 @@ class Case(ThreadSafeRefreshMixin, ConcurrentTransitionMixin, models.Model):
 
         return case_deadline_states(self, today=today, due_soon_days=due_soon_days)
 
-    # --- Lifecycle (DESIGN §3). In-memory only; cases.services.case_transition commits. ---
+    # --- Lifecycle (docs/architecture.md, "Lifecycles"). In-memory only; cases.services.case_transition commits. ---
     @transition(field=status, source=CaseStatus.NEW, target=CaseStatus.TRIAGED,
                 permission=_role_permission("triage"))
     def triage(self):
@@ -478,7 +478,7 @@ class Proposal(ThreadSafeRefreshMixin, ConcurrentTransitionMixin, models.Model):
     run_id = models.CharField(max_length=64, blank=True)
     idempotency_key = models.CharField(max_length=200, null=True, blank=True)
     case_version = models.PositiveIntegerField()
-    # What the proposal depends on (DESIGN §2, ADR 0006): the case fields it reads or writes with
+    # What the proposal depends on (ADR 0006): the case fields it reads or writes with
     # their values when it was made, e.g. {"status": "triaged"} or {"risk_level": "unassessed"}.
     # Approval re-checks only these; see cases.services.proposals.
     preconditions = models.JSONField(default=dict, blank=True)

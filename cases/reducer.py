@@ -1,5 +1,5 @@
 """A deterministic reducer: case events in, case state out. `case_replay` compares its result
-with the stored row; any difference is drift (DESIGN §7)."""
+with the stored row; any difference is drift (`manage.py case_replay`)."""
 
 from __future__ import annotations
 

@@ -240,7 +240,7 @@ SPECTACULAR_SETTINGS = {
 }
 
 # --- Agent runs (runs/, docs/runs-contract.md) ---------------------------------------------
-# Default budgets of a run (DESIGN §4); run_start may lower or raise them per run.
+# Default budgets of a run (steps, tokens, wall time; reaching one fails it); run_start may lower or raise them per run.
 ARBITER_RUN_MAX_STEPS = env_int("ARBITER_RUN_MAX_STEPS", 40, minimum=1)
 ARBITER_RUN_MAX_TOKENS = env_int("ARBITER_RUN_MAX_TOKENS", 200_000, minimum=1)
 ARBITER_RUN_MAX_WALL_SECONDS = env_int("ARBITER_RUN_MAX_WALL_SECONDS", 1800, minimum=1)
@@ -326,7 +326,7 @@ SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"] = {
     "MessageRoleEnum": "conversations.models.MessageRole",
 }
 
-# --- Retention (DESIGN §8; runs/retention.py, docs/adr/0005-retention.md) ---------------------
+# --- Retention (runs/retention.py, docs/adr/0005-retention.md) ---------------------------
 # Days after which `manage.py purge_expired` (and beat, daily) purges expired state; 0 = keep
 # forever. Only finished runs are touched; audit events, case events, evidence and messages never.
 # Intermediate checkpoints of finished runs older than this are deleted; the final checkpoint (still

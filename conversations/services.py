@@ -1,4 +1,4 @@
-"""The only write path for conversation state (DESIGN §2, §11).
+"""The only write path for conversation state (docs/architecture.md, "Write paths").
 
 Every function is keyword-only, takes an `actor` (an Actor, or a user for convenience), checks
 role and tenant, locks the thread row when it appends (so sequences are allocated one at a time),

@@ -1,4 +1,4 @@
-"""Drift checks (DESIGN §7): where a projection (an artifact, a run's belief, a memory, a pending
+"""Drift checks (`manage.py drift_report`): where a projection (an artifact, a run's belief, a memory, a pending
 decision) no longer matches the domain. `manage.py drift_report` runs every registered check.
 
 Registry: CHECKS maps a check name to the dotted path of a function

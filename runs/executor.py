@@ -1,4 +1,4 @@
-"""The run executor (DESIGN §4, ADRs 0002 and 0010): the single place a step is executed and committed.
+"""The run executor (docs/architecture.md, "The run engine"; ADRs 0002 and 0010): the single place a step is executed and committed.
 
     run_step(run_id=..., worker_id=..., keep_lease=...)
       1. read    the run row (one SELECT, with its case) — unless this worker's own commit kept the

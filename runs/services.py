@@ -1,4 +1,4 @@
-"""The write paths of runs (DESIGN §11): start, cancel, resume and fork runs; govern memory.
+"""The write paths of runs: start, cancel, resume and fork runs; govern memory.
 
 Keyword-only; `actor` is an Actor or a user. Each function checks permission and state, writes its
 rows and an audit event in one transaction, enqueues work only on commit, and raises a

@@ -1,4 +1,4 @@
-"""The tool executor (DESIGN §2, §4): every side effect a node asks for is a ToolCall.
+"""The tool executor (docs/architecture.md, "The run engine" and "Agents propose, people decide"): every side effect a node asks for is a ToolCall.
 
 `tool_execute` is the single path:
   1. The idempotency key is `<run id>:<step sequence>:<action>`. If a ToolCall with that key

@@ -1,6 +1,6 @@
 """Assertions shared by the suite.
 
-`assert_nothing_changed` is the check every denied path makes (STYLE: tests): it snapshots the
+`assert_nothing_changed` is the check every denied path makes (docs/architecture.md, "House style"): it snapshots the
 rows a refused service could have written — audit events and stream heads, case events,
 proposals, approvals, notices, dispatches, evidence, files under MEDIA_ROOT, sent email, tasks
 queued on commit — plus

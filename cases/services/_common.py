@@ -110,7 +110,7 @@ def stale_reason_for(*, field: str, expected, now, event: CaseEvent | None) -> d
 
 def _stale_proposals_whose_preconditions_changed(*, case: Case, actor: Actor, event: CaseEvent) -> None:
     """A pending proposal goes stale only when one of its own preconditions no longer holds
-    (DESIGN §2, ADR 0006): a sibling proposal applied to another field, or evidence added, leaves
+    (ADR 0006): a sibling proposal applied to another field, or evidence added, leaves
     it pending. The caller holds the case lock; proposals are locked after it (fixed order)."""
     for proposal in case.proposals.select_for_update().filter(status=ProposalStatus.PENDING).order_by("pk"):
         changed = proposal.changed_preconditions(case)

@@ -1,5 +1,5 @@
 """Real threads against one case on PostgreSQL: the loser of a race gets a domain error and
-nothing is half-written; a notice is sent exactly once (DESIGN §3, STYLE principle 2).
+nothing is half-written; a notice is sent exactly once. Every request may run beside a copy of itself.
 
 Each thread has its own database connection (Django opens one per thread) and closes it at the
 end. The rows they work on are committed first, hence transaction=True."""

@@ -1,4 +1,4 @@
-"""Proposals: agents and people propose, a different supervisor decides (DESIGN §2)."""
+"""Proposals: agents and people propose, a different supervisor decides (four eyes)."""
 
 import pytest
 
@@ -248,7 +248,7 @@ def test_already_decided_proposal_is_not_allowed(case, agent, supervisor, superv
         services.proposal_approve(actor=supervisor_b, proposal=proposal)
 
 
-# --- staleness by precondition (DESIGN §2, ADR 0006) -------------------------------------------
+# --- staleness by precondition (ADR 0006) -------------------------------------------------
 
 def propose_transition(actor, case, name, **kwargs):
     return services.proposal_create(actor=actor, case=case, kind="status_transition", payload={"transition": name},
