@@ -67,7 +67,7 @@ bench: install-dev bench-venv
 	DEBUG=$${DEBUG:-1} $(PY) bench/run.py $(BENCH_ARGS)
 	$(PY) bench/steps.py --database-url $(BENCH_DATABASE_URL) --langgraph-python $(BENCH_VENV)/bin/python $(STEP_BENCH_ARGS)
 
-# --- Step and ledger benchmarks (issue 10, docs/adr/0010-i10-cheap-durability.md) ------------------
+# --- Step and ledger benchmarks (ADR 0010) ------------------
 # The step benchmark compares Arbiter's executor with LangGraph's PostgresSaver and a plain-psycopg
 # floor on its own PostgreSQL database (dropped and recreated each time). LangGraph is installed
 # only into the benchmark's own virtualenv, never as a project dependency.
@@ -90,7 +90,7 @@ bench-ledger: install-dev
 worker: install
 	$(VENV)/bin/celery -A config worker --loglevel=$${LOG_LEVEL:-INFO}
 
-# --- Production server (issue 13): gunicorn + worker + beat; stops them all when it is stopped ---
+# --- Production server: gunicorn + worker + beat; stops them all when it is stopped ---
 .PHONY: serve
 serve: install
 	HOST=$(HOST) PORT=$(PORT) exec $(PY) scripts/run_local.py --serve

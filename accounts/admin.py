@@ -184,7 +184,7 @@ class UserAdmin(TenantStaffPermissions, AuditedAdminMixin, DjangoUserAdmin):
         super().save_model(request, obj, form, change)
 
 
-# --- API keys (issue 9) ---------------------------------------------------------------------------
+# --- API keys ---------------------------------------------------------------------------
 
 class ApiKeyCreationForm(forms.ModelForm):
     role = forms.ChoiceField(choices=Role.choices, help_text="What the key may do (as a person with this role).")

@@ -1,4 +1,4 @@
-"""Writes for accounts: API keys (issue 9). Tenants and people are managed in the admin."""
+"""Writes for accounts: API keys. Tenants and people are managed in the admin."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Citations an agent makes are checked against the evidence itself (issue 11).
+"""Citations an agent makes are checked against the evidence itself.
 
 A citation is an evidence id and a quoted span. It is kept only if the evidence belongs to the
 case and the quote occurs in that evidence's text (`Evidence.read_text()`), compared modulo

@@ -1,4 +1,4 @@
-"""Context assembly (DESIGN §6): a projection, never the source of truth.
+"""Context assembly (docs/architecture.md, "Models and context"): a projection, never the source of truth.
 
 `build_context` takes a fresh domain snapshot (the case loaded at step start), the run's prior
 outputs and findings, the case's latest artifacts from other runs, active unexpired memory, the

@@ -1,4 +1,4 @@
-"""Pydantic schemas for every model output (DESIGN §5). Offline and real providers alike must
+"""Pydantic schemas for every model output: an answer that does not validate is retried once, then fails the step. Offline and real providers alike must
 return instances of these; anything else fails validation, is retried once with the error, then
 fails the step."""
 

@@ -353,7 +353,7 @@ def adjudicator(context: dict) -> dict:
              if isinstance(request, dict) and request.get("kind") not in (None, "none") else "")
     rules = ", ".join(sorted(c for c in applied if c))
     # Plain words, the recommendation first: this text is the rationale a supervisor reads on the
-    # proposal's card (issue 8: no stored status values or internal ids in what a person reads).
+    # proposal's card (no stored status values or internal ids in what a person reads).
     step = TRANSITION_LABELS.get(transition, transition).lower() if transition else None
     summary = (
         f"{'Recommended next step: ' + step if step else 'No next step recommended'} — {why}. "
@@ -427,7 +427,7 @@ def reflect(context: dict) -> dict:
 
 
 # --- notice drafter -------------------------------------------------------------------------
-# The drafter writes only what the case records (issue 7): dates from the stored due dates that
+# The drafter writes only what the case records: dates from the stored due dates that
 # are today or later (context "due_dates", given by the graph's notice_drafter node), the case's
 # own product / issue / company / reference, the consumer's request quoted, and no claim of an
 # action the case's events do not show. cases/notice_checker.py checks every draft.
@@ -455,7 +455,7 @@ def notice_drafter(context: dict) -> dict:
     reference = case.get("reference") or "your complaint"
     triage_out = prior_of(context, "triage") or {}
     # The case's recorded fields first: the notice must name what the case records.
-    # Below the triage confidence threshold (issue 11) the agents' own labels are not told to the
+    # Below the triage confidence threshold the agents' own labels are not told to the
     # consumer: only what is recorded on the case is named.
     unsure = bool(triage_out.get("needs_analyst"))
     issue = str(case.get("issue") or (None if unsure else triage_out.get("issue")) or "the matter you raised").strip()

@@ -1,4 +1,4 @@
-"""Prior knowledge about CFPB products, written down by hand (issue 11): the words that name a
+"""Prior knowledge about CFPB products, written down by hand: the words that name a
 product outright, and the respondents whose line of business is known.
 
 Product cues

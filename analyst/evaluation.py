@@ -1,4 +1,4 @@
-"""Measuring the analyst on labelled complaints (issue 11): `manage.py evaluate` runs on this.
+"""Measuring the analyst on labelled complaints: `manage.py evaluate` runs on this.
 
 The split
 =========
@@ -134,7 +134,7 @@ def _case_fields(row: dict[str, str]) -> dict:
 
 
 def _checker():
-    """The notice checker (cases.notice_checker.check_notice, issue 7)."""
+    """The notice checker (cases.notice_checker.check_notice)."""
     from cases.notice_checker import check_notice
 
     return check_notice

@@ -1,4 +1,4 @@
-"""The offline analyst: a deterministic, network-free model behind every agent (DESIGN §5).
+"""The offline analyst: a deterministic, network-free model behind every agent (the default provider).
 
 `answer(agent, context)` returns the JSON-ready dict an agent's output schema expects;
 analyst.provider.OfflineAnalyst wraps it as a Provider. See context.py for the context keys

@@ -1,4 +1,4 @@
-"""Choosing the classifier's weights without the test split (issue 11).
+"""Choosing the classifier's weights without the test split.
 
 `python -m analyst.tuning` measures the product and issue classifier alone (no database, no
 agents) on the complaints of the train and dev splits ONLY — the test split is dropped before

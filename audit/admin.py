@@ -5,7 +5,7 @@ database triggers would refuse anyway). Superusers see every tenant; other staff
 own tenant's events, and only if their role may see the audit trail (auditor, supervisor, admin).
 One action verifies the hash chains of the selected streams.
 
-Like the rest of the audit app this imports nothing else of ours (DESIGN §1): the tenant and the
+Like the rest of the audit app this imports nothing else of ours (it is the lowest layer): the tenant and the
 role are read from the user object."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Listeners called by audit_record, inside the transaction of the change it records.
 
-The audit app imports nothing of ours (DESIGN §1); apps above it register a listener from their
+The audit app imports nothing of ours (it is the lowest layer, docs/architecture.md); apps above it register a listener from their
 AppConfig.ready (integrations turns audit events into webhook events and its feed, ADR 0009).
 A listener must only write rows in the current transaction (never call out): if it raises, the
 change rolls back with it, as any other failure inside the transaction would."""

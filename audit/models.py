@@ -1,4 +1,5 @@
-"""The append-only audit ledger. This app imports nothing else of ours (DESIGN §1)."""
+"""The append-only audit ledger. This app imports nothing else of ours: it is the
+lowest layer (docs/architecture.md, "Apps and their layers")."""
 
 from django.db import models
 

@@ -15,7 +15,8 @@ from audit.models import AuditEvent, AuditStreamHead
 
 
 def stream_for(*, tenant_id: int | None, case_id: int | None = None) -> str:
-    """A case's events chain per case; events about no case chain per tenant (DESIGN §2)."""
+    """A case's events chain per case; events about no case chain per tenant, so
+    concurrent work on different cases never queues behind one chain head."""
     if case_id is not None:
         return f"case:{case_id}"
     return f"tenant:{tenant_id}" if tenant_id is not None else "global"

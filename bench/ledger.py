@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""`make bench-ledger`: audit_verify and case_replay --all at ledger scale (issue 10, ADR 0010).
+"""`make bench-ledger`: audit_verify and case_replay --all at ledger scale (ADR 0010).
 
 Builds a throwaway PostgreSQL database (dropped and recreated) holding `--events` audit events
 (valid hash chains, `--per-stream` events per stream) and as many case events (cases cloned from

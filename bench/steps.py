@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""`make bench` (step part): the cost of a durable agent step (issue 10, ADR 0010).
+"""`make bench` (step part): the cost of a durable agent step (ADR 0010).
 
 Three competitors run the same null graph — one node looping N times (default 200), appending
 ~500 bytes per step — on the same PostgreSQL, alternated A/B/C (the order rotates each round) for

@@ -1,10 +1,10 @@
 #!/usr/bin/env python
-"""The browser UI and the main API lists at size (issue 8). It prints, it never asserts.
+"""The browser UI and the main API lists at size. It prints, it never asserts.
 
 Seeds two tenants on PostgreSQL — "small" (100 cases) and "large" (100,000 cases, about
 1,000,000 audit events, ~3,000 pending proposals, a run of 1,000 steps) — then requests every page
 a working day uses, as the person who would use it, and prints p50 / p95 and the query count of
-each at both sizes. Target (issue 8): p95 under 150 ms for every one at the large size, and the
+each at both sizes. Target: p95 under 150 ms for every one at the large size, and the
 same query count at both sizes.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/arbiter_bench_i8 .venv/bin/python bench/ui_at_scale.py
@@ -107,7 +107,7 @@ def seed_tenant(*, slug: str, cases: int, events_per_case: int, pending: int, lo
                        now() - (%s - g) * interval '37 seconds', now() - (%s - g) * interval '29 seconds'
                 FROM generate_series(1, %s) g JOIN bench_narrative n ON n.i = g %% {n_texts}
             """, [tenant.pk, STATUSES, RISKS, analyst.pk, other.pk, cases, cases, cases])
-            # Due dates as issue 7's default policy sets them from the received date (calendar days).
+            # Due dates as the default deadline policy sets them from the received date (calendar days).
             cursor.execute("UPDATE cases_case SET acknowledge_due = received_at + 15, response_due = received_at + 15, "
                            "close_due = received_at + 60 WHERE tenant_id = %s", [tenant.pk])
             cursor.execute("""
@@ -157,7 +157,7 @@ def seed_tenant(*, slug: str, cases: int, events_per_case: int, pending: int, lo
                        CASE WHEN (c.id / %s) %% 4 = 3 THEN now() END, '', c.created_at, c.updated_at, '', '[]'::jsonb, ''
                 FROM cases_case c WHERE c.tenant_id = %s AND c.id %% %s = 0
             """, [every, analyst.pk, analyst.pk, analyst.pk, every, tenant.pk, every])
-            # The stored next due date (issue 8), by the rule cases.services.deadlines keeps it:
+            # The stored next due date, by the rule cases.services.deadlines keeps it:
             # acknowledgement and response until a notice is sent, closure until decided or closed.
             cursor.execute("""
                 UPDATE cases_case c SET next_due = LEAST(  -- LEAST skips NULLs on PostgreSQL

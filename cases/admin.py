@@ -108,7 +108,7 @@ class ReasonActionForm(ActionForm):
 
     reason = forms.CharField(required=False, label="Reason / note",
                              widget=forms.TextInput(attrs={"size": 50, "placeholder": "needed by some actions"}))
-    # Issue 7: deciding/closing a case on which no notice was sent needs an explicit confirmation.
+    # Deciding/closing a case on which no notice was sent needs an explicit confirmation.
     confirm_reason = forms.CharField(required=False, label="Confirm (no notice sent)",
                                      widget=forms.TextInput(attrs={"size": 40,
                                                                    "placeholder": "why decide/close without a notice"}))
@@ -338,7 +338,7 @@ class NoticeAdmin(TenantScopedAdmin):
                            call=lambda notice, reason: _dispatch_or_raise(actor=request.user, notice=notice))
 
 
-# Issue 12: settling a notice whose delivery is unknown (cases/admin_settle.py).
+# Settling a notice whose delivery is unknown (cases/admin_settle.py).
 from cases.admin_settle import SETTLE_ACTIONS  # noqa: E402
 
 NoticeAdmin.actions = [*NoticeAdmin.actions, *SETTLE_ACTIONS]
@@ -380,7 +380,7 @@ class NoticeDispatchAdmin(ReadOnlyAdmin):
     list_select_related = ("notice",)
 
 
-# --- deadline policies (issue 7): versioned; "adding" one creates the tenant's next version -------
+# --- deadline policies: versioned; "adding" one creates the tenant's next version -------
 
 class DeadlinePolicyForm(forms.ModelForm):
     class Meta:

@@ -1,4 +1,4 @@
-"""Admin actions that settle a notice whose delivery is unknown (issue 12). NoticeAdmin lists them;
+"""Admin actions that settle a notice whose delivery is unknown. NoticeAdmin lists them;
 they call cases.services.notice_settle with the reason typed in the action bar."""
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ class CasesConfig(AppConfig):
     verbose_name = "Cases"
 
     def ready(self):
-        # Issue 12: a provider's delivery webhook (django-anymail's tracking signal) settles a
+        # A provider's delivery webhook (django-anymail's tracking signal) settles a
         # notice whose delivery is unknown (cases/email_delivery.py).
         from anymail.signals import tracking
 

@@ -1,4 +1,4 @@
-"""Deadlines as domain data (issue 7, B): computing due dates from a tenant's DeadlinePolicy and
+"""Deadlines as domain data: computing due dates from a tenant's DeadlinePolicy and
 telling, for each, whether it is met, on time, due soon or overdue.
 
 Pure functions over dates and rows; the writes (intake, policy change, pause, extension, the

@@ -1,4 +1,4 @@
-"""Email delivery with honest outcomes (issue 12, docs/adr/0012-i12-outbox-and-email-states.md).
+"""Email delivery with honest outcomes (ADR 0012).
 
 A failed send is one of two things, and they must not be confused:
 

@@ -1,4 +1,4 @@
-"""Text extraction from PDF evidence (issue 7, D), run by the worker after the upload commits.
+"""Text extraction from PDF evidence, run by the worker after the upload commits.
 
 `evidence_extraction_run` is the one write: it takes the pending EvidenceExtraction row with a
 row lock, reads the PDF with pypdf within the limits in settings, and stores the text, its sha256

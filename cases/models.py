@@ -82,7 +82,7 @@ def _no_notice_unsettled(case: Case) -> bool:
 
 
 def _notices_in(case: Case, statuses: list[str]) -> str:
-    """Which notices hold a condition up, and what settles an unsettled one (issue 12)."""
+    """Which notices hold a condition up, and what settles an unsettled one."""
     parts = []
     for pk, status in case.notices.filter(status__in=statuses).order_by("id").values_list("pk", "status")[:5]:
         if status in NoticeStatus.unsettled():
@@ -206,7 +206,7 @@ class Case(ThreadSafeRefreshMixin, ConcurrentTransitionMixin, models.Model):
     assignee = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True,
                                  related_name="assigned_cases")
     resolution = models.TextField(blank=True)
-    # Deadlines (issue 7, B): computed at intake from the tenant's DeadlinePolicy, changed only by
+    # Deadlines: computed at intake from the tenant's DeadlinePolicy, changed only by
     # cases.services.deadlines (a `case.deadlines_changed` event each time), replayed like the rest.
     acknowledge_due = models.DateField(null=True, blank=True)
     response_due = models.DateField(null=True, blank=True)
@@ -214,7 +214,7 @@ class Case(ThreadSafeRefreshMixin, ConcurrentTransitionMixin, models.Model):
     deadline_policy_version = models.PositiveIntegerField(null=True, blank=True)
     # Set while the clock is paused (waiting for evidence, when the policy says so).
     deadline_paused_on = models.DateField(null=True, blank=True)
-    # Derived, stored for the queue's due-date sort (issue 8): the earliest due date still open
+    # Derived, stored for the queue's due-date sort: the earliest due date still open
     # (next_due_expression). Written only by cases.services.deadlines.recompute_next_due, which every
     # service that changes a due date, the status or a notice's sending calls in its transaction.
     next_due = models.DateField(null=True, blank=True, editable=False)
@@ -247,7 +247,7 @@ class Case(ThreadSafeRefreshMixin, ConcurrentTransitionMixin, models.Model):
 
         return case_deadline_states(self, today=today, due_soon_days=due_soon_days)
 
-    # --- Lifecycle (DESIGN §3). In-memory only; cases.services.case_transition commits. ---
+    # --- Lifecycle (docs/architecture.md, "Lifecycles"). In-memory only; cases.services.case_transition commits. ---
     @transition(field=status, source=CaseStatus.NEW, target=CaseStatus.TRIAGED,
                 permission=_role_permission("triage"))
     def triage(self):
@@ -495,7 +495,7 @@ class Proposal(ThreadSafeRefreshMixin, ConcurrentTransitionMixin, models.Model):
     run_id = models.CharField(max_length=64, blank=True)
     idempotency_key = models.CharField(max_length=200, null=True, blank=True)
     case_version = models.PositiveIntegerField()
-    # What the proposal depends on (DESIGN §2, ADR 0006): the case fields it reads or writes with
+    # What the proposal depends on (ADR 0006): the case fields it reads or writes with
     # their values when it was made, e.g. {"status": "triaged"} or {"risk_level": "unassessed"}.
     # Approval re-checks only these; see cases.services.proposals.
     preconditions = models.JSONField(default=dict, blank=True)
@@ -576,7 +576,7 @@ class NoticeStatus(models.TextChoices):
     SENT = "sent", "Sent"
     FAILED = "failed", "Failed (retryable)"
     # The message data went out and no final reply came back: the mail server may have it. Never
-    # retried automatically; an operator (or a provider's delivery webhook) settles it (issue 12).
+    # retried automatically; an operator (or a provider's delivery webhook) settles it.
     UNKNOWN = "unknown", "Unknown (settle it)"
 
     @classmethod
@@ -609,7 +609,7 @@ class Notice(ThreadSafeRefreshMixin, ConcurrentTransitionMixin, models.Model):
     run_id = models.CharField(max_length=64, blank=True)
     idempotency_key = models.CharField(max_length=200, null=True, blank=True)
     version = models.PositiveIntegerField(default=1)
-    # The notice checker's result (issue 7, cases/notice_checker.py), for the content hash it was
+    # The notice checker's result (cases/notice_checker.py), for the content hash it was
     # computed on: [{"code", "message"}, ...]; empty = no flag.
     consumer_request = models.TextField(blank=True, help_text="The consumer's request the notice must address.")
     check_flags = models.JSONField(default=list, blank=True)
@@ -707,7 +707,7 @@ class Approval(models.Model):
     policy_version = models.CharField(max_length=40)
     note = models.TextField(blank=True)
     # Notice approvals over the notice checker's flags (a date before today, an unrecorded action …):
-    # the flags the approver saw and the reason they gave for approving anyway (issue 7).
+    # the flags the approver saw and the reason they gave for approving anyway.
     flags_overridden = models.JSONField(default=list, blank=True)
     override_reason = models.TextField(blank=True)
     # Proposal approvals: the evidence ids listed on the page the approver decided from.

@@ -1,4 +1,4 @@
-"""The notice checker (issue 7, C): is a notice grounded in what the case records?
+"""The notice checker: is a notice grounded in what the case records?
 
 It runs on every draft and edit, whoever wrote it (cases.services.notices), and again when a
 person approves (a date that was in the future may have passed). The result is stored on the

@@ -1,5 +1,5 @@
 """A deterministic reducer: case events in, case state out. `case_replay` compares its result
-with the stored row; any difference is drift (DESIGN §7)."""
+with the stored row; any difference is drift (`manage.py case_replay`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Iterable
 REPLAYED_FIELDS = (
     "reference", "title", "product", "sub_product", "issue", "sub_issue", "company", "consumer_state",
     "tags", "status", "risk_level", "assigned_team", "assignee_id", "resolution", "version",
-    # Deadlines (issue 7): ISO dates in events; cases opened before them replay as None.
+    # Deadlines: ISO dates in events; cases opened before them replay as None.
     "acknowledge_due", "response_due", "close_due", "deadline_policy_version", "deadline_paused_on",
 )
 DEADLINE_STATE_FIELDS = ("acknowledge_due", "response_due", "close_due", "deadline_policy_version",

@@ -55,7 +55,7 @@ def _tenant_id(user) -> int | None:
     return getattr(user, "tenant_id", None)
 
 
-# --- the case queue (issue 8): search, filters, quick views, sorts --------------------------------
+# --- the case queue: search, filters, quick views, sorts --------------------------------
 
 NARRATIVE_TITLE = "Complaint narrative"  # the evidence case_create makes of the narrative
 SEARCH_CONFIG = "simple"  # words as written (lower-cased): no stemming, no stop words, like the SQLite match
@@ -79,7 +79,7 @@ CASE_SORTS = {
     "received": (lambda descending: Coalesce("received_at", Value(date(1, 1, 1)), output_field=DateField()), True),
     "risk": (lambda descending: _rank("risk_level", RISK_RANK), True),
     "status": (lambda descending: _rank("status", STATUS_RANK), False),
-    # The stored next_due (the earliest due date still open, issue 7), soonest first; cases with none
+    # The stored next_due (the earliest due date still open), soonest first; cases with none
     # come last in either direction.
     "due": (lambda descending: next_due_sort_key(descending=descending), False),
 }
@@ -268,7 +268,7 @@ def review_inbox_for_user(*, user, section: str = "decide", kind: str | None = N
         proposals = proposals.filter(proposer_type=proposer_type)
         notices = notices.filter(drafted_by__startswith=f"{proposer_type}:")
     # Whether each item's case has a sent notice (what meets the acknowledgement and response
-    # deadlines, issue 7): their due dates need no query per row (deadline_rows_for_inbox).
+    # deadlines): their due dates need no query per row (deadline_rows_for_inbox).
     case_notice_sent = Exists(Notice.objects.filter(case=OuterRef("case_id"), status=NoticeStatus.SENT))
     return {"proposals": proposals.annotate(case_notice_sent=case_notice_sent).order_by("created_at", "id"),
             "notices": notices.annotate(case_notice_sent=case_notice_sent).order_by("created_at", "id")}

@@ -74,7 +74,7 @@ def notice_dispatch_task(self, notice_id: int, actor_user_id: int | None = None)
     return result.status
 
 
-# --- issue 7 (i7): deadlines and evidence extraction --------------------------------------------
+# --- deadlines and evidence extraction --------------------------------------------
 
 @shared_task
 def deadline_crossings_task() -> int:
@@ -103,7 +103,7 @@ def evidence_extract_enqueue(*, evidence_id: int) -> None:
                    dedupe_key=f"evidence-extract:{evidence_id}")
 
 
-# --- issue 12 (i12): dispatch through the outbox ---------------------------------------------------
+# --- dispatch through the outbox ---------------------------------------------------
 
 def notice_dispatch_enqueue(*, notice_id: int, actor_user_id: int | None = None,
                             dedupe_key: str | None = None) -> None:

@@ -28,9 +28,9 @@ def _configure_filesystem_transport(sender, **kwargs):
 
 
 app.autodiscover_tasks()
-import ops.celery_signals  # noqa: E402,F401  (issue 13: JSON logs with run/step ids, task metrics)
+import ops.celery_signals  # noqa: E402,F401  (JSON logs with run/step ids, task metrics)
 
-# --- Worker start-up and heartbeat (issue 12, outbox/heartbeat.py) -------------------------------
+# --- Worker start-up and heartbeat (outbox/heartbeat.py) -------------------------------
 # On start-up a worker records its heartbeat and relays whatever the outbox holds (work committed
 # while no worker or broker was up), then a daemon thread in the worker's main process repeats
 # both every ARBITER_WORKER_HEARTBEAT_SECONDS — independently of beat.

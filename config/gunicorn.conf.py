@@ -1,4 +1,4 @@
-"""gunicorn settings for `make serve` (issue 13): its own log lines go through the same structured
+"""gunicorn settings for `make serve`: its own log lines go through the same structured
 formatter as Django's (ops/logging.py). Everything else is on the command line (scripts/run_local.py)."""
 
 import os

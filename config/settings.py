@@ -191,7 +191,7 @@ LOGGING = {
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
 
-# --- Conversations (issue 4) ---------------------------------------------------------------
+# --- Conversations ---------------------------------------------------------------
 # Token budget for the thread part of a chat context (summary + recent turns); a thread may
 # override it. When a thread's context would exceed it, older turns are compacted into a summary.
 CONVERSATIONS_CONTEXT_TOKEN_BUDGET = env_int("CONVERSATIONS_CONTEXT_TOKEN_BUDGET", 3000, minimum=200)
@@ -240,7 +240,7 @@ SPECTACULAR_SETTINGS = {
 }
 
 # --- Agent runs (runs/, docs/runs-contract.md) ---------------------------------------------
-# Default budgets of a run (DESIGN §4); run_start may lower or raise them per run.
+# Default budgets of a run (steps, tokens, wall time; reaching one fails it); run_start may lower or raise them per run.
 ARBITER_RUN_MAX_STEPS = env_int("ARBITER_RUN_MAX_STEPS", 40, minimum=1)
 ARBITER_RUN_MAX_TOKENS = env_int("ARBITER_RUN_MAX_TOKENS", 200_000, minimum=1)
 ARBITER_RUN_MAX_WALL_SECONDS = env_int("ARBITER_RUN_MAX_WALL_SECONDS", 1800, minimum=1)
@@ -250,7 +250,7 @@ ARBITER_RUN_RETRY_BACKOFF_SECONDS = env_int("ARBITER_RUN_RETRY_BACKOFF_SECONDS",
 # Token budget for evidence excerpts in one model context.
 ARBITER_CONTEXT_EVIDENCE_TOKENS = env_int("ARBITER_CONTEXT_EVIDENCE_TOKENS", 6000, minimum=100)
 # Dotted path of the function that redacts personal data from everything in model contexts
-# (issue 13: one redactor, core.redaction, for evidence, case fields, messages, memory ...).
+# (one redactor, core.redaction, for evidence, case fields, messages, memory ...).
 ARBITER_CONTEXT_REDACTOR = env_str("ARBITER_CONTEXT_REDACTOR", "core.redaction.redact_personal_data")
 ARBITER_MEMORY_DEFAULT_TTL_DAYS = env_int("ARBITER_MEMORY_DEFAULT_TTL_DAYS", 180, minimum=1)
 ARBITER_REAP_INTERVAL_SECONDS = env_int("ARBITER_REAP_INTERVAL_SECONDS", 10, minimum=1)
@@ -262,7 +262,7 @@ ARBITER_RUN_STEP_TIME_LIMIT = env_int("ARBITER_RUN_STEP_TIME_LIMIT", 120, minimu
 # write the marker and sleep right after that tool's effect, before recording its outcome, so a
 # test can SIGKILL the worker at exactly that point. Empty (the default) disables it.
 ARBITER_FAULT_PAUSE_AFTER_EFFECT = env_str("ARBITER_FAULT_PAUSE_AFTER_EFFECT", "")
-# --- Cheap durability (issue 10, docs/adr/0010-i10-cheap-durability.md) ----------------------
+# --- Cheap durability (ADR 0010) ----------------------
 # Once the deltas written since the last snapshot or compaction weigh this many bytes, a
 # checkpoint also stores their composition (appended items once more, changed keys once): storage
 # is a constant number of bytes per step, loading reads the compactions plus at most this much.
@@ -320,7 +320,7 @@ ARBITER_AUDIT_ANCHOR_INTERVAL_SECONDS = env_int("ARBITER_AUDIT_ANCHOR_INTERVAL_S
 CELERY_BEAT_SCHEDULE["anchor-audit-heads"] = {
     "task": "audit.tasks.audit_anchor_task", "schedule": float(ARBITER_AUDIT_ANCHOR_INTERVAL_SECONDS)}
 
-# --- Deadlines and evidence extraction (issue 7, i7: cases/deadlines.py, cases/extraction.py) -----
+# --- Deadlines and evidence extraction (cases/deadlines.py, cases/extraction.py) -----
 # How often the beat task records due-soon / overdue crossings (once per crossing, whatever the rate).
 ARBITER_DEADLINE_SCAN_INTERVAL_SECONDS = env_int("ARBITER_DEADLINE_SCAN_INTERVAL_SECONDS", 3600, minimum=60)
 CELERY_BEAT_SCHEDULE["record-deadline-crossings"] = {
@@ -345,7 +345,7 @@ SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"] = {
     "MessageRoleEnum": "conversations.models.MessageRole",
 }
 
-# --- Retention (DESIGN §8; runs/retention.py, docs/adr/0005-retention.md) ---------------------
+# --- Retention (runs/retention.py, docs/adr/0005-retention.md) ---------------------------
 # Days after which `manage.py purge_expired` (and beat, daily) purges expired state; 0 = keep
 # forever. Only finished runs are touched; audit events, case events, evidence and messages never.
 # Intermediate checkpoints of finished runs older than this are deleted; the final checkpoint (still
@@ -360,7 +360,7 @@ ARBITER_RETENTION_MEMORY_DAYS = env_int("ARBITER_RETENTION_MEMORY_DAYS", 30, min
 # Rows read per query while purging: bounds the job's memory (each tenant's purge is one transaction).
 ARBITER_RETENTION_BATCH_SIZE = env_int("ARBITER_RETENTION_BATCH_SIZE", 500, minimum=1)
 
-# --- Security (issue 13): HTTPS, cookies, HSTS, proxy header -----------------------------------
+# --- Security: HTTPS, cookies, HSTS, proxy header -----------------------------------
 # Secure by default without DEBUG; each can be turned off explicitly (e.g. SECURE_SSL_REDIRECT=0
 # when a proxy in front already redirects). `manage.py check --deploy` is clean with the README's
 # production settings (tests/ops/test_deploy_settings.py runs it).
@@ -381,7 +381,7 @@ if _proxy_ssl_header:
                                    "HTTP_X_FORWARDED_PROTO,https.")
     SECURE_PROXY_SSL_HEADER = tuple(_proxy_ssl_header)
 
-# --- Content-Security-Policy (issue 13; django-csp 4) ----------------------------------------------
+# --- Content-Security-Policy (django-csp 4) ----------------------------------------------
 # No inline script or style except with the per-request nonce (the Swagger UI page, ops/templates);
 # htmx's own indicator <style> is turned off in templates/base.html. CSP_REPORT_ONLY=1 sends the
 # policy as Content-Security-Policy-Report-Only (to try a change without breaking pages).
@@ -411,7 +411,7 @@ else:
 INSTALLED_APPS = [*INSTALLED_APPS, "csp"]
 TEMPLATES[0]["OPTIONS"]["context_processors"].append("csp.context_processors.nonce")
 
-# --- Login throttling and lockout (issue 13; django-axes) --------------------------------------
+# --- Login throttling and lockout (django-axes) --------------------------------------
 # After AXES_FAILURE_LIMIT failed logins for one username from one address (login page, admin,
 # HTTP Basic on the API), that pair is locked out — the right password included — for
 # AXES_COOLOFF_MINUTES; the lockout is written to the audit ledger (ops/security.py).
@@ -427,7 +427,7 @@ AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False
 AXES_LOCKOUT_CALLABLE = "ops.security.lockout_response"  # 429 + Retry-After; {code, detail} under /api/
 
-# --- Operations (issue 13): request ids, JSON logs, health probes, metrics, static files ----------
+# --- Operations: request ids, JSON logs, health probes, metrics, static files ----------
 # Outermost: Prometheus timing, then the request id (on every response, the probes' and lockouts'
 # included), then /healthz and /readyz (answered before host checks and the HTTPS redirect).
 # WhiteNoise serves STATIC_ROOT (`manage.py collectstatic`) from the app server; CSP sits right
@@ -463,7 +463,7 @@ ARBITER_METRICS_TOKEN = env_str("ARBITER_METRICS_TOKEN", "")
 # create its schedule file otherwise).
 for _directory in (VAR_DIR, Path(CELERY_BEAT_SCHEDULE_FILENAME).parent):
     _directory.mkdir(parents=True, exist_ok=True)
-# --- Agents: triage confidence and the real-model provider (issue 11) ------------------------
+# --- Agents: triage confidence and the real-model provider ------------------------
 
 
 def _fraction(name: str, raw: str) -> float:
@@ -487,7 +487,7 @@ OPENAI_REASONING_EFFORT = (env_str("OPENAI_REASONING_EFFORT", "") or "").strip()
 if OPENAI_REASONING_EFFORT not in ("", "minimal", "low", "medium", "high"):
     raise ImproperlyConfigured(f"OPENAI_REASONING_EFFORT={OPENAI_REASONING_EFFORT!r}: use minimal, low, medium, "
                                "high, or leave it empty to not send it.")
-# --- No work lost, no email sent twice (issue 12: outbox/, cases email states; ADR 0012) ---------
+# --- No work lost, no email sent twice (outbox/, cases email states; ADR 0012) ---------
 INSTALLED_APPS = [*INSTALLED_APPS, "outbox"]
 # Tasks are written to the outbox in the transaction of the change that needs them and relayed to
 # the broker after the commit, then by beat every RELAY_INTERVAL seconds and by every worker's
@@ -525,7 +525,7 @@ CELERY_BEAT_SCHEDULE = {
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": max(CELERY_TASK_TIME_LIMIT, ARBITER_RUN_STEP_TIME_LIMIT) + 60,
 }
-# --- REST API for integrations (issue 9; core/api.py, accounts API keys, integrations/) ---------
+# --- REST API for integrations (core/api.py, accounts API keys, integrations/) ---------
 # One block, so parallel branches merge: it replaces the REST_FRAMEWORK defaults above.
 INSTALLED_APPS = [*INSTALLED_APPS, "integrations"]
 # HTTP Basic auth for the API is off unless this is set (API keys are the machine credential;

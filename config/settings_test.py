@@ -17,7 +17,7 @@ from config.settings import *  # noqa: E402,F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast logins in tests only
 
-# Issue 13: the suite talks plain HTTP to the test client and the live server, so the HTTPS-only
+# The suite talks plain HTTP to the test client and the live server, so the HTTPS-only
 # defaults of DEBUG=0 are off here (tests/ops/test_deploy_settings.py checks those defaults in a
 # process of its own). Static files come from the finders: no collectstatic before a test run.
 for _name in ("SECURE_SSL_REDIRECT", "SESSION_COOKIE_SECURE", "CSRF_COOKIE_SECURE"):

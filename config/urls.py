@@ -14,13 +14,13 @@ urlpatterns = [
     path("api/v1/", include("cases.api.urls")),
     path("api/v1/", include("runs.api.urls")),
     path("api/v1/", include("conversations.api.urls")),
-    path("api/v1/", include("integrations.api.urls")),  # me, events, webhooks (issue 9)
+    path("api/v1/", include("integrations.api.urls")),  # me, events, webhooks
     path("api/schema/", SpectacularAPIView.as_view(), name="api_schema"),
     # Swagger UI's assets come from drf-spectacular-sidecar's static files: no CDN, works offline.
     # (No Redoc page: drf-spectacular's Redoc template loads web fonts from an external host.)
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api_schema", template_name="ops/swagger_ui.html"),
-         name="api_docs"),  # ops/swagger_ui.html: the same page with CSP nonces (issue 13)
-    # Operations (issue 13): Prometheus metrics, operators only. /healthz and /readyz are answered by
+         name="api_docs"),  # ops/swagger_ui.html: the same page with CSP nonces
+    # Operations: Prometheus metrics, operators only. /healthz and /readyz are answered by
     # ops.middleware.HealthProbeMiddleware before host checks and the HTTPS redirect.
     path("metrics", ops_views.metrics, name="metrics"),
     # Keep last among the api/ routes: any other address under api/ is a JSON 404.
@@ -28,7 +28,7 @@ urlpatterns = [
     path("", include("web.urls")),
 ]
 
-# Error pages answer JSON under /api/ and Django's HTML elsewhere (issue 9; core/api.py).
+# Error pages answer JSON under /api/ and Django's HTML elsewhere (core/api.py).
 handler400 = "core.api.handler400"
 handler403 = "core.api.handler403"
 handler404 = "core.api.handler404"

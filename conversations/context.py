@@ -1,4 +1,4 @@
-"""The thread part of a chat context (DESIGN §6): the latest summary plus the recent turns, within
+"""The thread part of a chat context (docs/architecture.md, "Models and context"): the latest summary plus the recent turns, within
 a token budget.
 
 Cost is bounded independently of the thread's length: one query for the latest summary and one

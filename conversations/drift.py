@@ -1,4 +1,4 @@
-"""Drift check (DESIGN §7): an assistant answer that cites a case status or version the case no
+"""Drift check (registered in runs.drift.CHECKS): an assistant answer that cites a case status or version the case no
 longer has.
 
 Only the latest citing answer of each thread is checked: it is what the thread currently

@@ -1,4 +1,4 @@
-"""Conversation state (DESIGN §1): what was said in a thread. Never authoritative about the case.
+"""Conversation state: what was said in a thread. Never authoritative about the case.
 
 Messages are append-only: a message is never edited or deleted. Hiding a message's content is a
 new `MessageRedaction` row; the original stays stored (and its content hash is in the audit log).

@@ -1,4 +1,4 @@
-"""The only write path for conversation state (DESIGN §2, §11).
+"""The only write path for conversation state (docs/architecture.md, "Write paths").
 
 Every function is keyword-only, takes an `actor` (an Actor, or a user for convenience), checks
 role and tenant, locks the thread row when it appends (so sequences are allocated one at a time),
@@ -162,7 +162,7 @@ def message_post(*, actor, thread: Thread, content: str, client_token: str = "")
     Refuses, changing nothing: agents and roles other than analyst/supervisor (Forbidden), another
     tenant's thread (NotFound), an empty or over-long message (Invalid).
 
-    A retried post is not a new message (issue 12): with the same `client_token` (a form's
+    A retried post is not a new message: with the same `client_token` (a form's
     idempotency token, up to 64 characters), or without one the same text from the same person as
     the thread's last message within ARBITER_CHAT_RETRY_WINDOW_SECONDS, the earlier message is
     returned and nothing is written (no message, no run, no audit event)."""

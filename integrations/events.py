@@ -44,7 +44,7 @@ _OBJECT_URLS = {"case": "/api/v1/cases/{reference}/", "proposal": "/api/v1/propo
 
 
 def event_type_for(action: str) -> str | None:
-    """The integration event an audit action is, or None. Deadlines (issue 7) are recognised by
+    """The integration event an audit action is, or None. Deadlines are recognised by
     their action's ending, whatever app records them."""
     if action in ("cases.deadline.due_soon", "cases.deadline.overdue") or action.endswith(
             ("deadline_crossed", "deadline.crossed")):

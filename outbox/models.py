@@ -1,4 +1,4 @@
-"""The transactional outbox and the workers' heartbeats (docs/adr/0012-i12-outbox-and-email-states.md).
+"""The transactional outbox and the workers' heartbeats (ADR 0012).
 
 An OutboxMessage is a Celery task to publish, written in the same transaction as the change that
 needs it: if the transaction commits, the row exists and a relay will publish it (after the

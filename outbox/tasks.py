@@ -1,4 +1,4 @@
-"""Thin Celery tasks of the outbox (STYLE: tasks import lazily and call a service)."""
+"""Thin Celery tasks of the outbox (they take ids, import the service lazily and call it)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Drift checks (DESIGN §7): where a projection (an artifact, a run's belief, a memory, a pending
+"""Drift checks (`manage.py drift_report`): where a projection (an artifact, a run's belief, a memory, a pending
 decision) no longer matches the domain. `manage.py drift_report` runs every registered check.
 
 Registry: CHECKS maps a check name to the dotted path of a function
@@ -38,7 +38,7 @@ CHECKS: dict[str, str] = {
     "memory_vs_domain": "runs.drift.check_memory",
     "old_policy_version": "runs.drift.check_policy_version",
     "conversation_cited_facts": "runs.drift.check_conversation_cited_facts",
-    # Issue 12 (outbox/drift.py): work written but not relayed, dispatches asked for but never
+    # The outbox's checks (outbox/drift.py): work written but not relayed, dispatches asked for but never
     # started, notices whose delivery is unknown.
     "outbox_backlog": "outbox.drift.check_outbox_backlog",
     "dispatch_requested_not_started": "outbox.drift.check_dispatch_requested",

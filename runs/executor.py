@@ -1,4 +1,4 @@
-"""The run executor (DESIGN §4, ADRs 0002 and 0010): the single place a step is executed and committed.
+"""The run executor (docs/architecture.md, "The run engine"; ADRs 0002 and 0010): the single place a step is executed and committed.
 
     run_step(run_id=..., worker_id=..., keep_lease=...)
       1. read    the run row (one SELECT, with its case) — unless this worker's own commit kept the
@@ -46,7 +46,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from core.actors import Actor
-from ops import metrics  # issue 13
+from ops import metrics
 from runs.admission import _admit, _pump, admission_order
 from runs.graph import NodeContext, NodeResult, UnknownGraph, get_graph
 from runs.leases import (
@@ -212,7 +212,7 @@ def _run_step(*, run_id: int, worker_id: str, expected_sequence: int | None, enq
     except BaseException:
         STATE_CACHE.drop(run_id)  # the cached state may hold this step's uncommitted changes
         raise
-    if outcome.action in ("executed", "failed", "retry", "cancelled"):  # issue 13: per step, whoever drives it
+    if outcome.action in ("executed", "failed", "retry", "cancelled"):  # Per step, whoever drives it
         metrics.step_observed(graph=run.graph, outcome=outcome.action, seconds=time.monotonic() - started)
     return outcome
 

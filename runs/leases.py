@@ -1,4 +1,4 @@
-"""Run leases, heartbeats and the reaper (DESIGN §4, docs/adr/0010-i10-cheap-durability.md).
+"""Run leases, heartbeats and the reaper (docs/architecture.md, "The run engine"; ADR 0010).
 
 A lease on the run row says which worker executes its steps. It is taken by compare-and-set
 (`lease_claim`), kept across a worker's consecutive steps (each step's commit renews it with the

@@ -1,4 +1,4 @@
-"""Governed memory (DESIGN §2): reusable cross-run knowledge such as an analyst's preferences.
+"""Governed memory (agents propose, a person confirms): reusable cross-run knowledge such as an analyst's preferences.
 
 Agents (and people) only *propose*; a person confirms. A memory never holds a domain fact — a
 case's status or risk level, or that a notice was sent/approved — because those live on the case

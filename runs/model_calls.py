@@ -10,7 +10,7 @@ import time
 from django.conf import settings
 from django.utils.module_loading import import_string
 
-from ops import metrics  # issue 13
+from ops import metrics
 from runs import providers
 from runs.graph import NodeContext
 from runs.models import AgentRun
@@ -85,7 +85,7 @@ def call_model_for_node(*, ctx: NodeContext, schema, agent: str, extra_context: 
                "provider_attempts": response.attempts}
     ctx.buffer.model_calls.append(record)
     ctx.buffer.tokens += response.prompt_tokens + response.completion_tokens
-    metrics.model_tokens(agent=agent, prompt=response.prompt_tokens, completion=response.completion_tokens)  # issue 13
+    metrics.model_tokens(agent=agent, prompt=response.prompt_tokens, completion=response.completion_tokens)
     ctx.heartbeat()
     return response.output, built.source_refs
 

@@ -1,4 +1,4 @@
-"""Execution state (DESIGN §1, §4): runs, steps, checkpoints, model calls, tool calls, artifacts,
+"""Execution state (docs/architecture.md, "The run engine"): runs, steps, checkpoints, model calls, tool calls, artifacts,
 findings and governed memory.
 
 Only runs.executor, runs.tools and runs.services write these rows. AgentRun.status is a protected
@@ -58,7 +58,7 @@ class AgentRun(ConcurrentTransitionMixin, models.Model):
     # No list of the completed nodes here: it grew with every step and PostgreSQL re-compressed it
     # on every step's UPDATE. The run's completed steps are its Step rows (runs.selectors).
 
-    # Budgets and usage (DESIGN §4). Hitting one fails the run with the reason.
+    # Budgets and usage. Hitting one fails the run with the reason.
     max_steps = models.PositiveIntegerField()
     max_tokens = models.PositiveIntegerField()
     max_wall_seconds = models.PositiveIntegerField()
@@ -121,7 +121,7 @@ class AgentRun(ConcurrentTransitionMixin, models.Model):
     def audit_actor_id(self) -> str:
         return f"agent:{self.graph}@{self.graph_version or '1'}"
 
-    # --- lifecycle (DESIGN §3); in memory only, the executor/services save under a row lock ---
+    # --- lifecycle (docs/architecture.md, "Lifecycles"); in memory only, the executor/services save under a row lock ---
     @transition(field=status, source=RunStatus.QUEUED, target=RunStatus.RUNNING)
     def admit(self):
         pass
@@ -256,7 +256,7 @@ class ModelCall(models.Model):
     latency_ms = models.PositiveIntegerField(default=0)
     provider_attempts = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True)
-    # Retention (runs.retention, DESIGN §8): when the content above (messages, context, raw and
+    # Retention (runs.retention): when the content above (messages, context, raw and
     # validated output, error) was removed, and the sha256 of exactly what was removed (canonical
     # JSON of runs.retention.model_call_content), so "what did the agent see" still has an answer.
     purged_at = models.DateTimeField(null=True, blank=True)
@@ -418,7 +418,7 @@ class MemoryType(models.TextChoices):
 
 
 class MemoryRecord(models.Model):
-    """Governed cross-run memory (DESIGN §2). Agents only propose; a person confirms. Only active,
+    """Governed cross-run memory. Agents only propose; a person confirms. Only active,
     unexpired records ever enter a context. Never a domain fact (status, risk, notice sent)."""
 
     tenant = models.ForeignKey("accounts.Tenant", on_delete=models.PROTECT, related_name="+")

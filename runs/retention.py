@@ -1,4 +1,4 @@
-"""Retention (DESIGN §8, ADR 0005): purge execution state that outlived its setting, and say so in
+"""Retention (ADR 0005): purge execution state that outlived its setting, and say so in
 the audit log.
 
 - checkpoints (ARBITER_RETENTION_CHECKPOINT_DAYS): the intermediate checkpoints of finished runs

@@ -1,4 +1,4 @@
-"""The write paths of runs (DESIGN §11): start, cancel, resume and fork runs; govern memory.
+"""The write paths of runs: start, cancel, resume and fork runs; govern memory.
 
 Keyword-only; `actor` is an Actor or a user. Each function checks permission and state, writes its
 rows and an audit event in one transaction, enqueues work only on commit, and raises a
@@ -19,7 +19,7 @@ from cases import policy
 from cases.models import Case
 from core.actors import Actor, coerce_actor
 from core.errors import Forbidden, Invalid, NotAllowed, NotFound
-from ops import metrics  # issue 13
+from ops import metrics
 from runs.graph import UnknownGraph, get_graph
 from runs.memory import memory_confirm, memory_forget, memory_propose
 from runs.models import AgentRun, Artifact, Checkpoint, Finding, RunStatus, Step
@@ -80,7 +80,7 @@ def _audit(run: AgentRun, *, actor: Actor, action: str, decision: str = "", payl
 
 
 def _enqueue_on_commit(run_id: int, *, dedupe_key: str | None = None) -> None:
-    """The run's next step goes through the transactional outbox (issue 12): the row commits with
+    """The run's next step goes through the transactional outbox: the row commits with
     the run, is published right after the commit if the broker is up, and is relayed later if it is
     not — so a request that committed a run never fails because of the broker, and the step is
     never lost. The executor's own step-to-step enqueues are its business (runs/executor.py)."""
@@ -150,7 +150,7 @@ def run_start(*, actor, case: Case | None = None, thread=None, tenant: Tenant | 
     _audit(run, actor=actor, action="runs.run.started",
            payload={"graph": run.graph, "provider": provider_name, "model": run.model_name, "budget": limits,
                     "thread_id": run.thread_id, "input": input})
-    transaction.on_commit(lambda: metrics.run_started(graph=run.graph))  # issue 13: metrics
+    transaction.on_commit(lambda: metrics.run_started(graph=run.graph))
     if enqueue:
         _enqueue_on_commit(run.pk, dedupe_key=f"run-start:{run.pk}")
     return run
@@ -264,7 +264,7 @@ def run_fork(*, actor, run: AgentRun, from_sequence: int, provider: str | None =
     # Lock the parent (no key update: children may still reference it) so a retention purge
     # cannot delete the checkpoint between our read and the fork's foreign key to it.
     parent = AgentRun.objects.select_for_update(no_key=True).get(pk=run.pk)
-    if parent.thread_id is not None:  # issue 13: a conversation run writes into its thread exactly once
+    if parent.thread_id is not None:  # A conversation run writes into its thread exactly once
         raise NotAllowed(f"Run R{parent.pk} is a {parent.graph} run of thread {parent.thread_id}: conversation runs "
                          f"cannot be forked. Post the question again in the thread to get a new answer.")
     checkpoint = Checkpoint.objects.filter(run=parent, sequence=from_sequence).first()

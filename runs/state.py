@@ -1,4 +1,4 @@
-"""A run's checkpointed task state (DESIGN §4, docs/adr/0010-i10-cheap-durability.md).
+"""A run's checkpointed task state (docs/architecture.md, "The run engine"; ADR 0010).
 
 `RunState` is a pydantic model with a `schema_version`. Each checkpoint stores a *delta* (what one
 step changed: appended list items, changed dict keys, replaced scalars); the initial checkpoint a

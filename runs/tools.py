@@ -1,4 +1,4 @@
-"""The tool executor (DESIGN §2, §4): every side effect a node asks for is a ToolCall.
+"""The tool executor (docs/architecture.md, "The run engine" and "Agents propose, people decide"): every side effect a node asks for is a ToolCall.
 
 `tool_execute` is the single path:
   1. The idempotency key is `<run id>:<step sequence>:<action>`. If a ToolCall with that key
@@ -33,7 +33,7 @@ from cases import policy
 from cases.models import Approval, ApprovalDecision, Notice, NoticeDispatch, Proposal
 from core.actors import Actor
 from core.errors import DomainError, Invalid, NotFound
-from ops import metrics  # issue 13
+from ops import metrics
 from runs.models import EffectType, MemoryRecord, ToolCall, ToolCallStatus
 
 logger = logging.getLogger(__name__)
@@ -158,7 +158,7 @@ def _finish(row: ToolCall, *, outcome: ToolOutcome | None = None, error: DomainE
         values |= {"status": ToolCallStatus.FAILED, "error": error.message, "error_code": error.code,
                    "result": {"fields": error.fields} if error.fields else None}
     ToolCall.objects.filter(pk=row.pk, status=ToolCallStatus.STARTED).update(**values)
-    metrics.tool_observed(tool=row.tool, outcome=values["status"], seconds=values["duration_ms"] / 1000)  # issue 13
+    metrics.tool_observed(tool=row.tool, outcome=values["status"], seconds=values["duration_ms"] / 1000)
     return ToolCall.objects.get(pk=row.pk)
 
 
@@ -269,7 +269,7 @@ def tool_reconcile_unfinished(*, run, sequence: int) -> list[int]:
     return settled
 
 
-# Issue 12: an agent's notice draft is always followed by its submission in the same step (the
+# An agent's notice draft is always followed by its submission in the same step (the
 # notice_drafter node). An attempt that died between the two left a draft outside the review
 # inbox; the retried attempt completes the submission first, under the idempotency key the node
 # itself uses for it (`<run>:<step>:submit-notice`), so the node's own submit finds it done and
@@ -370,7 +370,7 @@ def _notice_draft(inv: ToolInvocation) -> ToolOutcome:
                           body=str(inv.args.get("body", "")), kind=str(inv.args.get("kind") or "response"),
                           run_id=str(inv.run.pk), idempotency_key=inv.idempotency_key,
                           requested_by=_requested_by(inv),
-                          consumer_request=str(inv.args.get("consumer_request") or ""))  # i7: issue 7 checker
+                          consumer_request=str(inv.args.get("consumer_request") or ""))  # for the notice checker
     return _notice_outcome(notice)
 
 

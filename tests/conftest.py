@@ -1,4 +1,5 @@
-"""Personas and helpers shared by the whole suite (STYLE: tests)."""
+"""Personas and helpers shared by the whole suite: analyst, supervisor, auditor,
+outsider (another tenant), agent."""
 
 import os
 import socket

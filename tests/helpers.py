@@ -1,6 +1,6 @@
 """Assertions shared by the suite.
 
-`assert_nothing_changed` is the check every denied path makes (STYLE: tests): it snapshots the
+`assert_nothing_changed` is the check every denied path makes (docs/architecture.md, "House style"): it snapshots the
 rows a refused service could have written — audit events and stream heads, case events,
 proposals, approvals, notices, dispatches, evidence, files under MEDIA_ROOT, sent email, tasks
 queued on commit — plus
@@ -52,7 +52,7 @@ def snapshot(cases: Iterable[Case] = (), extra: dict[str, Callable[[], object]] 
         # Every task is queued with transaction.on_commit (runs, notice dispatch): inside a test's
         # transaction a queued task is a pending callback, so none may have been added.
         "queued_on_commit": len(transaction.get_connection().run_on_commit),
-        # Tasks written to the transactional outbox (issue 12): a refusal writes none.
+        # Tasks written to the transactional outbox: a refusal writes none.
         "outbox": sorted(OutboxMessage.objects.values_list("pk", "task", "relayed_at")),
         "cases": {
             case.pk: Case.objects.filter(pk=case.pk).values_list("status", "risk_level", "version").first()
@@ -138,7 +138,7 @@ def bring_case_to(case: Case, status: str, *, supervisor, analyst=None) -> Case:
             raise ValueError(f"bringing a case to {status} needs an analyst to propose the risk level")
         assess_risk(case, level="medium", proposer=analyst, approver=supervisor)
     for transition in steps:
-        # Deciding/closing with no notice sent needs a confirmation (issue 7); tests that are
+        # Deciding/closing with no notice sent needs a confirmation; tests that are
         # about it call the service themselves.
         services.case_transition(actor=supervisor, case=case, transition=transition,
                                  reason=f"test step: {transition}",

@@ -1,4 +1,4 @@
-"""Evidence previews on the case page, and the quoted span of a citation marked in them (issue 8).
+"""Evidence previews on the case page, and the quoted span of a citation marked in them.
 
 A proposal an agent made cites evidence with quotes: the signals of its run's risk assessment
 (`runs.Artifact` kind "risk_assessment", each signal {"evidence_id", "quote", ...}), which

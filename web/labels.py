@@ -1,4 +1,4 @@
-"""One label scheme for everything a person reads (issue 8): statuses, kinds, decisions, actions
+"""One label scheme for everything a person reads: statuses, kinds, decisions, actions
 and actors are shown by these words, never by their stored values ("pending_approval", "user:1").
 
 Templates use the `label` and `actor` filters (web.templatetags.arbiter_ui); views use `label()`.

@@ -1,4 +1,4 @@
-"""What the case page and the run pages need to show progress live (issue 8): a run's
+"""What the case page and the run pages need to show progress live: a run's
 "step 3 of 8 — risk assessor", and whether the notices section should keep refreshing."""
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ urlpatterns = [
     path("cases/<str:reference>/proposals/<int:pk>/approve/", actions.proposal_approve, name="proposal_approve"),
     path("cases/<str:reference>/proposals/<int:pk>/reject/", actions.proposal_reject, name="proposal_reject"),
     path("cases/<str:reference>/proposals/<int:pk>/withdraw/", actions.proposal_withdraw, name="proposal_withdraw"),
-    # i7: "Ask the agents again" on a stale proposal (issue 7, ADR 0006)
+    # "Ask the agents again" on a stale proposal (ADR 0006)
     path("cases/<str:reference>/proposals/<int:pk>/reask/", actions.proposal_reask, name="proposal_reask"),
     path("cases/<str:reference>/deadlines/extend/", actions.case_deadline_extend, name="case_deadline_extend"),
     path("cases/<str:reference>/notices/", actions.notice_draft, name="notice_draft"),

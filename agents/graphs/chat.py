@@ -1,4 +1,4 @@
-"""The chat graph and the thread-compaction graph (issue 4).
+"""The chat graph and the thread-compaction graph.
 
 chat (one node, `answer`): answers one user message of a thread.
   1. Reads the question and builds the thread part of the context (conversations.context: latest

@@ -1,4 +1,4 @@
-"""Fewer indexes on the audit ledger, each written by every event (issue 10, ADR 0010 "Write cost
+"""Fewer indexes on the audit ledger, each written by every event (ADR 0010 "Write cost
 per step"): the tenant's own FK index and (tenant, created_at) are covered by (tenant, created_at,
 id), which now lives here: on PostgreSQL, where web 0002 built the identical `web_audit_timeline_key`,
 that index is renamed rather than a second one built (no index build on a large ledger);

@@ -1,1 +1,1 @@
-"""REST API for cases, evidence, proposals, notices, case events and audit events (DESIGN §9)."""
+"""REST API for cases, evidence, proposals, notices, case events and audit events."""

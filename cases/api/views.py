@@ -138,7 +138,7 @@ class CaseTransitionApi(ApiView):
         expected_version = serializers.IntegerField(
             required=False, min_value=1, allow_null=True, default=None,
             help_text="The version you looked at; if the case changed since, the answer is 409 conflict.")
-        # Issue 7 (i7): deciding/closing a case on which no notice was sent needs a confirmation.
+        # Deciding/closing a case on which no notice was sent needs a confirmation.
         confirm_reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000,
                                                help_text="Why decide/close although no notice was sent.")
 
@@ -315,7 +315,7 @@ class ProposalDetailApi(ApiView):
 class ProposalApproveApi(ApiView):
     class ProposalApproveInput(serializers.Serializer):
         note = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000)
-        # Issue 7 (i7): the case version the approver saw (a later change is a 409 conflict), the
+        # The case version the approver saw (a later change is a 409 conflict), the
         # evidence ids in view (recorded on the approval), and the confirmation deciding/closing
         # needs when no notice was sent.
         expected_version = serializers.IntegerField(required=False, min_value=1, default=None, allow_null=True)
@@ -449,7 +449,7 @@ class NoticeApproveApi(ApiView):
         content_hash = serializers.CharField(max_length=64, help_text="The content_hash of the text you reviewed; "
                                                                       "if the notice changed since, 409 stale.")
         note = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000)
-        # Issue 7 (i7): approving over the notice checker's flags needs a reason.
+        # Approving over the notice checker's flags needs a reason.
         override_reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000,
                                                 help_text="Required when the notice checker flagged the text.")
 

@@ -1,4 +1,4 @@
-"""Case.next_due stored (issue 8): the earliest due date still open, which the queue sorts on with
+"""Case.next_due stored: the earliest due date still open, which the queue sorts on with
 an index (it was computed per query; PostgreSQL could not use an index for it). Filled here for the
 existing cases with one UPDATE; from now on cases.services.deadlines.recompute_next_due keeps it.
 

@@ -1,4 +1,4 @@
-"""The only write path for domain state (DESIGN §2, §11).
+"""The only write path for domain state (docs/architecture.md, "Write paths").
 
 Every function is keyword-only, takes an `actor` (an Actor, or a user for convenience), checks
 policy and permission, locks what it changes in a fixed order (case, then proposal/notice), writes

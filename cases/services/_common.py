@@ -18,7 +18,7 @@ from cases.models import (
 from cases.reducer import VERSIONED_EVENTS
 from core.actors import Actor
 from core.errors import Conflict, Forbidden, NotFound, PersonRequired
-from ops import metrics  # issue 13
+from ops import metrics
 
 logger = logging.getLogger(__name__)
 
@@ -116,7 +116,7 @@ def _record(*, case: Case, actor: Actor, event_type: str, payload: dict, audit_a
     )
     if event_type in PRECONDITION_CHANGING_EVENTS:
         _stale_proposals_whose_preconditions_changed(case=case, actor=actor, event=event)
-    if decision in ("approved", "rejected") and target_type in ("proposal", "notice"):  # issue 13: metrics
+    if decision in ("approved", "rejected") and target_type in ("proposal", "notice"):
         transaction.on_commit(lambda: metrics.decision(kind=target_type, decision=decision))
     return event
 
@@ -137,7 +137,7 @@ def stale_reason_for(*, field: str, expected, now, event: CaseEvent | None) -> d
 
 def _stale_proposals_whose_preconditions_changed(*, case: Case, actor: Actor, event: CaseEvent) -> None:
     """A pending proposal goes stale only when one of its own preconditions no longer holds
-    (DESIGN §2, ADR 0006): a sibling proposal applied to another field, or evidence added, leaves
+    (ADR 0006): a sibling proposal applied to another field, or evidence added, leaves
     it pending. The caller holds the case lock; proposals are locked after it (fixed order)."""
     for proposal in case.proposals.select_for_update().filter(status=ProposalStatus.PENDING).order_by("pk"):
         changed = proposal.changed_preconditions(case)

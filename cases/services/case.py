@@ -87,7 +87,7 @@ def case_create(*, actor, tenant: Tenant, title: str, received_at: date | None =
         case.full_clean(exclude=["tenant", "status"])
     except ValidationError as exc:
         raise Invalid("The case could not be opened.", fields=exc.message_dict) from None
-    intake_deadlines(case)  # due dates under the tenant's current deadline policy (issue 7)
+    intake_deadlines(case)  # due dates under the tenant's current deadline policy
     case.save()
     payload = case_state(case)
     _record(case=case, actor=actor, event_type="case.created", payload=payload,
@@ -167,7 +167,7 @@ def evidence_add(*, actor, case: Case, title: str, text: str | None = None, uplo
     return evidence
 
 
-# Deciding or closing a case no notice was ever sent on needs an explicit confirmation (issue 7).
+# Deciding or closing a case no notice was ever sent on needs an explicit confirmation.
 TRANSITIONS_CONFIRMED_WITHOUT_NOTICE = frozenset({"decide", "close"})
 
 
@@ -250,7 +250,7 @@ def case_transition(*, actor, case: Case, transition: str, reason: str = "",
     return locked
 
 
-# --- taking an unassigned case (issue 8) -----------------------------------------------------------
+# --- taking an unassigned case -----------------------------------------------------------
 
 CAN_TAKE_CASES = frozenset({policy.ANALYST, policy.SUPERVISOR})
 

@@ -1,5 +1,5 @@
 """Deadlines: the tenant's versioned DeadlinePolicy, and the only writes of a case's due dates
-(issue 7, B; computation in cases.deadlines).
+(computation in cases.deadlines).
 
 Every change of a case's due dates is a `case.deadlines_changed` CaseEvent (versioned, replayed:
 its payload carries the new values of every deadline field) plus an AuditEvent, with its cause:
@@ -61,7 +61,7 @@ POLICY_FIELDS = ("country", "subdivision", "acknowledge_days", "acknowledge_day_
 WATCHER = "deadline-watch"
 
 
-# --- the stored next due date (issue 8) ---------------------------------------------------------------
+# --- the stored next due date ---------------------------------------------------------------
 
 def next_due_of(case: Case, *, notice_sent: bool) -> date | None:
     """The earliest due date still open: acknowledgement and response until a notice is sent,

@@ -304,7 +304,7 @@ def notice_settle(*, actor, notice: Notice, outcome: str, reason: str, message_i
 
 
 def notice_dispatch_redeliver_lost(*, older_than_seconds: int, now=None) -> list[int]:
-    """Publish again the dispatch of approved notices whose task the broker lost (issue 12).
+    """Publish again the dispatch of approved notices whose task the broker lost.
 
     A dispatch's outbox row was relayed more than `older_than_seconds` ago, and the notice is still
     `approved` with no NoticeDispatch: the task never ran (a broker that lost its queue on restart, a

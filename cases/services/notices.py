@@ -53,7 +53,7 @@ def _validate_notice_content(*, recipient: str, subject: str, body: str) -> None
     elif len(subject) > 300:
         errors["subject"] = ["At most 300 characters."]
     elif any(ch in "\r\n\x85\u2028\u2029" or ord(ch) < 32 or ord(ch) == 127 for ch in subject.strip()):
-        # A subject becomes an email header: a line break in it could never be sent (issue 13).
+        # A subject becomes an email header: a line break in it could never be sent.
         errors["subject"] = ["A subject must be one line: remove the line breaks and control characters."]
     if not (body or "").strip():
         errors["body"] = ["A notice needs a body."]

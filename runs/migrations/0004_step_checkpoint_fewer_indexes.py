@@ -1,4 +1,4 @@
-"""Fewer index writes per executed step (issue 10, ADR 0010 "Write cost per step"): Step.run and
+"""Fewer index writes per executed step (ADR 0010 "Write cost per step"): Step.run and
 Checkpoint.run lose their own FK indexes (the unique (run, sequence) constraints lead with run);
 Step.copied_from, set only on fork copies, gets a partial index that an executed step does not
 write. On PostgreSQL the run table gets fillfactor 70 so that the per-step UPDATE of a run row

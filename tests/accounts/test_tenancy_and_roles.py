@@ -1,5 +1,5 @@
 """Tenants, roles and actors: every person belongs to one tenant with one role; agents are
-actors with a name and a version, never users with permissions (issue 2)."""
+actors with a name and a version, never users with permissions."""
 
 import pytest
 from django.contrib.auth.models import AnonymousUser

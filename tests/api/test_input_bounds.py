@@ -1,4 +1,4 @@
-"""Every reproduction of issue 9 (each used to answer an HTML 500 or a wrong status) as a
+"""Every reproduction of a reported input bug (each used to answer an HTML 500 or a wrong status) as a
 regression test: a JSON error in the one error shape, the right status, and nothing changed."""
 
 import json

@@ -153,7 +153,7 @@ def test_a_run_detail_shows_its_queue_position_when_the_cap_is_reached(api, anal
     settings.ARBITER_TENANT_MAX_CONCURRENT_RUNS = 1
     from runs.executor import run_step
 
-    # The busy run is on another case: a second analysis of the same case would be the first one (issue 12).
+    # The busy run is on another case: a second analysis of the same case would be the first one.
     busy = services.run_start(actor=analyst, case=make_case(actor=analyst, title="Another dispute"))
     run_step(run_id=busy.pk, worker_id="w1", enqueue=False)
     waiting = services.run_start(actor=analyst, case=case)

@@ -1,4 +1,4 @@
-"""The append-only, hash-chained audit ledger (DESIGN §2, issue 2). Runs on whichever database
+"""The append-only, hash-chained audit ledger. Runs on whichever database
 DATABASE_URL names; the suite is run on SQLite and on PostgreSQL."""
 
 import pytest

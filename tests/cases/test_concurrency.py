@@ -1,5 +1,5 @@
 """Real threads against one case on PostgreSQL: the loser of a race gets a domain error and
-nothing is half-written; a notice is sent exactly once (DESIGN §3, STYLE principle 2).
+nothing is half-written; a notice is sent exactly once. Every request may run beside a copy of itself.
 
 Each thread has its own database connection (Django opens one per thread) and closes it at the
 end. The rows they work on are committed first, hence transaction=True."""
@@ -206,7 +206,7 @@ def test_stale_is_raised_not_swallowed_for_a_late_approver(case, agent, analyst,
     assert case.status == "new"
 
 
-# --- issue 7 ----------------------------------------------------------------------------------------
+# --- sibling proposals and deadline scans at the same time -------------------------------------
 
 def test_sibling_proposals_approved_at_the_same_time_both_apply(case, agent, supervisor, supervisor_b):
     """Staleness by precondition: two approvers of siblings touching different fields both win."""

@@ -1,4 +1,4 @@
-"""Deadlines as domain data (issue 7, B): policy, intake, business days, pause, extension,
+"""Deadlines as domain data: policy, intake, business days, pause, extension,
 recompute, states, crossings recorded once, confirmation to decide without a notice, replay."""
 
 from datetime import date, timedelta

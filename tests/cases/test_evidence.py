@@ -1,5 +1,5 @@
 """Evidence: immutable text and files with their sha256, a size limit and a content-type
-allow-list (issue 2)."""
+allow-list."""
 
 import hashlib
 import os

@@ -1,4 +1,4 @@
-"""PDF evidence the agents can read (issue 7, D): text extracted by the worker after the upload
+"""PDF evidence the agents can read: text extracted by the worker after the upload
 commits, stored beside the evidence with its own hash and page offsets; unreadable files get a
 clear status, never an error page. Test PDFs are generated here (fpdf2, pypdf)."""
 

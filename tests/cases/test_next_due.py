@@ -1,4 +1,4 @@
-"""The stored Case.next_due (issue 8) never drifts from the rule it stores (cases.models.with_deadlines:
+"""The stored Case.next_due never drifts from the rule it stores (cases.models.with_deadlines:
 the earliest due date still open), whatever sequence of services a case goes through.
 
 Property-style: for several seeds, random sequences of every service that touches what next_due

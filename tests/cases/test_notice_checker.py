@@ -1,4 +1,4 @@
-"""The notice checker (issue 7, C): what it flags, where its result is stored, and what a flag
+"""The notice checker: what it flags, where its result is stored, and what a flag
 stops — an agent's submission — and what a person may do over it: approve with a reason."""
 
 from datetime import date, timedelta

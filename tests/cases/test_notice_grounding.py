@@ -1,12 +1,12 @@
-"""The offline drafter's notices are grounded (issue 7, C): on every complaint of the CFPB sample in
-../shared/data (and so every demo case, which ship a subset of it), the notice it drafts from the
-case's stored due dates and the triage's consumer request has no flag from the notice checker."""
+"""The offline drafter's notices are grounded: on every complaint of the CFPB sample the analyst
+learns from (analyst/data/cfpb_complaints.csv, 191 complaints) and on every demo case (a subset of
+it, cases/demo_data), the notice it drafts from the case's stored due dates and the triage's
+consumer request has no flag from the notice checker."""
 
 import csv
 from datetime import date
 from pathlib import Path
 
-import pytest
 from django.conf import settings
 
 from agents.context import case_snapshot
@@ -17,7 +17,7 @@ from cases.models import CaseEvent
 from cases.notice_checker import check_notice, request_statement
 from runs.providers import ModelRequest
 
-SHARED = Path(settings.BASE_DIR).parent / "shared" / "data" / "cfpb_complaints.csv"
+SAMPLE = Path(settings.BASE_DIR) / "analyst" / "data" / "cfpb_complaints.csv"
 DEMO = Path(settings.BASE_DIR) / "cases" / "demo_data" / "cfpb_complaints_sample.csv"
 TODAY = date(2026, 11, 26)
 
@@ -74,9 +74,8 @@ def _flags(cases, *, today: date) -> dict[str, list]:
     return flagged
 
 
-@pytest.mark.skipif(not SHARED.exists(), reason=f"the shared CFPB sample is not at {SHARED}")
 def test_the_offline_drafter_has_no_flags_on_any_cfpb_complaint(analyst, supervisor):
-    rows = _rows(SHARED)
+    rows = _rows(SAMPLE)
     assert len(rows) > 150  # 191 complaints (narratives span lines)
     cases = _open_cases(rows, analyst, supervisor)
     # Every complaint is long past its due dates today: the drafts say they are late and promise none.

@@ -1,5 +1,5 @@
 """A notice subject becomes an email header: one with a line break could never be sent and was
-retried forever. It is refused when drafted and when edited, and nothing changes (issue 13)."""
+retried forever. It is refused when drafted and when edited, and nothing changes."""
 
 import pytest
 

@@ -1,5 +1,5 @@
 """Notices: drafted by agents or people, approved by another supervisor bound to the exact
-content, sent exactly once (DESIGN §2, §3)."""
+content, sent exactly once."""
 
 import pytest
 from django.core import mail

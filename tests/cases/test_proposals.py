@@ -1,4 +1,4 @@
-"""Proposals: agents and people propose, a different supervisor decides (DESIGN §2)."""
+"""Proposals: agents and people propose, a different supervisor decides (four eyes)."""
 
 import pytest
 
@@ -248,7 +248,7 @@ def test_already_decided_proposal_is_not_allowed(case, agent, supervisor, superv
         services.proposal_approve(actor=supervisor_b, proposal=proposal)
 
 
-# --- staleness by precondition (DESIGN §2, ADR 0006) -------------------------------------------
+# --- staleness by precondition (ADR 0006) -------------------------------------------------
 
 def propose_transition(actor, case, name, **kwargs):
     return services.proposal_create(actor=actor, case=case, kind="status_transition", payload={"transition": name},
@@ -376,7 +376,7 @@ def test_a_change_while_the_approver_looked_is_a_conflict(case, agent, analyst, 
         services.proposal_approve(actor=supervisor, proposal=proposal, expected_version=seen)
 
 
-# --- decided and closed cases (issue 7, E) --------------------------------------------------------
+# --- decided and closed cases --------------------------------------------------------
 
 @pytest.mark.parametrize("status", ["decided", "closed"])
 def test_a_settled_case_refuses_risk_and_assignment_proposals(status, case, agent, analyst, supervisor):

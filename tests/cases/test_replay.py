@@ -1,4 +1,4 @@
-"""Replaying a case's events rebuilds the stored case; `case_replay` reports any drift (DESIGN §7)."""
+"""Replaying a case's events rebuilds the stored case; `case_replay` reports any drift."""
 
 from datetime import date
 

@@ -1,5 +1,5 @@
 """Tenant isolation: every selector hides other tenants' rows, every service refuses an outsider
-with NotFound and changes nothing (issue 2: another tenant's object is a 404, not a 403)."""
+with NotFound and changes nothing (another tenant's object is a 404, not a 403)."""
 
 import inspect
 from datetime import date

@@ -1,4 +1,4 @@
-"""Every case transition, allowed and refused, per role (DESIGN §3, issue 2)."""
+"""Every case transition, allowed and refused, per role."""
 
 import pytest
 from django.core.management import call_command

@@ -1,5 +1,5 @@
 """Posting starts a chat run; the chat graph answers through the run executor and turns intents
-into proposals, notice drafts and proposed memory — never a domain change (issue 4)."""
+into proposals, notice drafts and proposed memory — never a domain change."""
 
 import json
 

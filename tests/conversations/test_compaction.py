@@ -1,5 +1,5 @@
 """Compaction: older turns folded into a ThreadSummary by a run, with its model call recorded; the
-originals stay stored and visible (issue 4)."""
+originals stay stored and visible."""
 
 import pytest
 

@@ -1,5 +1,5 @@
 """The thread part of a chat context: summary + recent turns within the budget, at a cost that does
-not depend on the thread's length (issue 4)."""
+not depend on the thread's length."""
 
 import pytest
 from django.db import connection

@@ -1,4 +1,4 @@
-"""Cited-fact drift: an answer citing a case status/version the case no longer has (DESIGN §7)."""
+"""Cited-fact drift: an answer citing a case status/version the case no longer has."""
 
 import hashlib
 

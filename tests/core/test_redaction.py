@@ -1,4 +1,4 @@
-"""core.redaction: the one redactor of personal data for model contexts (issue 13)."""
+"""core.redaction: the one redactor of personal data for model contexts."""
 
 import pytest
 

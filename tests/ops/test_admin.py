@@ -74,15 +74,15 @@ def world(case, analyst, supervisor, outsider):
 
     from cases.services.deadlines import deadline_crossings_record
 
-    deadline_crossings_record(today=date(2100, 1, 1))  # a DeadlineCrossing (and its events) per case (issue 7)
+    deadline_crossings_record(today=date(2100, 1, 1))  # a DeadlineCrossing (and its events) per case
     from django.core.files.uploadedfile import SimpleUploadedFile
 
     services.evidence_add(actor=analyst, case=case, title="Scan", upload=SimpleUploadedFile(
-        "scan.pdf", b"%PDF-1.4 not really", content_type="application/pdf"))  # an EvidenceExtraction (issue 7)
+        "scan.pdf", b"%PDF-1.4 not really", content_type="application/pdf"))  # an EvidenceExtraction
     from audit.verify import verify_ledger
 
     verify_ledger()  # records the verified heads (AuditVerifiedHead)
-    from accounts.services import api_key_create  # an API key (issue 9): accounts has that model too
+    from accounts.services import api_key_create  # an API key: accounts has that model too
 
     api_key_create(tenant=case.tenant, name="CRM sync", role="analyst")
     return {"case": case, "waiting_notice": waiting, "sent_notice": sent, "other_case": other_case}
@@ -212,7 +212,7 @@ def test_a_transition_that_needs_a_reason_takes_it_from_the_action_bar(client, s
     [(level, text)] = _messages(refused)
     assert level == messages.ERROR and "Decide needs a reason" in text
 
-    with assert_nothing_changed(case):  # issue 7: no notice was sent, so it needs a confirmation
+    with assert_nothing_changed(case):  # No notice was sent, so it needs a confirmation
         refused = _act(client, Case, "transition_decide", [case], reason="Upheld; refund ordered.")
     [(level, text)] = _messages(refused)
     assert level == messages.ERROR and "No notice was ever sent" in text

@@ -1,5 +1,5 @@
 """The production settings of the README pass `manage.py check --deploy` with no warning, are
-secure by default without DEBUG, and refuse a malformed proxy header (issue 13)."""
+secure by default without DEBUG, and refuse a malformed proxy header."""
 
 import os
 import subprocess

@@ -1,4 +1,4 @@
-"""Domain metrics move where the work happens (issue 13): runs started and finished per graph,
+"""Domain metrics move where the work happens: runs started and finished per graph,
 step latency, model tokens, tool latency, approvals, dispatches and lease expiries."""
 
 import pytest

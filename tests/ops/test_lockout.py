@@ -1,4 +1,4 @@
-"""Login throttling with lockout (django-axes), audited (issue 13): after AXES_FAILURE_LIMIT wrong
+"""Login throttling with lockout (django-axes), audited: after AXES_FAILURE_LIMIT wrong
 passwords — on the login page or with HTTP Basic on the API — the right password is refused
 too, until the cool-off lapses; the lockout is one audit event."""
 

@@ -1,5 +1,5 @@
 """Structured logs carry the ids of the request, user, tenant, case, run and step, in the web and
-in Celery tasks alike (issue 13)."""
+in Celery tasks alike."""
 
 import io
 import json

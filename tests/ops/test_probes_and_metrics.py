@@ -1,5 +1,5 @@
 """/healthz and /readyz for load balancers, X-Request-ID on every response, /metrics for operators
-only, and the Content-Security-Policy header (issue 13)."""
+only, and the Content-Security-Policy header."""
 
 import os
 import re

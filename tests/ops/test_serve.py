@@ -1,6 +1,6 @@
 """`make serve` (gunicorn + Celery worker + beat) and `make run` for real, through make itself:
 they start, answer (probes, static files via WhiteNoise, JSON logs with request ids) and stop
-every child when make's own process — not its group — is terminated (issue 13).
+every child when make's own process — not its group — is terminated.
 
 Real processes on SQLite and the filesystem broker in a var/ of their own, on a free port."""
 

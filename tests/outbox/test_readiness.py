@@ -1,4 +1,4 @@
-"""/readyz's outbox checks (issue 13 + 12): a live worker heartbeat, and an outbox being relayed."""
+"""/readyz's outbox checks: a live worker heartbeat, and an outbox being relayed."""
 
 from __future__ import annotations
 

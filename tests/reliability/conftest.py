@@ -20,7 +20,7 @@ from django.db import connection
 
 ROOT = Path(__file__).resolve().parents[2]
 CELERY = ROOT / ".venv" / "bin" / "celery"
-REDIS_PORT = 6312  # issue 12's own port (machine Redis is 6379)
+REDIS_PORT = 6312  # these tests' own port (machine Redis is 6379)
 
 
 def wait_until(predicate, *, timeout: float, what: str, poll: float = 0.25):

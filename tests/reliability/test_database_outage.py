@@ -3,8 +3,7 @@ connections go through a TCP proxy the test cuts; the machine's PostgreSQL is ne
 runs make progress again within 30 s of its return, and finish, with every effect once.
 
 Run with the production defaults for leases and reaping: recovering within 30 s is the executor's
-job (step retries on database errors, heartbeat-timeout pickup — issue 12's part for engineer i10
-in runs/executor.py, ADR 0010 §6)."""
+job (step retries on database errors, heartbeat-timeout pickup in runs/executor.py, ADR 0010 §6)."""
 
 from __future__ import annotations
 

@@ -126,7 +126,7 @@ def test_analysis_of_a_new_case_proposes_triage_and_drafts_no_notice(analyst, ca
 
 
 def test_an_agent_status_proposal_s_rationale_reads_in_plain_words(analyst, case):
-    """The adjudicator's summary is the rationale a supervisor reads first on the card (issue 8): the
+    """The adjudicator's summary is the rationale a supervisor reads first on the card: the
     recommendation first, in words — no stored status values, transition names or version numbers."""
     run = drive(services.run_start(actor=analyst, case=case))
     proposal = Proposal.objects.get(run_id=str(run.pk), kind="status_transition")
@@ -201,7 +201,7 @@ def test_a_model_obeying_an_injection_still_cannot_send_or_approve(analyst, monk
     assert _domain(case) == before
     notice.refresh_from_db()
     # The fake model's draft ignores the consumer's request: the checker flags it, so the agent left
-    # it as a draft (issue 7) — and it cannot be sent either way.
+    # it as a draft — and it cannot be sent either way.
     assert notice.status == NoticeStatus.DRAFT
     assert [flag["code"] for flag in notice.check_flags] == ["request_not_addressed"]
     assert not NoticeDispatch.objects.exists() and mail.outbox == []
@@ -262,7 +262,7 @@ def test_analyze_command_without_inline_only_queues(analyst, case, capsys, enque
 
 
 def test_asking_the_agents_again_proposes_only_for_that_question(analyst, supervisor):
-    """Issue 7: a focused re-run for a stale risk proposal proposes a risk level and no transition."""
+    """A focused re-run for a stale risk proposal proposes a risk level and no transition."""
     case = _demo_case(analyst)
     case_services.case_transition(actor=analyst, case=case, transition="triage")
     run = drive(services.run_start(actor=analyst, case=case, input={

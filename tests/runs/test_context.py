@@ -71,7 +71,7 @@ def test_evidence_shares_the_token_budget(run, case, analyst, settings):
 
 
 def test_personal_data_is_redacted_from_evidence_but_amounts_survive():
-    # issue 13: the one redactor (core.redaction) labels a 16-digit card number as a card.
+    # The one redactor (core.redaction) labels a 16-digit card number as a card.
     text = ("Call me at (555) 123-4567 or jane.doe@mail.com; SSN 123-45-6789; card 4111111111111111. "
             "Jane Doe was charged {$1200.00} on 2019-02-21.")
     redacted = redact_personal_data(text, names=("Jane Doe",))

@@ -1,5 +1,5 @@
 """Forking a conversation run is refused up front with the reason, through the service, the API
-and the page — it used to be accepted (202) and then crash in the worker (issue 13)."""
+and the page — it used to be accepted (202) and then crash in the worker."""
 
 import pytest
 from django.urls import reverse

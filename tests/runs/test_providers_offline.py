@@ -197,7 +197,7 @@ def test_holdout_split_is_disjoint_and_deterministic():
     train, test = classifier_module.holdout_split(examples)
     again_train, again_test = classifier_module.holdout_split(list(reversed(examples)))
     assert {e.complaint_id for e in train}.isdisjoint({e.complaint_id for e in test})
-    # Issue 11: the fixed train/dev/test hash split of analyst.evaluation; dev (for tuning) is in neither.
+    # The fixed train/dev/test hash split of analyst.evaluation; dev (for tuning) is in neither.
     assert len(examples) == 191 and 100 <= len(train) and 40 <= len(test) and len(train) + len(test) < 191
     assert [e.complaint_id for e in test] == [e.complaint_id for e in again_test]
 
@@ -252,7 +252,7 @@ def test_triage_classifies_when_the_case_has_no_labels():
     text = "Complaint " + FRAUD_ROW + " " + set_aside_instructions(
         clean_narrative(ROWS[FRAUD_ROW]["Consumer complaint narrative"]))[0]
     predicted = model.predict(text, ROWS[FRAUD_ROW]["Company"], date.fromisoformat(ROWS[FRAUD_ROW]["Date received"][:10]))
-    # Issue 11: the confidence is the calibrated probability of the product (the issue's is reported apart).
+    # The confidence is the calibrated probability of the product (the issue's is reported apart).
     assert output.confidence == pytest.approx(predicted["product"].confidence, abs=1e-4)
     assert output.issue_confidence == pytest.approx(predicted["issue"].confidence, abs=1e-4)
     assert "suppression" in output.requested_remedy
@@ -443,7 +443,7 @@ def test_reflect_replans_once_for_an_unresolved_dispute():
     output = ask("reflect", context).output
     assert output.replan and output.revisit == ["triage", "adjudicator"]
     assert not ask("reflect", {**context, "replans_done": 1}).output.replan
-    # Issue 11: low confidence alone is no gap a second look can fill (the same classifier would
+    # Low confidence alone is no gap a second look can fill (the same classifier would
     # answer the same); it is left to an analyst through the adjudicator's dispute.
     low = {**adjudication, "disputes": [], "confidence": 0.3}
     output = ask("reflect", {"prior": {"adjudicator": low, "triage": {"confidence": 0.2},
@@ -456,7 +456,7 @@ def test_reflect_replans_once_for_an_unresolved_dispute():
 def test_notice_draft_names_reference_issue_respondent_and_deadline():
     context = context_for(OLDER_AMERICAN_ROW, received_at="2026-05-10", status="triaged",
                           complainant_email="someone@example.com")
-    # Issue 7: the dates come from the case's stored due dates (the graph passes them), not from
+    # The dates come from the case's stored due dates (the graph passes them), not from
     # received + N days.
     context |= {"today": "2026-05-12", "due_dates": {"acknowledge_due": "2026-05-25", "response_due": "2026-05-25",
                                                      "close_due": "2026-07-09"}}
@@ -568,7 +568,7 @@ def test_chat_answers_from_context_and_cites_what_it_used():
     assert isinstance(reply, ChatReply)
     assert reply.cited.case_status == "under_review" and reply.cited.case_version == 7
     assert reply.cited.artifact_ids == [102]  # the risk assessment
-    # Issue 11: plain words — the risk is explained by its signals and their quotes, not by codes.
+    # Plain words — the risk is explained by its signals and their quotes, not by codes.
     assert "under review (version 7)" in reply.answer and "rates the risk high" in reply.answer
     assert "identity theft (+3)" in reply.answer and "FRAUD-ID" not in reply.answer.split("scoring table")[0]
     assert [(i.kind, i.payload) for i in reply.intents] == [("status_transition", {"transition": "close"})]
@@ -579,7 +579,7 @@ def test_chat_about_evidence_cites_evidence_ids_and_memory_shortens_answers():
     context = context_for(MONEY_ROW)
     context["question"] = "Summarise the evidence and the deadlines, what is the risk, and the status?"
     long_reply = ask("chat", context).output
-    # Issue 11: evidence is named by its title in the answer; its id stays in `cited`.
+    # Evidence is named by its title in the answer; its id stays in `cited`.
     assert long_reply.cited.evidence_ids == [11] and "“Consumer narrative”" in long_reply.answer
     assert "E11" not in long_reply.answer
     context["memory"] = [{"id": 3, "content": "I prefer short summaries"}]
@@ -635,7 +635,7 @@ def test_chat_falls_back_to_findings_without_artifacts():
     context["findings"] = [{"id": 1, "agent": "triage", "type": "triage", "summary": "Student loan refund."},
                            {"id": 2, "agent": "risk_assessor", "type": "risk_level", "summary": "Risk medium."}]
     reply = ask("chat", context).output
-    # Issue 11: no internal type codes ([risk_level]) in an answer.
+    # No internal type codes ([risk_level]) in an answer.
     assert "Latest findings: Student loan refund. Risk medium." in reply.answer
 
 

@@ -1,4 +1,4 @@
-"""Issue 11: the case analysis with the OpenAI-compatible provider, against the local fake server —
+"""The case analysis with the OpenAI-compatible provider, against the local fake server —
 a model that invents a quote, answers a label outside the taxonomy and repeats an instruction
 injected into the evidence. Citations are verified, labels refused, nothing changes on the case."""
 
@@ -55,7 +55,7 @@ def _script(server, evidence_id: int) -> None:
     server.reply_json(adjudication)
     server.reply_json({"replan": False, "reason": "done", "revisit": []})
     server.reply_json({"subject": "Your complaint", "body": "Dear consumer, we are reviewing your complaint."})
-    # That draft does not address what the consumer asked (the notice checker flags it, issue 7): the
+    # That draft does not address what the consumer asked (the notice checker flags it): the
     # drafter is asked once more and answers with a grounded draft.
     server.reply_json({"subject": "Your complaint", "body": "Dear consumer, you asked for \u201cA refund of the "
                        "second charge\u201d. We are reviewing your complaint and that request."})

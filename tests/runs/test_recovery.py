@@ -1,4 +1,4 @@
-"""Recovery in seconds (ADR 0010 §6-7, the executor side of issue 12): a dead worker's run is taken
+"""Recovery in seconds (ADR 0010 §6-7, the executor's side of losing no work): a dead worker's run is taken
 over after a heartbeat timeout, not a full lease; a lost next-step message is found through the run
 row (the step's outbox); run_step_task retries on database errors and on a run held by a worker
 that looks dead."""

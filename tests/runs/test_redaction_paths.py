@@ -1,4 +1,4 @@
-"""Personal data never reaches a model, on any path (issue 13): the case-analysis run (case
+"""Personal data never reaches a model, on any path: the case-analysis run (case
 fields, evidence titles and text, memory), the chat run (the question and the thread's turns),
 the thread summariser — checked in what the model was given and in the stored ModelCall."""
 

@@ -1,4 +1,4 @@
-"""Retention (DESIGN §8, runs.retention): expired checkpoints, model-call contents and memory are
+"""Retention (runs.retention): expired checkpoints, model-call contents and memory are
 purged per tenant with one audit event each; final states, fork points, unfinished runs, audit and
 case events stay; a dry run and a second purge change nothing."""
 

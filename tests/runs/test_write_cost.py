@@ -1,4 +1,4 @@
-"""What a step makes the database write besides its rows (issue 10, ADR 0010 "Write cost per
+"""What a step makes the database write besides its rows (ADR 0010 "Write cost per
 step"): every index of the tables a step inserts into is written by every step, so none of them may
 be redundant, and the run row's per-step UPDATE must find room on its page (PostgreSQL)."""
 

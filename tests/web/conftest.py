@@ -1,6 +1,6 @@
 """Browser-test support: the live server is quiet before the database is flushed.
 
-Root cause of the flaky "database table is locked" at teardown (issue 13): on SQLite the live
+Root cause of the flaky "database table is locked" at teardown: on SQLite the live
 server thread shares the test's in-memory database connection (pytest-django's
 connections_override). A page keeps talking to the server after the last assertion — a swap
 brings `hx-trigger="load"` sections (agents, threads) that fetch themselves, polls run every 2s —

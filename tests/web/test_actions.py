@@ -542,7 +542,7 @@ def test_the_person_who_asked_an_agent_for_a_proposal_is_not_offered_the_decisio
     assert "Approve and apply" not in html and "at the request of <strong>supervisor</strong>" in html
 
 
-# --- issue 7: grounded notices on the card ----------------------------------------------------
+# --- grounded notices on the card ----------------------------------------------------
 
 def test_the_notice_card_shows_the_checker_flags_and_approval_needs_a_reason(client, supervisor, analyst, case):
     from cases.models import Approval

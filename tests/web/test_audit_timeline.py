@@ -1,4 +1,4 @@
-"""The audit timeline for auditors (issue 8): people's decisions by default, filters, streamed
+"""The audit timeline for auditors: people's decisions by default, filters, streamed
 exports of what the filter selects, linked targets, notes, and the chain status of a case."""
 
 import csv
@@ -97,7 +97,7 @@ def test_exports_are_for_auditors_only(client, analyst, case):
     assert get(client, analyst, reverse("web:audit_export", args=["csv"])).status_code == 403
 
 
-# --- the hash-chain status of the streams in view (issue 8): recorded by audit_verify, read ------
+# --- the hash-chain status of the streams in view: recorded by audit_verify, read ------
 
 def chain_lines(response) -> dict[str, dict]:
     return {c["stream"]: c for c in response.context["chains"]}

@@ -129,7 +129,7 @@ def test_the_case_page_works_without_javascript(new_page, analyst):
 
 
 def test_a_supervisor_approves_two_sibling_proposals_from_the_review_inbox(new_page, analyst, supervisor, agent):
-    """Issue 7: sibling proposals of one run are approved one after the other (neither stales the
+    """Sibling proposals of one run are approved one after the other (neither stales the
     other); the approval records the evidence listed on the page."""
     from cases.models import Approval
 

@@ -1,4 +1,4 @@
-"""In Chromium (issue 8): approving a proposal from its card with the cited quote highlighted; the
+"""In Chromium: approving a proposal from its card with the cited quote highlighted; the
 case page with a highlighted quote passes axe and does not scroll sideways at 390 px."""
 
 import os

@@ -1,4 +1,4 @@
-"""The Content-Security-Policy (issue 13) in Chromium: the main pages, an htmx action and the
+"""The Content-Security-Policy in Chromium: the main pages, an htmx action and the
 Swagger UI at /api/docs/ all work under it, and the browser reports no violation."""
 
 import os

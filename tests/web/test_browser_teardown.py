@@ -1,4 +1,4 @@
-"""Regression (issue 13): a request the live server is still serving when a browser test ends
+"""Regression: a request the live server is still serving when a browser test ends
 must not race the database flush ("database table is locked" in test_browser's
 test_a_supervisor_approves_an_agent_proposal_from_the_inbox, about 1 run in 9).
 

@@ -1,4 +1,4 @@
-"""End to end in Debian's Chromium (issue 8): finding a case by two words of its narrative, sorting,
+"""End to end in Debian's Chromium: finding a case by two words of its narrative, sorting,
 taking a case (and where the focus goes), a run finishing and its proposals appearing without a
 reload, a notice turning into "sent", the 390 px layout, and axe-core on every main page."""
 

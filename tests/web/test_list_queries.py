@@ -1,4 +1,4 @@
-"""Every list page reads the same number of queries at two data sizes (issue 8): the query count
+"""Every list page reads the same number of queries at two data sizes: the query count
 of a page depends on what it shows, never on how much there is. Times are the benchmark's
 (bench/ui_at_scale.py); counts are asserted here."""
 

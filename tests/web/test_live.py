@@ -1,4 +1,4 @@
-"""Live progress without a reload (issue 8): a running analysis says which step it is at; the case
+"""Live progress without a reload: a running analysis says which step it is at; the case
 page's runs section, once the runs it watches end, refreshes the proposals and notices sections out
 of band; the notices section refreshes while a notice is on its way out; a person is told when a
 run they started ends."""

@@ -102,7 +102,7 @@ def test_an_unknown_filter_value_is_a_400_with_a_message_not_a_500(client, analy
 
 
 def test_case_queue_paginates_with_a_cursor(client, analyst):
-    """Keyset pages (issue 8): no page numbers, a Next link that carries a cursor; the pages
+    """Keyset pages: no page numbers, a Next link that carries a cursor; the pages
     together list every case once, in order, and the filters stay in the links."""
     made = [make_case(actor=analyst, title=f"Case number {n}", narrative="") for n in range(27)]
     first = page(client, analyst, "/").content.decode()

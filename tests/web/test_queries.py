@@ -34,7 +34,7 @@ def test_case_queue_query_count_does_not_grow_with_cases(client, analyst, agent,
         services.proposal_create(actor=agent, case=case, kind="risk_level", payload={"risk_level": "low"},
                                  rationale="Small.")
     client.force_login(analyst)
-    # session, user, tenant (page header), the assignee filter's people, saved views (issue 8), a
+    # session, user, tenant (page header), the assignee filter's people, saved views, a
     # capped count, one page of cases with pending counts and assignees
     with django_assert_max_num_queries(7):
         response = client.get(reverse("web:case_list"))
@@ -49,7 +49,7 @@ def test_case_page_query_count_does_not_grow_with_history(client, request, perso
     client.force_login(request.getfixturevalue(persona))
     # session, user, case, tenant users, evidence, proposals, notices, their approvals and approvers,
     # events, tenant (page header) = 11; one more when a transition condition reads notices; one for
-    # the tenant's deadline policy (the due-soon window of the due dates in the header, issue 7).
+    # the tenant's deadline policy (the due-soon window of the due dates in the header).
     with django_assert_max_num_queries(13):
         response = client.get(reverse("web:case_detail", args=[case.reference]))
     html = response.content.decode()

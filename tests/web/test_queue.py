@@ -1,4 +1,4 @@
-"""The case queue (issue 8): search every word, filters, quick views, sorts, taking a case, saved views."""
+"""The case queue: search every word, filters, quick views, sorts, taking a case, saved views."""
 
 import pytest
 from django.urls import reverse
@@ -191,7 +191,7 @@ def test_sorting_by_due_date_and_the_overdue_view(client, analyst):
 
 @pytest.mark.parametrize("sort", ["due", "-due"])
 def test_due_date_pages_continue_across_cases_with_no_due_date(client, analyst, supervisor, sort):
-    """Keyset pages on the stored next_due (issue 8): every case once, in order, the ones with
+    """Keyset pages on the stored next_due: every case once, in order, the ones with
     nothing open (decided: next_due None) after all dated ones in either direction."""
     from datetime import timedelta
 

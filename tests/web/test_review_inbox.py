@@ -1,4 +1,4 @@
-"""The review inbox (issue 8): sections, filters, keyset pages, notice text with its diff."""
+"""The review inbox: sections, filters, keyset pages, notice text with its diff."""
 
 import re
 

@@ -95,7 +95,7 @@ def test_analyse_without_javascript_redirects_back_to_the_agents_section(client,
 
 def test_analyse_says_the_queue_position_when_the_tenant_cap_is_reached(client, analyst, case, settings):
     settings.ARBITER_TENANT_MAX_CONCURRENT_RUNS = 1
-    # The busy run is on another case: a second analysis of the same case would be the first one (issue 12).
+    # The busy run is on another case: a second analysis of the same case would be the first one.
     busy = services.run_start(actor=analyst, case=make_case(actor=analyst, title="Another dispute"))
     from runs.executor import run_step
 

@@ -273,7 +273,7 @@ def test_an_intent_shows_the_proposal_and_that_approval_is_required(client, anal
     assert case.status == "decided"  # the intent changed nothing
     assert f'href="/runs/{run.pk}/"' in html  # how the answer was made
     # The supervisor who asked is told another supervisor decides (four eyes). On an open case: a
-    # decided one takes no risk proposal any more (issue 7, E).
+    # decided one takes no risk proposal any more.
     open_case = make_case(actor=analyst, title="Still open")
     own_thread = services.thread_create(actor=supervisor, tenant=supervisor.tenant, case=open_case, title="Mine")
     _q, _r, run2 = post_and_answer(own_thread, supervisor, "set the risk level to high")
@@ -289,7 +289,7 @@ def test_an_answer_whose_cited_facts_changed_is_marked_out_of_date(client, analy
     cited_version = reply.cited_case_version
     proposal = Proposal.objects.get(run_id=str(run.pk))
     case_services.proposal_approve(actor=supervisor, proposal=proposal, note="Agreed",
-                                   confirm_reason="No notice: test.")  # issue 7: closing without a notice
+                                   confirm_reason="No notice: test.")  # Closing without a notice
     assert Proposal.objects.get(pk=proposal.pk).status == ProposalStatus.APPLIED
     case.refresh_from_db()
     html = get(client, analyst, thread_url(thread)).content.decode()

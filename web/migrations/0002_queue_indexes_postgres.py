@@ -1,4 +1,4 @@
-"""Indexes for the case queue, the review inbox and the audit timeline at 100,000 cases (issue 8).
+"""Indexes for the case queue, the review inbox and the audit timeline at 100,000 cases.
 
 PostgreSQL only (SQLite needs none at the sizes it serves): (tenant, sort key, id) indexes for
 each keyset-paginated order (the search has its own table and index: 0003, 0004). They are built from the same expressions cases.selectors queries

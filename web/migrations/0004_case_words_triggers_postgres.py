@@ -1,5 +1,5 @@
 """PostgreSQL: keep web_casewords (the queue's search document per case) up to date with triggers,
-index it, and fill it for the cases that exist (issue 8; docs/adr/0008-i8-ui-at-scale.md).
+index it, and fill it for the cases that exist (ADR 0008).
 
 A case's words are to_tsvector('simple', reference, title, company, product) plus its complaint
 narrative's words (positions stripped): one GIN lookup then finds the cases that have every word

@@ -1,4 +1,4 @@
-"""Indexes for the audit filters whose rows can be rare, at 1,000,000 audit events (issue 8).
+"""Indexes for the audit filters whose rows can be rare, at 1,000,000 audit events.
 
 The timeline's filters by person, action and decision, and the audit events API's action filter,
 read the ledger newest first. When the filter matches few events (a person who decided ten things, an

@@ -1,6 +1,6 @@
 """`web_audit_timeline_key` (0002) is now the audit event model's own `audit_event_timeline`
 (audit 0004 renamed it on PostgreSQL, or built that index if 0002 had not run yet; every index is
-written by every audit event: issue 10, ADR 0010 "Write cost per step"). Should 0002 have run after
+written by every audit event: ADR 0010 "Write cost per step"). Should 0002 have run after
 audit 0004 (a new database), its now duplicate index is dropped here; backwards, it is put back
 as 0002 left it (0002's own reverse drops it)."""
 

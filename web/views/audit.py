@@ -149,7 +149,7 @@ def _timeline(request, *, case=None):
         event.action_words = action_label(event.action)
         event.run_link = reverse("web:run_detail", args=[int(event.run_id)]) if event.run_id.isdigit() else None
         event.note = (event.payload or {}).get("note") or (event.payload or {}).get("reason") or ""
-    # The hash-chain status of the streams in view (issue 8): read from the stream heads and the
+    # The hash-chain status of the streams in view: read from the stream heads and the
     # heads `audit_verify` recorded — no hash recomputed for the timeline, whatever its size.
     streams = [f"case:{case_filter.pk}"] if case_filter is not None else [e.stream for e in page]
     statuses = audit_chain_status(tenant_id=request.user.tenant_id, streams=streams)

@@ -1,4 +1,4 @@
-"""Regions of a page that refresh themselves (issue 8): the case page's notices section while a
+"""Regions of a page that refresh themselves: the case page's notices section while a
 notice is being sent, and the notification area that tells a person when a run they started ends."""
 
 from __future__ import annotations

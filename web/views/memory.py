@@ -1,4 +1,4 @@
-"""Governed memory (DESIGN §2) in the browser: what the agents may remember about a person, a case
+"""Governed memory (agents propose, a person confirms) in the browser: what the agents may remember about a person, a case
 or the organisation. Agents only propose; the person a memory is about (or a supervisor)
 confirms or forgets it here, through runs.services.memory_confirm / memory_forget, which judge
 (runs/memory.py). Only active, unexpired memory ever enters a model context."""

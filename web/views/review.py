@@ -74,13 +74,13 @@ def review_inbox(request):
     usernames = {int(i.split(":")[1]): label for i, label in labels.items()
                  if i.startswith("user:") and i.split(":")[1].isdigit()}
     for proposal in proposals:
-        proposal.is_stale_now = proposal.is_stale  # i7: staleness by precondition (ADR 0006)
+        proposal.is_stale_now = proposal.is_stale  # staleness by precondition (ADR 0006)
         proposal.payload_label = proposal_payload_label(proposal, usernames)
         proposal.rationale_short = rationale_parts(proposal.rationale, by_agent=proposal.proposer_type == "agent")[0]
         proposal.is_own = me in {proposal.proposer_id, proposal.requested_by}
         proposal.may_decide = (section == "decide" and may_approve_proposals and not proposal.is_own
                                and not proposal.is_stale_now)
-    selectors.deadline_rows_for_inbox(user=user, items=[*proposals, *notices])  # i7: due dates (issue 7)
+    selectors.deadline_rows_for_inbox(user=user, items=[*proposals, *notices])  # due dates
     earlier = selectors.notice_earlier_versions_for(user=user, notices=list(notices))
     # The latest decision note on each notice (why it was rejected, what the approver said), and the
     # decision on each text it had (what became of the earlier version): one query.

@@ -185,7 +185,7 @@ def case_runs(request, reference: str):
     watched = [int(pk) for pk in request.GET.getlist("watch") if pk.isdigit()]
     if request.htmx and watched and not is_live:
         # The runs this page was watching have ended: say how, and refresh the sections they
-        # write to (proposals, notices) out of band, without a reload (issue 8).
+        # write to (proposals, notices) out of band, without a reload.
         for run in shown:
             if run.pk in watched:
                 _tell_how_it_ended(request, run)
@@ -248,7 +248,7 @@ def run_list(request):
     runs = selectors.run_list_for_user(user=request.user, case=case, status=filters.get("status") or None)
     if filters.get("graph"):
         runs = runs.filter(graph=filters["graph"])
-    try:  # keyset pages (issue 8): as fast on the 400th page as on the first
+    try:  # keyset pages: as fast on the 400th page as on the first
         page = keyset_page(runs, key="pk", descending=True, cursor=request.GET.get("after"),
                            before=request.GET.get("before"), size=RUNS_PER_PAGE)
     except Invalid as error:

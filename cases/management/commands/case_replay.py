@@ -1,4 +1,4 @@
-"""Rebuild cases from their CaseEvents and compare with the stored rows (DESIGN §7).
+"""Rebuild cases from their CaseEvents and compare with the stored rows: any difference is drift.
 
     manage.py case_replay CASE-2026-000042 [--tenant acme]
     manage.py case_replay --all [--tenant acme]

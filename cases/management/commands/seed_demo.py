@@ -185,7 +185,7 @@ class Command(BaseCommand):
 # --- the little stories that give the queue some variety ---------------------------------------
 # Each step calls the services with the person who would do it in real life.
 
-# Deciding/closing a case with no notice sent needs a confirmation with a reason (issue 7).
+# Deciding/closing a case with no notice sent needs a confirmation with a reason.
 DEMO_CONFIRMATION = "Demo data: the consumer was answered before the case was loaded into Arbiter."
 
 

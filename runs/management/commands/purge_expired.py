@@ -28,7 +28,7 @@ def describe(counts: dict[str, int]) -> str:
 
 
 class Command(BaseCommand):
-    help = "Purge expired checkpoints, model-call contexts and memory (DESIGN §8); audit events are never purged."
+    help = "Purge expired checkpoints, model-call contexts and memory; audit events are never purged."
 
     def add_arguments(self, parser):
         parser.add_argument("--dry-run", action="store_true",

@@ -1,4 +1,4 @@
-"""Issue 11: chat that does the job — "draft a notice to the consumer" drafts one through the
+"""Chat that does the job — "draft a notice to the consumer" drafts one through the
 notice services; questions about the request, the risk and what is due are answered from the
 analysis, in plain words."""
 

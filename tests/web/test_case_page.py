@@ -1,4 +1,4 @@
-"""The case page judged at a glance (issue 8): the narrative first and in full, evidence previews,
+"""The case page judged at a glance: the narrative first and in full, evidence previews,
 a proposal's cited quote marked in its evidence, proposal cards in words."""
 
 import re

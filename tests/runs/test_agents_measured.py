@@ -1,4 +1,4 @@
-"""Issue 11 — agents worth listening to: calibrated triage within the CFPB taxonomy, signals with
+"""Agents worth listening to: calibrated triage within the CFPB taxonomy, signals with
 quotes, the consumer's request, disputes where there is tension, re-planning on gaps, verified
 citations, plain-words chat, and `manage.py evaluate` (measured on a fixed held-out slice)."""
 
@@ -348,7 +348,7 @@ def test_the_evaluation_model_and_the_shipped_model_never_share_a_cache(settings
 
 @pytest.mark.django_db
 def test_evaluate_counts_the_notice_checkers_flags_on_each_draft(tmp_path):
-    """The figures count the real checker's flags on every agent draft (issue 7's checker): a
+    """The figures count the real checker's flags on every agent draft (the notice checker): a
     stand-in check that flags acknowledgements is seen on each of them, and the offline drafter's
     own drafts carry none."""
     out = tmp_path / "figures.json"
@@ -380,7 +380,7 @@ def test_evaluate_counts_the_notice_checkers_flags_on_each_draft(tmp_path):
 
 
 def test_a_notice_leaves_out_the_agents_labels_when_triage_needs_an_analyst():
-    """Below the confidence threshold the drafter names only what the case records (issue 11)."""
+    """Below the confidence threshold the drafter names only what the case records."""
     from analyst.agents import notice_drafter
 
     case = {"reference": "CASE-2026-000001", "company": "Acme Bank", "product": "", "issue": "",
