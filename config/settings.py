@@ -624,3 +624,33 @@ SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"] = {
 SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"] = ["drf_spectacular.hooks.postprocess_schema_enums",
                                                 "core.api_schema.describe_responses",
                                                 "core.api_schema.describe_who_may"]
+# --- Client addresses and shared rate limits (ADR 0016; core/client_address.py, core/ratelimit.py) --
+# The client's address is REMOTE_ADDR unless proxies in front are trusted: with COUNT = N, the N
+# right-most hops (REMOTE_ADDR, then X-Forwarded-For from its right end) are proxies and the next
+# hop is the client; with NETWORKS, only hops inside those networks count as proxies (and with both,
+# a hop must pass both). Every throttle, the login lockout and the request log use this address.
+ARBITER_TRUSTED_PROXY_COUNT = env_int("ARBITER_TRUSTED_PROXY_COUNT", 0, minimum=0)
+ARBITER_TRUSTED_PROXY_NETWORKS = env_list("ARBITER_TRUSTED_PROXY_NETWORKS", [])
+import ipaddress  # noqa: E402
+
+for _network in ARBITER_TRUSTED_PROXY_NETWORKS:
+    try:
+        ipaddress.ip_network(_network, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured(f"ARBITER_TRUSTED_PROXY_NETWORKS: {_network!r} is not a network like "
+                                   "10.0.0.0/8 or an address.") from None
+AXES_CLIENT_IP_CALLABLE = "core.client_address.client_address"
+REST_FRAMEWORK = {**REST_FRAMEWORK, "NUM_PROXIES": ARBITER_TRUSTED_PROXY_COUNT}
+# Rate-limit counters (and anything else cached) are shared by every process and machine: Redis when
+# CACHE_URL is set (redis://host:6379/1), else a table of the database (created by `migrate`), whose
+# increments ops.cache makes atomic. Never a per-process memory cache.
+CACHE_URL = env_str("CACHE_URL", "")
+if CACHE_URL:
+    if not CACHE_URL.startswith(("redis://", "rediss://", "unix://")):
+        raise ImproperlyConfigured(f"CACHE_URL={CACHE_URL!r}: use redis://host:port/db (or rediss://, unix://).")
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL,
+                          "KEY_PREFIX": "arbiter",
+                          "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2}}}
+else:
+    CACHES = {"default": {"BACKEND": "ops.cache.AtomicDatabaseCache", "LOCATION": "arbiter_cache",
+                          "OPTIONS": {"MAX_ENTRIES": 100_000}}}

@@ -29,6 +29,7 @@ from rest_framework.parsers import FormParser, JSONParser
 from rest_framework.response import Response
 
 from core.errors import DomainError
+from core.ratelimit import set_rate_limit_headers
 
 # Largest values the database columns hold (PostgreSQL integer / bigint; SQLite holds 64 bits).
 INT_MAX = 2**31 - 1
@@ -80,6 +81,10 @@ def exception_handler(exc, context):
     response = drf_exception_handler(exc, context)
     if response is None:
         return None
+    # A refusal counted by a rate limit (a throttle, a failed credential) says where the count stands.
+    decision = getattr(context.get("request"), "rate_limit", None)
+    if decision is not None:
+        set_rate_limit_headers(response, decision)
     if isinstance(exc, ValidationError):
         data = response.data
         response.data = {"code": "invalid", "detail": "The request is invalid; see fields.",

@@ -2,7 +2,7 @@
 probes answered before anything else.
 
 RequestContextMiddleware (first in MIDDLEWARE) takes a well-formed incoming X-Request-ID (a
-proxy's) or makes one, binds it to the log context with the user, tenant and the case or run the
+proxy's) or makes one, binds it to the log context with the client's address, the user, tenant and the case or run the
 URL names, writes one log line per request, and sets X-Request-ID on every response — pages, the
 REST API, refusals, lockouts and errors alike (the API's error bodies quote it).
 
@@ -18,6 +18,7 @@ import uuid
 
 import structlog
 
+from core.client_address import client_address
 from ops.logging import bind, get_logger
 
 logger = get_logger("arbiter.request")
@@ -50,7 +51,8 @@ class RequestContextMiddleware:
         # Whatever this request binds (here, in process_view, in a view) is undone at its end, so
         # nothing leaks into the next request served by this thread.
         outer = structlog.contextvars.get_contextvars()
-        bind(request_id=request_id)
+        # The address the throttles and the login lockout use (trusted proxies only), not REMOTE_ADDR.
+        bind(request_id=request_id, client_ip=client_address(request))
         started = time.monotonic()
         try:
             response = self.get_response(request)

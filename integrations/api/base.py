@@ -5,7 +5,8 @@ They add, in one place, what an integration relies on:
 - every unsafe request honours `Idempotency-Key` (integrations.idempotency);
 - lists page with a cursor, `page_size` up to a maximum, a validated `ordering` and `updated_since`;
 - `ETag` / `If-Match` helpers for objects with a version (cases, proposals, notices);
-- per-credential throttles for run starts and message posts.
+- per-credential throttles for run starts and message posts, counted in the shared cache
+  (core.ratelimit), with RateLimit-* headers on the responses they count.
 
 They live in integrations (not core) because idempotency needs a table and core has none; the API
 layer sits above every domain app, so cases.api importing them points down, not up."""
@@ -18,10 +19,11 @@ from django_filters.rest_framework import DjangoFilterBackend
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.generics import GenericAPIView
 from rest_framework.permissions import SAFE_METHODS
-from rest_framework.throttling import SimpleRateThrottle
+from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
 from core.api import PayloadTooLarge, PreconditionFailed, SyncParamsBackend, parse_updated_since
+from core.ratelimit import rate_hit, set_rate_limit_headers
 from integrations.idempotency import (
     IdempotentReplay,
     idempotency_abandon,
@@ -89,6 +91,9 @@ class ApiView(APIView):
         if self._idempotency_record is not None:
             idempotency_complete(self._idempotency_record, response)
             self._idempotency_record = None
+        decision = getattr(request, "rate_limit", None)
+        if decision is not None:  # after the idempotency record: a replay tells the count of its own time
+            set_rate_limit_headers(response, decision)
         return response
 
 
@@ -185,18 +190,25 @@ def with_etag(response, obj):
 
 # --- per-credential throttles ---------------------------------------------------------------------
 
-class CredentialThrottle(SimpleRateThrottle):
+class CredentialThrottle(BaseThrottle):
     """A rate per credential (an API key has its own service account, so per user = per key) on
-    the unsafe requests of the view; reads are not counted."""
+    the unsafe requests of the view; reads are not counted. The count is shared by every process
+    (core.ratelimit); the decision is kept on the request for the RateLimit-* headers."""
 
-    def get_rate(self):
-        # Read at request time (not import time), so the setting is the one in force.
-        return getattr(settings, self.rate_setting)
+    scope = ""
+    rate_setting = ""
 
-    def get_cache_key(self, request, view):
+    def allow_request(self, request, view):
         if request.method in SAFE_METHODS or not request.user or not request.user.is_authenticated:
-            return None
-        return self.cache_format % {"scope": self.scope, "ident": request.user.pk}
+            return True
+        # The rate is read at request time (not import time), so the setting is the one in force.
+        decision = rate_hit(scope=self.scope, ident=str(request.user.pk), rate=getattr(settings, self.rate_setting))
+        request.rate_limit = decision
+        self._wait = decision.reset_seconds
+        return not decision.is_over
+
+    def wait(self):
+        return self._wait
 
 
 class RunStartThrottle(CredentialThrottle):

@@ -36,13 +36,26 @@ def assert_error(response, status: int, code: str, *, fields: set[str] | None = 
 
 
 @pytest.fixture(autouse=True)
-def _fresh_throttles():
-    """Rate-limit counters live in the cache: each test starts with none."""
-    from django.core.cache import cache
+def _fresh_throttles(request):
+    """Rate-limit counters live in the cache: each test starts with none. Without CACHE_URL the
+    cache is a database table: tests with database access clear it once their database is set up
+    (what a test writes there is rolled back with it, or cleared by the next test)."""
+    from django.core.cache import caches
 
-    cache.clear()
+    cache = caches["default"]
+    if "DatabaseCache" not in type(cache).__name__:
+        cache.clear()
+        yield
+        cache.clear()
+        return
+    marker = request.node.get_closest_marker("django_db")
+    names = set(request.fixturenames)
+    if marker is not None or {"db", "transactional_db", "live_server"} & names:
+        transactional = bool({"transactional_db", "live_server"} & names) or bool(
+            marker is not None and marker.kwargs.get("transaction"))
+        request.getfixturevalue("transactional_db" if transactional else "db")
+        cache.clear()
     yield
-    cache.clear()
 
 
 @pytest.fixture
