@@ -217,6 +217,12 @@ def request_addressed(statement: str, text: str) -> bool:
     return len(content & present) / len(content) >= 0.6
 
 
+def unrecorded_claims(text: str) -> list[str]:
+    """The phrases of `text` that claim something we did ("we have refunded", "we found"), whatever
+    the case records: a drafter leaves such text out of what it quotes."""
+    return [match.group(0) for match in _CLAIM.finditer(text or "")]
+
+
 def _shingles(words: list[str]) -> set[tuple[str, ...]]:
     return {tuple(words[i:i + SHINGLE]) for i in range(len(words) - SHINGLE + 1)}
 
