@@ -15,9 +15,8 @@ from __future__ import annotations
 from django.utils import timezone
 
 from cases import policy
-from cases.deadlines import DEADLINE_FIELDS
+from cases.deadlines import DEADLINE_FIELDS, add_days
 from cases.models import CASE_TRANSITIONS, Notice, NoticeStatus, Proposal, ProposalKind, ProposalStatus
-from cases.deadlines import add_days
 from cases.notice_checker import check_notice, request_statement
 from runs.citations import EvidenceTexts, verify_citations
 from runs.graphs import Graph, Node, NodeContext, NodeResult

@@ -123,7 +123,7 @@ _DOCUMENT_PATTERNS = [
     rf"(?:^|[;:]|\b(?:then|now|and then)\b)\W*(?:please\s+)?(?:immediately\s+)?(?:set|change|lower|raise|downgrade"
     rf"|upgrade|mark|close|approve|send|dispatch|assign|escalate|reopen|resolve|dismiss|reject|withdraw|skip|bypass"
     rf"|classify|categori[sz]e|label|rate|treat)\b[^.!?]{{0,40}}\b{_WORKBENCH_OBJECT}",
-    rf"\b(?:set|change|lower|downgrade|put|mark|rate|score|record)\w*\b[^.!?]{{0,30}}\brisk(?: level)?\b[^.!?]{{0,12}}"
+    r"\b(?:set|change|lower|downgrade|put|mark|rate|score|record)\w*\b[^.!?]{0,30}\brisk(?: level)?\b[^.!?]{0,12}"
     r"\b(?:to|as|at)\s+(?:low|medium|minimal|none|zero)\b",
     r"\brisk(?: level)? (?:is|should be|must be|can be) (?:only )?(?:low|minimal|none|zero)\b",
     # Claims of approval or authority over this case.
