@@ -31,6 +31,7 @@ from runs.graphs.guards import (
     risk_first_paragraph,
     scrub,
 )
+from runs.offline.agents import request_to_address
 from runs.schemas import (
     UNCLASSIFIED,
     Adjudication,
@@ -463,7 +464,7 @@ def _drafting_facts(ctx: NodeContext) -> dict:
         "response_late": late,
         # When late, the letter apologises and commits to this date (five working days ahead).
         "commit_date": add_days(today, 5, business=True).isoformat() if late else None,
-        "consumer_request": request_statement(request),
+        "consumer_request": request_to_address(request),
         # The request with its kind and verified quotation: restated in our words, or quoted verbatim.
         "consumer_request_detail": request if isinstance(request, dict) else {},
     }

@@ -24,7 +24,7 @@ from runs.offline.context import (
 )
 from runs.offline.signals import FLOORS, LEVELS, Signal, detect_signals, raise_to, score
 from runs.offline.text import date_mentions, is_instruction, money_amounts, shorten, split_sentences
-from runs.offline.triage import consumer_request, min_confidence, requested_remedy, triage
+from runs.offline.triage import REQUEST_KINDS, consumer_request, min_confidence, requested_remedy, triage
 
 # --- triage: runs/offline/triage.py (re-exported here, where the AGENTS registry looks) ------------
 __all__ = ["adjudicator", "consumer_request", "evidence_analyst", "min_confidence", "notice_drafter", "policy_checker",
@@ -494,12 +494,26 @@ def safe_to_quote(quote: str) -> bool:
         and not is_instruction(quote, in_document=True)
 
 
+def request_to_address(request) -> str:
+    """What a letter must address of the consumer's request (the notice checker's
+    `consumer_request`): triage's plain-words statement, or for a request of no known kind the
+    consumer's exact sentence when it is safe to quote; "" when nothing is stated or quotable."""
+    if isinstance(request, dict) and request.get("kind") == "other":
+        quote = " ".join(str(request.get("quote") or "").split())
+        return quote if safe_to_quote(quote) else ""
+    return request_statement(request)
+
+
 def _request_sentence(context: dict) -> str:
     request = context.get("consumer_request_detail") or {}
     statement = request_statement(request) if isinstance(request, dict) and request else \
         request_statement(context.get("consumer_request"))
     kind = request.get("kind") if isinstance(request, dict) else None
-    if kind == "other" or (statement and not kind):
+    if statement and not kind:
+        # Only the statement was given: restated when it is one of triage's own plain-words kinds.
+        kind = next((name for name, _pattern, words in REQUEST_KINDS
+                     if statement == words or (name == "refund" and statement.startswith("A refund of $"))), "other")
+    if kind == "other":
         quote = str(request.get("quote") or "") if isinstance(request, dict) else ""
         return f"In your complaint you wrote: “{' '.join(quote.split())}”" if safe_to_quote(quote) else ""
     if not statement:
@@ -532,11 +546,7 @@ def _when_sentences(context: dict) -> list[str]:
     if context.get("notice_sent"):
         response = None
     if response:
-        when = [f"We will send you our response by {in_words(response)}."]
-        if final and final != response:
-            when.append(f"If our review needs more time, we will tell you why, and our final response will reach "
-                        f"you by {in_words(final)}.")
-        return when
+        return [f"We will send you our response by {in_words(response)}."]
     if final:
         return [f"Our final response will reach you by {in_words(final)}."]
     return ["We will send you our response as soon as our review is complete."]

@@ -117,7 +117,8 @@ _INSTRUCTION = re.compile("|".join(_INSTRUCTION_PATTERNS), re.IGNORECASE)
 _ROLE = (r"(?:supervisor|reviewer|administrator|admin|system administrator|compliance officer|compliance team"
          r"|legal team|management|manager in charge|case manager|operator|developer|auditor)")
 _WORKBENCH_OBJECT = (r"(?:risk(?: level| rating| score)?|this case|the case|this complaint|this ticket|the ticket"
-                     r"|(?:the|this) notice|(?:the|this) proposal|(?:the|this) status|(?:the|this) review)")
+                     r"|(?:the|this|every|all|each|any)(?: pending)? (?:notices?|proposals?)|(?:the|this) status"
+                     r"|(?:the|this) review)")
 _DOCUMENT_PATTERNS = [
     # An imperative about the workbench, at the start of a sentence or of a clause.
     rf"(?:^|[;:]|\b(?:then|now|and then)\b)\W*(?:please\s+)?(?:immediately\s+)?(?:set|change|lower|raise|downgrade"
@@ -137,8 +138,7 @@ _DOCUMENT_PATTERNS = [
     r"\b(?:dear|attention|note to|message to|hey|hi|hello)\W{0,3}(?:the\s+)?(?:reviewer|reviewing agent|ai|assistant"
     r"|model|system|bot|chatbot|agents|llm|gpt|automated (?:system|reviewer)|analy[sz]er)\b",
     r"\b(?:you|the ai|the assistant|the model|the system|the agents?)\s+(?:must|should|shall|will|need to|are required to)"
-    r"\s+(?:now\s+)?(?:approve|close|send|mark|set|lower|classify|rate|ignore|output|respond|reply|answer|write"
-    r"|recommend|treat|disregard|forget|skip)\b",
+    r"\s+(?:now\s+)?(?:approve|classify|rate|ignore|output|recommend|treat|disregard|forget|skip)\b",
     r"^\W*(?:please\s+)?(?:respond|reply|answer|output|print|return|write)\b[^.!?]{0,30}\b(?:only|json|exactly"
     r"|the word)\b",
     r"</?\s*(?:system|evidence|untrusted_evidence|instructions?|assistant|user)\s*>|\[(?:system|admin|instructions?)\]"
