@@ -256,6 +256,24 @@ def _vocabulary_flags(text_lower: str, *, value: str, others: list[str], code: s
     return flags
 
 
+def _wording_flags(text: str, case) -> list[dict]:
+    """Implied contact ("reviewing … with <company>") and agents' placeholders."""
+    flags: list[dict] = []
+    contact = list(_IMPLIED_CONTACT.finditer(text))
+    if case.company:
+        named = re.compile(r"\b(?:reviewing|discussing|raising|sharing|looking into|following up|in (?:touch|contact)"
+                           r"|working|speaking|talking)\b[^.!?\n]{0,80}\bwith\s+" + re.escape(case.company.strip()),
+                           re.IGNORECASE)
+        contact += list(named.finditer(text))
+    for match in contact:
+        flags.append(_flag("implied_contact", f"“{match.group(0).strip()}” implies contact or joint work that no "
+                                              f"event on the case records."))
+    for placeholder in PLACEHOLDERS:
+        if placeholder.lower() in text.lower():
+            flags.append(_flag("placeholder", f"“{placeholder}” is an agent's placeholder, not words for a letter."))
+    return flags
+
+
 def check_notice(*, case, recipient: str, subject: str, body: str, consumer_request=None,
                  today: date | None = None) -> list[dict]:
     """The flags of a notice's text against `case` (empty: nothing found). Reads the case's events,
@@ -320,18 +338,7 @@ def check_notice(*, case, recipient: str, subject: str, body: str, consumer_requ
         flags.append(_flag("request_not_addressed", f"The consumer asked: “{statement[:300]}” — the notice does "
                                                     f"not address it."))
 
-    contact = list(_IMPLIED_CONTACT.finditer(text))
-    if case.company:
-        named = re.compile(r"\b(?:reviewing|discussing|raising|sharing|looking into|following up|in (?:touch|contact)"
-                           r"|working|speaking|talking)\b[^.!?\n]{0,80}\bwith\s+" + re.escape(case.company.strip()),
-                           re.IGNORECASE)
-        contact += list(named.finditer(text))
-    for match in contact:
-        flags.append(_flag("implied_contact", f"“{match.group(0).strip()}” implies contact or joint work that no "
-                                              f"event on the case records."))
-    for placeholder in PLACEHOLDERS:
-        if placeholder.lower() in text.lower():
-            flags.append(_flag("placeholder", f"“{placeholder}” is an agent's placeholder, not words for a letter."))
+    flags += _wording_flags(text, case)
     for match in _INSTRUCTION_LIKE.finditer(text):
         flags.append(_flag("instruction_like", f"“{match.group(0)}” reads as an instruction or a claim of "
                                                f"authority; evidence and messages never grant anything."))
