@@ -133,3 +133,46 @@ def signal_words(signal: dict) -> str:
     ("Identity theft (opened … in my name)"), or its code if it has no description."""
     text = str(signal.get("description") or signal.get("code") or "").strip()
     return re.split(r":\s*[“\"]", text, maxsplit=1)[0].strip()
+
+
+# --- codes in words ----------------------------------------------------------------------------
+# Policy rules and risk signals have short codes (cases/policy.py, analyst/signals.py). A
+# person reads the words first; the code appears only in a detail section, next to its words.
+CODE_WORDS = {
+    "ACK-15": "acknowledge within 15 days",
+    "CLOSE-60": "final response within 60 days",
+    "SCRA": "servicemember protections",
+    "OLDER-AM": "an older American",
+    "FRAUD-ID": "fraud or identity theft",
+    "MONEY-LOSS": "money lost above $1,000",
+    "HARASSMENT": "harassment",
+    "URGENCY": "time-critical harm",
+    "TIME-LIMIT": "a legal time limit",
+    "MISCONDUCT": "misconduct by the company",
+    "REPEAT-CONTACT": "repeated contact",
+}
+# What a person would call an internal code: ACK-15, FRAUD-ID, N61, E3, P12 (and the bare codes above).
+INTERNAL_CODE = re.compile(r"\b[A-Z]+-\d+\b|\b[A-Z]+-[A-Z]+\b|\b[NPEAF]\d+\b|\b(?:SCRA|HARASSMENT|URGENCY|MISCONDUCT)\b")
+
+
+def code_words(code: str) -> str:
+    """A rule or signal code in words ("acknowledge within 15 days"); the code itself if unknown."""
+    return CODE_WORDS.get(str(code), str(code))
+
+
+def code_with_words(code: str) -> str:
+    """For a detail section: "ACK-15 (acknowledge within 15 days)"."""
+    words = CODE_WORDS.get(str(code))
+    return f"{code} ({words})" if words else str(code)
+
+
+def spell_out_codes(text: str) -> str:
+    """`text` with every known code replaced by its words, and evidence ids (E3) by "the evidence"
+    — for the paragraph a person reads first, whoever wrote it."""
+    for code in sorted(CODE_WORDS, key=len, reverse=True):
+        text = re.sub(rf"\b{re.escape(code)}\b", CODE_WORDS[code], text)
+    return re.sub(r"\bE\d+\b", "the evidence", text)
+
+
+def has_internal_code(text: str) -> bool:
+    return bool(INTERNAL_CODE.search(text or ""))

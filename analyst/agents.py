@@ -8,6 +8,9 @@ import math
 import re
 from datetime import timedelta
 
+from agents.citations import code_with_words, code_words, signal_words
+from agents.graphs.guards import safe_to_quote
+from agents.signals import FLOORS, LEVELS, Signal, detect_signals, raise_to, score
 from agents.text import date_mentions, money_amounts, shorten, split_sentences
 from analyst.classifier import get_classifier
 from analyst.context import (
@@ -19,9 +22,10 @@ from analyst.context import (
     prior_of,
     today_of,
 )
-from analyst.signals import FLOORS, LEVELS, Signal, detect_signals, raise_to, score
-from analyst.triage import consumer_request, min_confidence, requested_remedy, triage
+from analyst.triage import REQUEST_KINDS, consumer_request, min_confidence, requested_remedy, triage
+from cases.deadlines import add_days
 from cases.models import TRANSITION_LABELS, CaseStatus
+from cases.notice_checker import request_statement
 
 # --- triage: analyst/triage.py (re-exported here, where the AGENTS registry looks) ------------
 __all__ = ["adjudicator", "consumer_request", "evidence_analyst", "min_confidence", "notice_drafter", "policy_checker",
@@ -94,16 +98,26 @@ def risk_assessor(context: dict) -> dict:
     evidence = evidence_of(context)
     signals = detect_signals(case, [{"id": item.id, "text": item.text} for item in evidence])
     level, _points, explanation = score(signals)
-    lines = [f"Risk {level}: {explanation}."]
-    for signal in signals:
-        where = f"E{signal.evidence_id}" if signal.evidence_id is not None else "case record"
-        lines.append(f"{signal.code} +{signal.points} ({where}): {signal.description}")
-    if not evidence:
-        lines.append("No evidence was available, so only the case record was assessed.")
+    # What a person reads first: the level and what it rests on, in words, with one quotation;
+    # the scoring table's codes and points follow in a detail paragraph, each code spelled out.
+    words = [signal_words(signal.as_dict()) for signal in signals]
+    quoted = next((signal.quote for signal in signals if signal.quote), "")
+    if words:
+        first = f"Risk {level} because of: {'; '.join(dict.fromkeys(words))}."
+        first += f" The evidence says: “{quoted}”" if quoted else ""
+    elif evidence:
+        first = f"Risk {level}: no risk signal was found in the evidence."
+    else:
+        first = f"Risk {level}: no evidence was available, so only the case record was assessed."
+    details = [f"{signal.code} +{signal.points} ({code_words(signal.code)}; "
+               f"{'E' + str(signal.evidence_id) if signal.evidence_id is not None else 'case record'})"
+               for signal in signals]
+    table = explanation.replace(" point(s) → ", " points, so ").replace(" requires at least ", " sets a minimum of ")
+    detail = f"Details: scoring table: {'; '.join(details) + '. ' if details else ''}{table}."
     cited = sorted({s.evidence_id for s in signals if s.evidence_id is not None})
     return {
         "risk_level": level,
-        "rationale": shorten(" ".join(lines), 4000),
+        "rationale": shorten(first, 1500) + "\n\n" + shorten(detail, 2400),
         "signals": [signal.as_dict() for signal in signals],
         "evidence_refs": cited or [item.id for item in evidence if item.id is not None],
         "confidence": 0.85 if any(item.text for item in evidence) else 0.4,
@@ -171,7 +185,7 @@ def policy_checker(context: dict) -> dict:
         deadline = received + timedelta(days=days) if received and days is not None else None
         if code == "ACK-15":
             if sent:
-                applies, reason = False, f"Acknowledged: response notice N{sent[0].get('id')} was sent."
+                applies, reason = False, "Acknowledged: a response notice was sent."
             elif deadline:
                 applies, reason = True, (f"Received {received.isoformat()}; a response notice is due by "
                                          f"{deadline.isoformat()} ({_days_phrase(deadline, today)}).")
@@ -203,13 +217,13 @@ def policy_checker(context: dict) -> dict:
         notice_due, notice_reason = False, f"No notice is due while the case is {status or 'in an unknown status'}."
     elif notices:
         first = notices[0]
-        notice_due, notice_reason = False, (f"A response notice already exists (N{first.get('id')}, "
-                                            f"{first.get('status')}).")
+        notice_due, notice_reason = False, (f"A response notice already exists "
+                                            f"({str(first.get('status') or '').replace('_', ' ')}).")
     else:
         ack = next((a for a in applications if a["code"] == "ACK-15"), None)
         by = f" by {ack['deadline']}" if ack and ack["deadline"] else ""
-        notice_due, notice_reason = True, (f"The case is {status} and no response notice has been drafted or sent; "
-                                           f"one is due{by} (ACK-15).")
+        notice_due, notice_reason = True, (f"The case is {_status_words(status)} and no response notice has been "
+                                           f"drafted or sent; one is due{by} (acknowledge within 15 days).")
     return {"rules": applications, "notice_due": notice_due, "notice_reason": notice_reason}
 
 
@@ -232,7 +246,7 @@ def _evidence_sufficient(evidence: list[EvidenceText], policy_codes: set[str]) -
     if not substantive:
         return False, f"no evidence item has at least {MIN_WORDS_SUFFICIENT} words of readable text"
     if "FRAUD-ID" in policy_codes and len(evidence) < 2:
-        return False, "FRAUD-ID needs evidence of the disputed accounts beyond the complaint narrative"
+        return False, "an identity-theft allegation needs evidence of the disputed accounts beyond the complaint"
     return True, f"{len(substantive)} substantive evidence item(s)"
 
 
@@ -344,27 +358,41 @@ def adjudicator(context: dict) -> dict:
     product = (triage_out or {}).get("product") or recorded_product or "unclassified product"
     issue = (triage_out or {}).get("issue") or case.get("issue") or "unclassified issue"
     respondent = str(case.get("company") or "an unrecorded respondent").rstrip(". ")
-    signal_words = [str(s.get("code") or "").replace("-", " ").replace("_", " ").lower()
-                    for s in risk.get("signals") or [] if isinstance(s, dict) and s.get("code")]
     classified = (f"{product} / {issue} (an analyst should confirm this)" if (triage_out or {}).get("needs_analyst")
                   else f"{product} / {issue}")
-    request = (triage_out or {}).get("consumer_request")
-    wants = (f"The consumer asks for: {request['statement']}. "
-             if isinstance(request, dict) and request.get("kind") not in (None, "none") else "")
-    rules = ", ".join(sorted(c for c in applied if c))
-    # Plain words, the recommendation first: this text is the rationale a supervisor reads on the
-    # proposal's card (no stored status values or internal ids in what a person reads).
-    step = TRANSITION_LABELS.get(transition, transition).lower() if transition else None
-    summary = (
-        f"{'Recommended next step: ' + step if step else 'No next step recommended'} — {why}. "
-        f"Classified as {classified}, against {respondent}. {wants}"
-        f"Risk {level}{' (signals: ' + ', '.join(signal_words) + ')' if signal_words else ' (no risk signals)'}. "
-        f"{'Policy rules that apply: ' + rules if rules else 'No policy rule applies'}; "
-        f"{'a notice to the consumer is due' if policy.get('notice_due') else 'no notice is due'}. "
-        f"{_count(len(disputes), 'dispute')} between the agents."
-    )
-    return {"summary": shorten(summary, 4000), "risk_level": level, "recommended_transition": transition,
+    summary = _adjudication_text(
+        step=TRANSITION_LABELS.get(transition, transition).lower() if transition else None, why=why,
+        classified=classified, respondent=respondent, request=(triage_out or {}).get("consumer_request"),
+        level=level, risk=risk, policy=policy, applied=applied, disputes=disputes)
+    return {"summary": summary[:4000], "risk_level": level, "recommended_transition": transition,
             "disputes": disputes, "confidence": round(confidence, 4)}
+
+
+def _adjudication_text(*, step, why, classified, respondent, request, level, risk, policy, applied,
+                       disputes) -> str:
+    """The rationale a supervisor reads on the proposal's card: a first paragraph in sentences (what
+    is proposed, why, on which evidence, with a quotation; no codes, stored values or ids), then a
+    "Details" paragraph where each rule and signal code is spelled out."""
+    signals = [s for s in risk.get("signals") or [] if isinstance(s, dict) and s.get("code")]
+    words = list(dict.fromkeys(signal_words(s) for s in signals))
+    quote = next((str(s["quote"]) for s in signals if s.get("quote")), "")
+    if not quote and isinstance(request, dict) and request.get("kind") not in (None, "none"):
+        quote = str(request.get("quote") or "")
+    asks = request_statement(request) if isinstance(request, dict) and request.get("kind") != "other" else ""
+    first = [f"{'Recommended next step: ' + step if step else 'No next step recommended'} — {why}.",
+             f"Classified as {classified}, against {respondent}."]
+    if asks:
+        first.append(f"The consumer asks for {asks[0].lower() + asks[1:]}.".replace("..", "."))
+    first.append(f"Risk {level}" + (f" because of: {'; '.join(words)}." if words else ": no risk signal was found."))
+    if quote:
+        first.append(f"The evidence says: “{quote}”")
+    first.append(f"{'A notice to the consumer is due' if policy.get('notice_due') else 'No notice is due'}; "
+                 f"{_count(len(disputes), 'dispute').lower() if disputes else 'no disputes'} between the agents.")
+    rules = sorted(code for code in applied if code)
+    detail = ["Details:", ("Policy rules that apply: " + ", ".join(code_with_words(c) for c in rules) + "."
+                           if rules else "No policy rule applies.")]
+    detail += [f"Dispute on {d['topic']}: {' vs. '.join(d['positions'])}. {d['resolution']}" for d in disputes]
+    return shorten(" ".join(first), 1800).replace("\n", " ") + "\n\n" + shorten(" ".join(detail), 2100)
 
 
 # --- reflect --------------------------------------------------------------------------------
@@ -427,86 +455,125 @@ def reflect(context: dict) -> dict:
 
 
 # --- notice drafter -------------------------------------------------------------------------
-# The drafter writes only what the case records: dates from the stored due dates that
-# are today or later (context "due_dates", given by the graph's notice_drafter node), the case's
-# own product / issue / company / reference, the consumer's request quoted, and no claim of an
-# action the case's events do not show. cases/notice_checker.py checks every draft.
-_DEADLINE_WORDS = {"response_due": "our response", "close_due": "our final response"}
+# The drafter writes only what the case records: the case's own product / issue / company /
+# reference, the consumer's request restated in our words (or, for a request of no known kind, the
+# consumer's exact sentence in quotation marks when it is safe to quote), what happens next and by
+# when (a stored due date that is still ahead, in words; when the response is late, an apology and
+# the date the graph commits to), and no claim of an action, contact or finding the case's events
+# do not show. cases/notice_checker.py checks every draft.
+_RESTATED = {
+    "stop_contact": "the calls and collection contact to stop",
+}
 
 
-def _future_due(context: dict) -> tuple[str, str] | None:
-    """(what, ISO date) of the first stored due date still ahead: response, then final response."""
+def in_words(day) -> str:
+    """17 March 2026."""
+    return f"{day.day} {day:%B %Y}"
+
+
+def _next_dates(context: dict) -> tuple[object | None, object | None]:
+    """(response due, final response due): the stored due dates still ahead, else None."""
     due = context.get("due_dates") or {}
     today = today_of(context)
-    for field in ("response_due", "close_due"):
-        when = parse_date(due.get(field))
-        if when and when >= today and not (field == "response_due" and context.get("notice_sent")):
-            return _DEADLINE_WORDS[field], when.isoformat()
-    return None
+    response = parse_date(due.get("response_due"))
+    final = parse_date(due.get("close_due"))
+    return (response if response and response >= today else None), (final if final and final >= today else None)
 
 
-def _quotable(statement: str) -> str:
-    """The consumer's words, safe inside quotation marks (no quotation mark of their own)."""
-    return re.sub(r"[\"“”]", "'", " ".join(statement.split()))
+def commitment_date(context: dict):
+    """The date a late reply commits to: the one the graph gives, else five working days ahead."""
+    return parse_date(context.get("commit_date")) or add_days(today_of(context), 5, business=True)
+
+
+def _request_sentence(context: dict) -> str:
+    request = context.get("consumer_request_detail") or {}
+    statement = request_statement(request) if isinstance(request, dict) and request else \
+        request_statement(context.get("consumer_request"))
+    kind = request.get("kind") if isinstance(request, dict) else None
+    if statement and not kind:
+        # Only the statement was given: restated when it is one of triage's own plain-words kinds.
+        kind = next((name for name, _pattern, words in REQUEST_KINDS
+                     if statement == words or (name == "refund" and statement.startswith("A refund of $"))), "other")
+    if kind == "other":
+        quote = str(request.get("quote") or "") if isinstance(request, dict) else ""
+        return f"In your complaint you wrote: “{' '.join(quote.split())}”" if safe_to_quote(quote) else ""
+    if not statement:
+        return ""
+    wanted = _RESTATED.get(kind) or statement[0].lower() + statement[1:]
+    return f"We understand that you are asking for {wanted.rstrip('.')}."
+
+
+def _care_sentences(codes: set) -> list[str]:
+    care = []
+    if "FRAUD-ID" in codes:
+        care.append("Because you tell us that accounts or debts may have been opened or used in your name by "
+                    "someone else, we will give your complaint priority.")
+    if "SCRA" in codes:
+        care.append("Because your complaint concerns a servicemember or veteran, the protections that apply to "
+                    "servicemembers will be part of our review.")
+    if "OLDER-AM" in codes:
+        care.append("We will handle your complaint under our procedure for older consumers.")
+    if "URGENCY" in codes:
+        care.append("You describe a situation with a deadline of its own; if something must happen by a "
+                    "particular date, please tell us at once.")
+    return care
+
+
+def _when_sentences(context: dict) -> list[str]:
+    if context.get("response_late"):
+        return ["We are sorry that we have not replied within the time we aim to keep.",
+                f"We will send you our response by {in_words(commitment_date(context))}."]
+    response, final = _next_dates(context)
+    if context.get("notice_sent"):
+        response = None
+    if response:
+        return [f"We will send you our response by {in_words(response)}."]
+    if final:
+        return [f"Our final response will reach you by {in_words(final)}."]
+    return ["We will send you our response as soon as our review is complete."]
 
 
 def notice_drafter(context: dict) -> dict:
     case = case_of(context)
     reference = case.get("reference") or "your complaint"
     triage_out = prior_of(context, "triage") or {}
-    # The case's recorded fields first: the notice must name what the case records.
-    # Below the triage confidence threshold the agents' own labels are not told to the
-    # consumer: only what is recorded on the case is named.
+    # The case's recorded fields first: the notice names what the case records. Below the triage
+    # confidence threshold the agents' own labels are not told to the consumer.
     unsure = bool(triage_out.get("needs_analyst"))
     issue = str(case.get("issue") or (None if unsure else triage_out.get("issue")) or "the matter you raised").strip()
     product = str(case.get("product") or (None if unsure else triage_out.get("product")) or "").strip()
-    respondent = str(case.get("company") or triage_out.get("respondent") or "the company concerned").strip().rstrip(".")
+    respondent = str(case.get("company") or "").strip().rstrip(".")
     final = str(case.get("status") or "") in CLOSED_STATUSES and str(case.get("resolution") or "").strip()
     risk = prior_of(context, "risk_assessor") or {}
     codes = {s.get("code") for s in risk.get("signals") or [] if isinstance(s, dict)}
-    statement = str(context.get("consumer_request") or "").strip()
 
     name = str(case.get("complainant_name") or "").strip()
     greeting = f"Dear {name}," if name and not re.search(r"redact|xxxx|\[", name, re.IGNORECASE) else "Dear Sir or Madam,"
     about = f"about {issue[0].lower() + issue[1:]}" + (f" ({product})" if product else "")
+    concerning = f" concerning {respondent}" if respondent else ""
+    received = parse_date(case.get("received_at"))
     paragraphs = [greeting]
     if final:
         subject = f"Your complaint {reference}: our response"
         paragraphs += [
-            f"We have completed our review of your complaint {about} concerning {respondent}, registered under "
-            f"reference {reference}.",
+            f"We have completed our review of your complaint {about}{concerning}, reference {reference}.",
             f"Our decision: {shorten(str(case['resolution']), 1500)}",
-            f"If you disagree with this outcome, please reply quoting {reference} and tell us why.",
+            f"If you disagree with this outcome, please reply to this email quoting {reference} and tell us why.",
         ]
     else:
-        subject = f"Your complaint {reference}: acknowledgement of receipt"
+        subject = f"Your complaint {reference}: we have received it"
         paragraphs.append(
-            f"Thank you for your complaint {about} concerning {respondent}, registered under reference {reference}. "
-            f"This letter acknowledges its receipt.")
-        if context.get("response_late"):
-            paragraphs.append("We are sorry that this reply reaches you later than our deadline for responding to "
-                              "complaints.")
-        if statement:
-            paragraphs.append(f"You asked: “{_quotable(statement)}” We are looking into this request as part of our "
-                              f"review.")
-        care = []
-        if "FRAUD-ID" in codes:
-            care.append("Because you report possible fraud or identity theft, the accounts you dispute are part of "
-                        "our review with priority.")
-        if "SCRA" in codes:
-            care.append("As your complaint concerns a servicemember, the protections that apply to servicemembers "
-                        "are part of our review.")
-        if "OLDER-AM" in codes:
-            care.append("Your complaint is being handled under our procedure for older consumers.")
-        if "URGENCY" in codes:
-            care.append("You describe a time-critical situation; please tell us at once of any date by which "
-                        "action is required.")
-        paragraphs.append(f"We are reviewing the information you provided with {respondent}. " + " ".join(care))
-        ahead = _future_due(context)
-        paragraphs.append(
-            (f"You will receive {ahead[0]} by {ahead[1]} at the latest. " if ahead else
-             "We will send you our response as soon as our review is complete. ")
-            + f"If you have documents that support your complaint (statements, letters, records of calls), "
-              f"please reply quoting {reference}.")
-    paragraphs += ["Yours sincerely,\nConsumer Complaints Team"]
+            f"Thank you for your complaint {about}{concerning}. "
+            + (f"We received it on {in_words(received)} and" if received else "We")
+            + f" have registered it under reference {reference}.")
+        request = _request_sentence(context)
+        care = _care_sentences(codes)
+        if request or care:
+            paragraphs.append(" ".join([request, *care]).strip())
+        paragraphs.append("What happens next: we will review your complaint and the information in it. "
+                          + " ".join(_when_sentences(context)))
+        paragraphs.append(f"If you have documents that support your complaint (statements, letters, records of "
+                          f"calls), or if anything in this letter is not right, please reply to this email quoting "
+                          f"reference {reference}.")
+    paragraphs += ["Yours sincerely,\nThe Consumer Complaints Team"]
     return {"subject": shorten(subject, 300), "body": "\n\n".join(p.strip() for p in paragraphs)}

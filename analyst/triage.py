@@ -8,10 +8,10 @@ import re
 
 from agents import taxonomy
 from agents.schemas import UNCLASSIFIED
+from agents.signals import quote_of
 from agents.text import money_amounts, set_aside_instructions, shorten, split_sentences
 from analyst.classifier import get_classifier
 from analyst.context import EvidenceText, case_of, evidence_of, parse_date
-from analyst.signals import quote_of
 
 # --- triage ---------------------------------------------------------------------------------
 # A recorded product is kept unless the narrative reads, with at least this probability, as a
@@ -62,7 +62,7 @@ def requested_remedy(evidence: list[EvidenceText]) -> str:
 
 # --- the consumer's request -------------------------------------------------------------------
 # (kind, pattern, statement) in order of precedence: the first kind a request sentence shows wins.
-_REQUEST_KINDS = (
+REQUEST_KINDS = (
     ("stop_contact", re.compile(r"\bstop (?:the |all |these )?(?:calls?|calling|contact\w*|harass\w*|collect\w*)"
                                 r"|\bcease\b|\bdo not (?:call|contact)\b|\bleave me alone\b|\bwant (?:this|it) to stop\b"
                                 r"|\bharass me at work\b", re.IGNORECASE),
@@ -122,7 +122,7 @@ def consumer_request(evidence: list[EvidenceText]) -> dict:
                 break
     chosen = ranked[:3] if ranked else ([implied] if implied else [])
     for _, order, _, sentence in chosen:
-        for kind, pattern, statement in _REQUEST_KINDS:
+        for kind, pattern, statement in REQUEST_KINDS:
             if (match := pattern.search(sentence)):
                 amounts = [a for a in money_amounts(sentence) if a > 0]
                 if kind == "refund" and amounts:

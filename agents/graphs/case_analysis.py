@@ -1,4 +1,4 @@
-"""The case-analysis graph: specialists analyse a case and leave findings, artifacts,
+"""The case-analysis graph (issue 3): specialists analyse a case and leave findings, artifacts,
 proposals and a notice draft — never a domain change.
 
     triage -> evidence_analyst -> risk_assessor -> policy_checker -> adjudicator -> reflect
@@ -13,11 +13,24 @@ agents.schemas; ids a model cites are kept only if they are evidence the model w
 from __future__ import annotations
 
 from django.utils import timezone
+from runs.graph.guards import (
+    CaseText,
+    case_text,
+    first_paragraph,
+    floor_for,
+    instruction_summary,
+    raised,
+    readable,
+    risk_first_paragraph,
+    scrub,
+)
 
-from agents.citations import EvidenceTexts, signal_words, verify_citations
+from agents.citations import EvidenceTexts, verify_citations
+from agents.graphs.guards import request_to_address
 from agents.schemas import (
     UNCLASSIFIED,
     Adjudication,
+    Dispute,
     EvidenceSummary,
     NoticeDraftOutput,
     PolicyCheck,
@@ -26,7 +39,7 @@ from agents.schemas import (
     TriageOutput,
 )
 from cases import policy
-from cases.deadlines import DEADLINE_FIELDS
+from cases.deadlines import DEADLINE_FIELDS, add_days
 from cases.models import CASE_TRANSITIONS, Notice, NoticeStatus, Proposal, ProposalKind, ProposalStatus
 from cases.notice_checker import check_notice, request_statement
 from runs.graph import Graph, Node, NodeContext, NodeResult
@@ -68,6 +81,16 @@ def _record_dropped(ctx: NodeContext, agent: str, dropped: list[dict]) -> None:
                 summary=f"{agent}: {len(dropped)} quote(s) not found in the cited evidence were dropped: {lines}"[:2000])
 
 
+def _record_instructions(ctx: NodeContext, read: CaseText) -> None:
+    """Text in the evidence addressed to the reviewer, the agents or the system becomes a finding
+    of its own, quoted and attributed: it is data, and it changes nothing."""
+    if not read.set_aside:
+        return
+    summary, items = instruction_summary(read)
+    ctx.finding(type="evidence_instruction", confidence=1.0, summary=summary[:2000], data={"set_aside": items},
+                evidence_refs=[item["evidence_id"] for item in items if item["evidence_id"] is not None])
+
+
 # --- specialists ------------------------------------------------------------------------------
 
 def triage(ctx: NodeContext) -> NodeResult:
@@ -94,9 +117,18 @@ def triage(ctx: NodeContext) -> NodeResult:
             data["consumer_request"] = request | {"quote": "", "evidence_id": None}
     _record_dropped(ctx, "triage", dropped)
     data["dropped_citations"] = dropped
+    read = case_text(ctx.case)
+    request = data.get("consumer_request") or {}
+    if request and (scrub(str(request.get("statement") or ""), read)[1] or scrub(str(request.get("quote") or ""), read)[1]):
+        # A "request" that is text addressed to the reviewer is no request of the consumer's.
+        ctx.note("triage: the consumer's request read as an instruction to the reviewer and was set aside.")
+        data["consumer_request"] = {"kind": "none", "statement": "No specific request is stated in the evidence.",
+                                    "quote": "", "evidence_id": None}
+    remedy, removed = scrub(str(data.get("requested_remedy") or ""), read)
+    data["requested_remedy"] = "" if removed else remedy
     ctx.observe(data, key="triage")
     request = data.get("consumer_request") or {}
-    wants = request.get("statement") or out.requested_remedy or "not stated"
+    wants = request_statement(request) or request_statement(data["requested_remedy"]) or "not stated"
     if data.get("needs_analyst"):
         why = (f"labels outside the taxonomy ({', '.join(invalid)})" if invalid else
                f"confidence {out.confidence:.2f} is below {_min_confidence():.2f}")
@@ -121,13 +153,19 @@ def evidence_analyst(ctx: NodeContext) -> NodeResult:
     out: EvidenceSummary = ctx.call_model(schema=EvidenceSummary)
     refs = _shown_evidence(ctx, out.evidence_refs)
     shown = [p.model_dump(mode="json") for p in out.key_points if _shown_evidence(ctx, [p.evidence_id])]
+    read = case_text(ctx.case)
+    shown = [p for p in shown if not scrub(p["text"], read)[1]]  # a key point is never an instruction
     check = verify_citations(EvidenceTexts(ctx.case), shown, quote_key="text", what="key point")
     points = check.verified
-    ctx.observe(out)
+    summary, _removed = scrub(out.summary, read)
+    summary = summary or "The evidence was read; its summary held only text addressed to the reviewer."
+    ctx.observe(out.model_copy(update={"summary": summary, "key_points": [p for p in out.key_points
+                                                                             if p.model_dump(mode="json") in shown]}))
     _record_dropped(ctx, "evidence_analyst", check.dropped)
-    ctx.finding(type="evidence_summary", summary=out.summary, evidence_refs=refs, confidence=0.6,
+    _record_instructions(ctx, read)
+    ctx.finding(type="evidence_summary", summary=summary, evidence_refs=refs, confidence=0.6,
                 data={"key_points": points})
-    ctx.artifact(kind="evidence_summary", content={"summary": out.summary, "key_points": points,
+    ctx.artifact(kind="evidence_summary", content={"summary": summary, "key_points": points,
                                                    "evidence_refs": refs, "dropped_citations": check.dropped})
     if len(shown) != len(out.key_points):
         ctx.note(f"evidence_analyst: dropped {len(out.key_points) - len(shown)} citation(s) to evidence it was "
@@ -152,14 +190,18 @@ def risk_assessor(ctx: NodeContext) -> NodeResult:
             else:
                 item = check.verified[0]
         signals.append(item)
-    observed = out.model_dump(mode="json") | {"signals": signals}
+    read = case_text(ctx.case)
+    signals = [s | {"description": scrub(str(s.get("description") or ""), read)[0] or str(s.get("code"))}
+               for s in signals]
+    rationale = scrub(out.rationale, read)[0] or f"Risk {out.risk_level}."
+    observed = out.model_dump(mode="json") | {"signals": signals, "rationale": rationale}
     ctx.observe(observed, key="risk_assessor")
     _record_dropped(ctx, "risk_assessor", dropped)
     headline = f"Risk {out.risk_level}"
-    summary = out.rationale if out.rationale.lower().startswith(headline.lower()) else f"{headline}: {out.rationale}"
+    summary = rationale if rationale.lower().startswith(headline.lower()) else f"{headline}: {rationale}"
     ctx.finding(type="risk_level", summary=summary, evidence_refs=refs,
                 confidence=out.confidence, data={"risk_level": out.risk_level, "signals": signals})
-    ctx.artifact(kind="risk_assessment", content={"risk_level": out.risk_level, "rationale": out.rationale,
+    ctx.artifact(kind="risk_assessment", content={"risk_level": out.risk_level, "rationale": rationale,
                                                   "signals": signals, "evidence_refs": refs,
                                                   "confidence": out.confidence, "dropped_citations": dropped})
     return _continue(ctx)
@@ -167,6 +209,10 @@ def risk_assessor(ctx: NodeContext) -> NodeResult:
 
 def policy_checker(ctx: NodeContext) -> NodeResult:
     out: PolicyCheck = ctx.call_model(schema=PolicyCheck)
+    read = case_text(ctx.case)
+    out = out.model_copy(update={
+        "rules": [r.model_copy(update={"reason": scrub(r.reason, read)[0]}) for r in out.rules],
+        "notice_reason": scrub(out.notice_reason, read)[0]})
     known = [rule for rule in out.rules if rule.code in policy.RULES_BY_CODE]
     if len(known) != len(out.rules):
         ctx.note("policy_checker: ignored rule codes that are not in cases/policy.py: "
@@ -190,7 +236,7 @@ def adjudicator(ctx: NodeContext) -> NodeResult:
     """Merge the specialists' findings. A risk level that contradicts the risk assessor's becomes a
     finding of its own that `contradicts` it; each dispute becomes a dispute artifact naming the
     findings on both sides. Nothing is deleted: both positions stay on record."""
-    out: Adjudication = ctx.call_model(schema=Adjudication)
+    out: Adjudication = _guarded_adjudication(ctx, ctx.call_model(schema=Adjudication))
     ctx.observe(out)
     assessed = ctx.committed_findings(agent="risk_assessor", type="risk_level").last()
     assessed_level = (assessed.data or {}).get("risk_level") if assessed else None
@@ -224,6 +270,26 @@ def adjudicator(ctx: NodeContext) -> NodeResult:
                 data={"risk_level": out.risk_level, "recommended_transition": out.recommended_transition})
     ctx.artifact(kind="adjudication", content=out.model_dump(mode="json"))
     return _continue(ctx)
+
+
+def _guarded_adjudication(ctx: NodeContext, out: Adjudication) -> Adjudication:
+    """Whatever the provider answered: its words without text addressed to the reviewer, and its
+    risk level at least the policy floor of the signals the evidence and the case record show."""
+    read = case_text(ctx.case)
+    summary = scrub(out.summary, read)[0] or "The agents' summary held only text addressed to the reviewer."
+    disputes = [d.model_copy(update={"positions": [scrub(p, read)[0] or "(set aside)" for p in d.positions],
+                                     "resolution": scrub(d.resolution, read)[0]}) for d in out.disputes]
+    signals = (ctx.state.observations.get("risk_assessor") or {}).get("signals") or []
+    minimum, because = floor_for(ctx.case, read, signals)
+    level = raised(out.risk_level, minimum)
+    if level != out.risk_level:
+        words = ", ".join(because)
+        ctx.note(f"adjudicator: risk {out.risk_level} raised to {level}, the policy minimum for {words}.")
+        disputes.append(Dispute(topic="risk level", positions=[
+            f"adjudicator: {out.risk_level}", f"policy: {words} require(s) at least {minimum}"],
+            resolution=f"Raised to {level}: policy minimums prevail over any agent's level."))
+        summary = summary.replace(f"Risk {out.risk_level}", f"Risk {level}", 1)
+    return out.model_copy(update={"summary": summary, "disputes": disputes, "risk_level": level})
 
 
 def _observed_gaps(ctx: NodeContext) -> list[tuple[str, list[str]]]:
@@ -293,7 +359,7 @@ def proposer(ctx: NodeContext) -> NodeResult:
     on_case = set(case.evidence.filter(pk__in=cited).values_list("pk", flat=True))
     refs = [r for r in cited if r in on_case]
     made, skipped = [], []
-    # "Ask the agents again" on a stale proposal: the re-run proposes only for that question.
+    # "Ask the agents again" on a stale proposal (issue 7): the re-run proposes only for that question.
     focus = (ctx.run.input or {}).get("kind") if (ctx.run.input or {}).get("reask_proposal_id") else None
 
     level = adjudication.get("risk_level")
@@ -304,14 +370,7 @@ def proposer(ctx: NodeContext) -> NodeResult:
         if existing is not None:
             skipped.append(f"risk level {level}: already proposed as P{existing.pk}")
         else:
-            # The first line is what a person reads first (on the card and in the inbox): the risk and
-            # what it rests on, in words; the agents' summary and the points table follow.
-            signals = [signal_words(s) for s in risk.get("signals") or [] if isinstance(s, dict)]
-            signals = [words for words in dict.fromkeys(signals) if words]
-            first = (f"Risk {level} because of: {'; '.join(signals)}." if signals
-                     else f"Risk {level}: no risk signal was found in the evidence.")
-            rationale = (f"{first}\n{adjudication.get('summary', '')}\n"
-                         f"Risk rationale: {risk.get('rationale', '')}").strip()
+            rationale = _risk_rationale(ctx, level, adjudication, risk)
             result = ctx.tool("proposal_create", action="propose-risk-level", args={
                 "kind": ProposalKind.RISK_LEVEL, "payload": {"risk_level": level}, "rationale": rationale[:4000],
                 "evidence_refs": refs})
@@ -329,11 +388,12 @@ def proposer(ctx: NodeContext) -> NodeResult:
             skipped.append(f"transition {transition}: already proposed as P{existing.pk}")
         else:
             payload = {"transition": transition}
+            first, rest = first_paragraph(adjudication.get("summary") or "")
             if transition in policy.TRANSITIONS_REQUIRING_REASON:
-                payload["reason"] = adjudication.get("summary", "")[:1000]
+                payload["reason"] = readable(first, [])[:1000]
             result = ctx.tool("proposal_create", action="propose-transition", args={
                 "kind": ProposalKind.STATUS_TRANSITION, "payload": payload,
-                "rationale": (adjudication.get("summary") or f"Next step: {transition}.")[:4000],
+                "rationale": readable(first or f"Recommended next step: {transition.replace('_', ' ')}.", [rest])[:4000],
                 "evidence_refs": refs})
             made.append({"what": f"transition {transition}", "ok": result.ok, "status": result.status,
                          "proposal_id": result.result.get("proposal_id"), "error": result.error})
@@ -349,6 +409,24 @@ def proposer(ctx: NodeContext) -> NodeResult:
     return _continue(ctx)
 
 
+def _risk_rationale(ctx: NodeContext, level: str, adjudication: dict, risk: dict) -> str:
+    """What a person reads first on the card and in the inbox: the risk and what it rests on, in
+    words, with a verified quotation; the agents' summaries and the points table fold below it."""
+    signals = [s for s in risk.get("signals") or [] if isinstance(s, dict)]
+    floor_codes = []
+    for dispute in adjudication.get("disputes") or []:
+        if str(dispute.get("resolution") or "").startswith("Raised to") and "policy" in " ".join(dispute.get("positions")
+                                                                                              or []):
+            floor_codes = [c for c in ("FRAUD-ID", "SCRA", "OLDER-AM", "HARASSMENT")
+                           if c in " ".join(dispute.get("positions") or [])]
+    first = risk_first_paragraph(level, signals, floor_codes)
+    _, adjudication_rest = first_paragraph(adjudication.get("summary") or "")
+    adjudication_rest = adjudication_rest.removeprefix("Details:").strip()
+    risk_first, risk_rest = first_paragraph(risk.get("rationale") or "")
+    return readable(first, ["Details: " + adjudication_rest if adjudication_rest else "",
+                            f"Risk rationale: {risk_first} {risk_rest.removeprefix('Details:').strip()}".strip()])
+
+
 def _notice_due(ctx: NodeContext) -> tuple[bool, str]:
     """Due when the policy checker says so AND the domain agrees now (the status allows it and no
     live response notice exists). The model's opinion alone never drafts a notice."""
@@ -358,7 +436,7 @@ def _notice_due(ctx: NodeContext) -> tuple[bool, str]:
     case = ctx.case
     if case.status not in policy.NOTICE_DUE_FROM_STATUSES:
         return False, f"the case is {case.status}; notices are due only from {sorted(policy.NOTICE_DUE_FROM_STATUSES)}"
-    # A notice this very step drafted in an attempt that died is its own, not another's:
+    # A notice this very step drafted in an attempt that died is its own, not another's (issue 12):
     # the retried step re-reads it through the tool calls' idempotency keys and finishes it.
     own = idempotency_key(run_id=ctx.run.pk, sequence=ctx.sequence, action="draft-notice")
     live = (Notice.objects.filter(case=case, kind="response").exclude(status__in=DEAD_NOTICE_STATUSES)
@@ -369,7 +447,7 @@ def _notice_due(ctx: NodeContext) -> tuple[bool, str]:
 
 
 def _drafting_facts(ctx: NodeContext) -> dict:
-    """What the drafter must ground the notice in: the stored due dates, whether a notice
+    """What the drafter must ground the notice in (issue 7): the stored due dates, whether a notice
     was already sent, whether the response is already late, and the consumer's request (triage's
     `consumer_request["statement"]` when present, else its `requested_remedy`)."""
     case = ctx.case
@@ -377,13 +455,30 @@ def _drafting_facts(ctx: NodeContext) -> dict:
     request = triaged.get("consumer_request") or triaged.get("requested_remedy") or ""
     today = timezone.localdate()
     sent = case.notices.filter(status=NoticeStatus.SENT).exists()
+    late = bool(case.response_due and case.response_due < today and not sent)
     return {
+        "today": today.isoformat(),
         "due_dates": {field: (getattr(case, field).isoformat() if getattr(case, field) else None)
                       for field in DEADLINE_FIELDS},
         "notice_sent": sent,
-        "response_late": bool(case.response_due and case.response_due < today and not sent),
-        "consumer_request": request_statement(request),
+        "response_late": late,
+        # When late, the letter apologises and commits to this date (five working days ahead).
+        "commit_date": add_days(today, 5, business=True).isoformat() if late else None,
+        "consumer_request": request_to_address(request),
+        # The request with its kind and verified quotation: restated in our words, or quoted verbatim.
+        "consumer_request_detail": request if isinstance(request, dict) else {},
     }
+
+
+def _scrubbed(ctx: NodeContext, draft: NoticeDraftOutput, read: CaseText) -> NoticeDraftOutput:
+    """The draft without sentences addressed to the reviewer or repeating such evidence text."""
+    body, removed = scrub(draft.body, read)
+    subject, removed_subject = scrub(draft.subject, read)
+    if not (removed or removed_subject):
+        return draft
+    ctx.note(f"notice_drafter: {len(removed) + len(removed_subject)} sentence(s) of the draft read as instructions "
+             f"or repeated evidence text addressed to the reviewer, and were left out.")
+    return draft.model_copy(update={"body": body or "(empty)", "subject": subject or "Your complaint"})
 
 
 def _check_draft(ctx: NodeContext, draft: NoticeDraftOutput, facts: dict) -> list[dict]:
@@ -396,7 +491,7 @@ def notice_drafter(ctx: NodeContext) -> NodeResult:
     """Draft the response notice and submit it for a supervisor's approval, when one is due. It is
     never sent from here: sending needs a person's approval of the exact text.
 
-    The draft is grounded: the model gets the stored due dates, and its text goes
+    The draft is grounded (issue 7): the model gets the stored due dates, and its text goes
     through the notice checker; a flagged draft is revised once with the flags, and if still
     flagged it is left as a draft (not submitted) with a finding naming the flags. A response that
     is already late gets a finding too (the draft says so, without promising a past date)."""
@@ -410,11 +505,13 @@ def notice_drafter(ctx: NodeContext) -> NodeResult:
                     summary=(f"The response was due on {facts['due_dates']['response_due']} and no notice has been "
                              f"sent: the response is late. The draft says so and promises no past date."),
                     data={"response_due": facts["due_dates"]["response_due"]})
-    draft: NoticeDraftOutput = ctx.call_model(schema=NoticeDraftOutput, extra_context=facts)
+    read = case_text(ctx.case)
+    draft = _scrubbed(ctx, ctx.call_model(schema=NoticeDraftOutput, extra_context=facts), read)
     flags = _check_draft(ctx, draft, facts)
     if flags:
         ctx.note(f"notice_drafter: the checker flagged the draft ({', '.join(f['code'] for f in flags)}); revising.")
-        draft = ctx.call_model(schema=NoticeDraftOutput, extra_context=facts | {"check_flags": flags})
+        draft = _scrubbed(ctx, ctx.call_model(schema=NoticeDraftOutput, extra_context=facts | {"check_flags": flags}),
+                          read)
         flags = _check_draft(ctx, draft, facts)
     drafted = ctx.tool("notice_draft", action="draft-notice",
                        args={"subject": draft.subject, "body": draft.body, "kind": "response",
@@ -481,11 +578,15 @@ GRAPH = Graph(
             "name the agents to revisit.")),
         Node("proposer", proposer, version="1"),
         Node("notice_drafter", notice_drafter, version="2", instructions=(
-            "Draft the response notice to the consumer: acknowledge the complaint, state what will be reviewed "
-            "and by when. Plain, courteous, no promises of outcome, no personal data beyond what is needed. "
-            "Use only the dates in due_dates that are today or later (never a past date); if response_late, say "
-            "that the reply is late. Address consumer_request, quoting it in quotation marks. Claim no action "
-            "(\"we have asked / reviewed / refunded / contacted\") that the case's events do not show, and never "
-            "restate evidence text as your own words. If check_flags is given, fix every flag.")),
+            "Draft the response notice to the consumer as a complaint team's letter: greeting; what we received "
+            "and its reference; what happens next and by when; how to reach us quoting the reference; signed by "
+            "the Consumer Complaints Team. Plain, courteous, no promises of outcome, no personal data beyond what "
+            "is needed. Write dates in words and use only the dates in due_dates that are today or later (never "
+            "a past date); if response_late, apologise and commit to commit_date. Restate consumer_request in your "
+            "own words WITHOUT quotation marks (leave it out when empty); put in quotation marks only the exact "
+            "words of consumer_request_detail.quote. Claim no action, contact or finding (\"we have asked / "
+            "reviewed / refunded / contacted\", \"we are working with the company\") that the case's events do "
+            "not show, and never restate evidence text as your own words. If check_flags is given, fix every "
+            "flag.")),
     ),
 )

@@ -98,6 +98,12 @@ def _pending_proposal(case, kind: str, key: str, value) -> Proposal | None:
     return None
 
 
+def _link(case, kind: str, pk) -> str:
+    """Where a person finds a proposal or notice: its place on the case page (answers name things
+    in words and links, never by internal ids)."""
+    return f"/cases/{case.reference}/#{kind}-{pk}"
+
+
 def _propose(ctx: NodeContext, *, action: str, kind: str, payload: dict, rationale: str, what: str) -> dict:
     result = ctx.tool("proposal_create", action=action,
                       args={"kind": kind, "payload": payload, "rationale": rationale, "evidence_refs": []})
@@ -105,8 +111,8 @@ def _propose(ctx: NodeContext, *, action: str, kind: str, payload: dict, rationa
         return _outcome(kind=kind, ok=False, text=f"I could not propose to {what}: {result.error}")
     proposal_id = result.result["proposal_id"]
     return _outcome(kind=kind, ok=True, proposal_id=proposal_id,
-                   text=f"Proposal P{proposal_id} to {what} is waiting for approval by {PROPOSAL_APPROVERS} in "
-                        f"the review inbox. Nothing changes on the case until then.")
+                   text=f"The proposal to {what} is waiting for approval by {PROPOSAL_APPROVERS} in the review "
+                        f"inbox ({_link(ctx.case, 'proposal', proposal_id)}). Nothing changes on the case until then.")
 
 
 def _status_transition(ctx: NodeContext, case, intent: ChatIntent, action: str, rationale: str) -> dict:
@@ -123,8 +129,8 @@ def _status_transition(ctx: NodeContext, case, intent: ChatIntent, action: str, 
     existing = _pending_proposal(case, ProposalKind.STATUS_TRANSITION, "transition", name)
     if existing is not None:
         return _outcome(kind=intent.kind, ok=True, proposal_id=existing.pk, existing=True,
-                       text=f"Proposal P{existing.pk} to {_nice(name)} {case.reference} is already waiting for "
-                            f"approval by {PROPOSAL_APPROVERS}.")
+                       text=f"A proposal to {_nice(name)} {case.reference} is already waiting for approval by "
+                            f"{PROPOSAL_APPROVERS} ({_link(case, 'proposal', existing.pk)}).")
     payload = {"transition": name}
     if name in policy.TRANSITIONS_REQUIRING_REASON:
         payload["reason"] = rationale[:1000]
@@ -147,8 +153,8 @@ def _risk_level(ctx: NodeContext, case, intent: ChatIntent, action: str, rationa
     existing = _pending_proposal(case, ProposalKind.RISK_LEVEL, "risk_level", level)
     if existing is not None:
         return _outcome(kind=intent.kind, ok=True, proposal_id=existing.pk, existing=True,
-                       text=f"Proposal P{existing.pk} to set the risk level to {level} is already waiting for "
-                            f"approval by {PROPOSAL_APPROVERS}.")
+                       text=f"A proposal to set the risk level to {level} is already waiting for approval by "
+                            f"{PROPOSAL_APPROVERS} ({_link(case, 'proposal', existing.pk)}).")
     return _propose(ctx, action=action, kind=ProposalKind.RISK_LEVEL, payload={"risk_level": level},
                     rationale=rationale, what=f"set the risk level of {case.reference} to {level}")
 
@@ -168,23 +174,25 @@ def _send_notice(ctx: NodeContext, case, intent: ChatIntent, action: str) -> dic
         state = notice.get_status_display().lower()
         if notice.status == NoticeStatus.APPROVED:
             return _outcome(kind=intent.kind, ok=False, notice_id=notice.pk,
-                           text=f"Notice N{notice.pk} is approved. I cannot send it: {NOTICE_SENDERS} must press "
-                                f"Send on the notice.")
+                           text=f"The response notice is approved ({_link(case, 'notice', notice.pk)}). I cannot "
+                                f"send it: {NOTICE_SENDERS} must press Send on the notice.")
         if notice.status in (NoticeStatus.SENDING, NoticeStatus.SENT):
             return _outcome(kind=intent.kind, ok=False, notice_id=notice.pk,
-                           text=f"Notice N{notice.pk} is already {state}; a notice is sent only once.")
+                           text=f"The response notice is already {state} ({_link(case, 'notice', notice.pk)}); a "
+                                f"notice is sent only once.")
         if notice.status == NoticeStatus.PENDING_APPROVAL:
             return _outcome(kind=intent.kind, ok=False, notice_id=notice.pk,
-                           text=f"Notice N{notice.pk} is waiting for approval by {NOTICE_APPROVERS} who did not "
-                                f"draft it; after that, {NOTICE_SENDERS} sends it.")
+                           text=f"A response notice is already waiting for approval by {NOTICE_APPROVERS} who did "
+                                f"not draft it ({_link(case, 'notice', notice.pk)}); after that, {NOTICE_SENDERS} "
+                                f"sends it.")
         if notice.status == NoticeStatus.FAILED:
             return _outcome(kind=intent.kind, ok=False, notice_id=notice.pk,
-                           text=f"Sending notice N{notice.pk} failed; {NOTICE_SENDERS} can retry it from the notice "
-                                f"page. I cannot send it.")
+                           text=f"Sending the response notice failed ({_link(case, 'notice', notice.pk)}); "
+                                f"{NOTICE_SENDERS} can retry it from the notice. I cannot send it.")
         if notice.status == NoticeStatus.DRAFT:
             return _outcome(kind=intent.kind, ok=False, notice_id=notice.pk,
-                           text=f"Notice N{notice.pk} is a draft; review it and submit it for approval by "
-                                f"{NOTICE_APPROVERS}.")
+                           text=f"A response notice is already drafted ({_link(case, 'notice', notice.pk)}); review "
+                                f"it and submit it for approval by {NOTICE_APPROVERS}.")
     # The drafter reads the case's latest analysis outputs, as the analysis graph's drafter does.
     prior = dict(Artifact.objects.filter(pk__in=ctx.last_source_refs.get("artifact_ids") or [])
                  .order_by("id").values_list("kind", "content"))
@@ -202,10 +210,12 @@ def _send_notice(ctx: NodeContext, case, intent: ChatIntent, action: str) -> dic
     submitted = ctx.tool("notice_submit", action=f"{action}-submit", args={"notice_id": notice_id})
     if not submitted.ok:
         return _outcome(kind=intent.kind, ok=False, notice_id=notice_id,
-                       text=f"I drafted notice N{notice_id} but could not submit it: {submitted.error}")
+                       text=f"I drafted a response notice ({_link(case, 'notice', notice_id)}) but could not submit "
+                            f"it: {submitted.error}")
     return _outcome(kind=intent.kind, ok=True, notice_id=notice_id,
-                   text=f"I drafted notice N{notice_id} and submitted it for approval by {NOTICE_APPROVERS} who did "
-                        f"not draft it; once approved, {NOTICE_SENDERS} sends it. Nothing has been sent.")
+                   text=f"I drafted a response notice ({_link(case, 'notice', notice_id)}) and submitted it for "
+                        f"approval by {NOTICE_APPROVERS} who did not draft it; once approved, {NOTICE_SENDERS} sends "
+                        f"it. Nothing has been sent.")
 
 
 def _remember(ctx: NodeContext, question: Message, intent: ChatIntent, action: str) -> dict:

@@ -41,7 +41,8 @@ def test_dates_must_be_ahead_and_one_of_the_stored_due_dates(dated_case):
     flags = check(dated_case, "You will receive our response by 2019-03-01.")
     assert codes(flags) == ["past_date"] and "before today (2026-03-05)" in flags[0]["message"]
     assert codes(check(dated_case, "You will hear from us by 2026-03-20.")) == ["date_not_due"]
-    assert check(dated_case, "The consumer wrote: “it happened on 2019-03-01”.") == []  # quoted, not promised
+    # Quotation marks do not make a past date harmless, and words the evidence does not hold are a misquote.
+    assert codes(check(dated_case, "The consumer wrote: “it happened on 2019-03-01”.")) == ["misquote", "past_date"]
 
 
 def test_claimed_actions_need_a_recorded_event(dated_case, supervisor):
@@ -71,8 +72,11 @@ def test_the_consumers_request_must_be_addressed(dated_case):
                "evidence_id": None}
     flags = check(dated_case, "We are reviewing your complaint.", request=request)
     assert codes(flags) == ["request_not_addressed"]
-    assert check(dated_case, "You asked: “I want the double charge of $1,200 refunded.” We are looking into it.",
+    # Restated in our own words, without quotation marks (the consumer never wrote this sentence).
+    assert check(dated_case, "You ask for the double charge of $1,200 to be refunded. We will look into it.",
                  request=request) == []
+    assert "misquote" in codes(check(dated_case, "You asked: “I want the double charge of $1,200 refunded.”",
+                                     request=request))
     # The older triage field (a string) is used when there is no structured request.
     assert codes(check(dated_case, "Thank you.", request="Please refund the late fee.")) == ["request_not_addressed"]
     assert check(dated_case, "Thank you.", request="No specific remedy is stated in the evidence.") == []
@@ -140,3 +144,44 @@ def test_a_date_that_passed_since_drafting_needs_a_confirmation_at_approval(date
                                 override_reason="Sent late by agreement; the new date follows separately.")
     notice.refresh_from_db()
     assert notice.status == NoticeStatus.APPROVED and codes(notice.check_flags) == ["past_date"]
+
+
+# --- quotations are checked too -----------------------------------------------------------------------
+
+def test_a_quotation_must_occur_verbatim_in_the_evidence(dated_case):
+    # The evidence: "I was charged {$1200.00} twice for the same purchase. ..."
+    assert check(dated_case, "You wrote: “I was charged {$1200.00} twice for the same purchase.”") == []
+    assert check(dated_case, 'You wrote: "I was  charged {$1200.00}\ntwice for the same purchase"') == []  # spacing
+    assert check(dated_case, "You wrote: “I was charged {$1200.00} twice…”") == []  # a shortened quotation
+    flags = check(dated_case, "You wrote: “I was charged twice and want my money back.”")
+    assert codes(flags) == ["misquote"] and "does not occur in the case's evidence" in flags[0]["message"]
+    assert codes(check(dated_case, "You asked for ‘Removal of the disputed items’.")) == ["misquote"]
+    assert codes(check(dated_case, "You wrote: “i was charged {$1200.00} twice”.")) == ["misquote"]  # letters as written
+
+
+def test_a_false_claim_inside_quotation_marks_is_flagged(dated_case):
+    flags = check(dated_case, "Our records say: “we have refunded the double charge”.")
+    assert sorted(codes(flags)) == ["misquote", "unrecorded_action"]
+    assert "we have refunded" in [f for f in flags if f["code"] == "unrecorded_action"][0]["message"]
+
+
+def test_a_past_date_inside_quotation_marks_is_flagged(dated_case):
+    flags = check(dated_case, "Your response is due “by 2019-03-01”.")
+    assert "past_date" in codes(flags)
+
+
+def test_implied_contact_and_placeholders_are_flagged(dated_case):
+    flags = check(dated_case, "We are reviewing the information you provided with Example Bank, N.A.")
+    assert codes(flags) == ["implied_contact"]
+    assert codes(check(dated_case, "We are in touch with the company.")) == ["implied_contact"]
+    flags = check(dated_case, "You asked for the following. No specific request is stated in the evidence.")
+    assert codes(flags) == ["placeholder"]
+    assert check(dated_case, "We will look into your complaint and reply by 2026-03-17.") == []
+
+
+def test_a_late_reply_may_commit_to_a_near_date_but_never_a_past_one(analyst):
+    case = make_case(actor=analyst, received_at=date(2026, 1, 2))  # response was due in January
+    today = date(2026, 3, 5)
+    assert check(case, "We are sorry for the delay. We will reply by 12 March 2026.", today=today) == []
+    assert codes(check(case, "We will reply by 30 March 2026.", today=today)) == ["date_not_due"]
+    assert codes(check(case, "We will reply by 2 March 2026.", today=today)) == ["past_date"]

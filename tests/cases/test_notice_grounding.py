@@ -10,11 +10,12 @@ from pathlib import Path
 from django.conf import settings
 
 from agents.context import case_snapshot
+from agents.graphs.guards import request_to_address
 from analyst.provider import OfflineAnalyst
 from analyst.registry import AGENTS
 from cases import services
 from cases.models import CaseEvent
-from cases.notice_checker import check_notice, request_statement
+from cases.notice_checker import check_notice
 from runs.providers import ModelRequest
 
 SAMPLE = Path(settings.BASE_DIR) / "analyst" / "data" / "cfpb_complaints.csv"
@@ -41,10 +42,12 @@ def _draft_for(case, *, today: date) -> dict:
     for agent in ("triage", "risk_assessor"):
         context["prior"][agent] = _ask(agent, context)
     triaged = context["prior"]["triage"]
-    request = request_statement(triaged.get("consumer_request") or triaged.get("requested_remedy"))
+    detail = triaged.get("consumer_request") or {}
+    request = request_to_address(detail or triaged.get("requested_remedy"))
     context |= {"due_dates": {f: getattr(case, f).isoformat() for f in ("acknowledge_due", "response_due",
                                                                        "close_due")},
-                "notice_sent": False, "response_late": case.response_due < today, "consumer_request": request}
+                "notice_sent": False, "response_late": case.response_due < today, "consumer_request": request,
+                "consumer_request_detail": detail}
     return _ask("notice_drafter", context) | {"consumer_request": request}
 
 
@@ -83,7 +86,8 @@ def test_the_offline_drafter_has_no_flags_on_any_cfpb_complaint(analyst, supervi
     # A fresh case, its due dates ahead: the draft promises the stored response date.
     fresh = _open_cases(rows[:1], analyst, supervisor)[0]
     draft = _draft_for(fresh, today=fresh.received_at)
-    assert f"by {fresh.response_due.isoformat()}" in draft["body"]
+    due = fresh.response_due
+    assert f"our response by {due.day} {due:%B %Y}." in draft["body"]  # the stored date, in words
     assert _flags([fresh], today=fresh.received_at) == {}
 
 

@@ -161,7 +161,7 @@ def test_please_close_the_case_creates_a_proposal_and_leaves_the_case_unchanged(
 
     # The answer says approval is required, and by whom.
     assert reply.in_reply_to_id == question.pk
-    assert f"Proposal P{proposal.pk}" in reply.content
+    assert f"#proposal-{proposal.pk})" in reply.content and f"P{proposal.pk}" not in reply.content
     assert "approval by a supervisor" in reply.content
     assert reply.metadata["proposal_ids"] == [proposal.pk]
     assert reply.metadata["cited"]["case_status"] == "decided"
@@ -191,7 +191,7 @@ def test_asking_twice_does_not_duplicate_a_pending_proposal(thread, analyst, cas
     post_and_answer(thread, analyst, "Set the risk level to high.")
     _question, reply, _run = post_and_answer(thread, analyst, "Set the risk level to high.")
     [proposal] = Proposal.objects.filter(case=case)
-    assert f"P{proposal.pk}" in reply.content and "already waiting" in reply.content
+    assert f"#proposal-{proposal.pk})" in reply.content and "already waiting" in reply.content
 
 
 def test_send_the_notice_drafts_and_submits_for_approval_but_sends_nothing(thread, analyst, case, supervisor,
@@ -204,7 +204,7 @@ def test_send_the_notice_drafts_and_submits_for_approval_but_sends_nothing(threa
                                                                  "agent:answer@1")
     assert not NoticeDispatch.objects.exists() and mailoutbox == []
     assert case_state(case)[0] == before[0]
-    assert f"notice N{notice.pk}" in reply.content and "approval by a supervisor" in reply.content
+    assert f"#notice-{notice.pk})" in reply.content and f"N{notice.pk}" not in reply.content and "approval by a supervisor" in reply.content
     assert ModelCall.objects.filter(run=run, agent="notice_drafter").count() == 1
 
 
@@ -216,7 +216,7 @@ def test_an_approved_notice_is_never_sent_from_chat(thread, analyst, supervisor,
     assert notice.status == NoticeStatus.APPROVED
     assert not NoticeDispatch.objects.exists() and mailoutbox == []
     assert Notice.objects.filter(case=case).count() == 1
-    assert f"Notice N{notice.pk} is approved. I cannot send it" in reply.content
+    assert "The response notice is approved" in reply.content and "I cannot send it" in reply.content
     assert "must press Send" in reply.content
 
 

@@ -12,12 +12,12 @@ from django.core.management import CommandError, call_command
 
 from accounts.models import Tenant
 from agents import taxonomy
+from agents.signals import LEVELS, detect_signals, score
 from analyst.agents import consumer_request
 from analyst.context import evidence_of
 from analyst.evaluation import select_rows, split_of
 from analyst.provider import OfflineAnalyst
 from analyst.registry import AGENTS
-from analyst.signals import LEVELS, detect_signals, score
 from cases import services as case_services
 from cases.models import Case
 from runs import services

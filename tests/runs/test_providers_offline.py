@@ -23,12 +23,12 @@ from agents.schemas import (
     ThreadSummaryOutput,
     TriageOutput,
 )
+from agents.signals import LEVELS, Signal, detect_signals, score
 from agents.text import clean_narrative, money_amounts, set_aside_instructions, split_sentences
 from analyst import classifier as classifier_module
 from analyst.chat import detect_intents
 from analyst.provider import OfflineAnalyst
 from analyst.registry import AGENTS
-from analyst.signals import LEVELS, Signal, detect_signals, score
 from cases.policy import RULES
 from core.tokens import count_message_tokens, count_tokens
 from runs.providers import ModelRequest, ProviderError, get_provider
@@ -466,7 +466,7 @@ def test_notice_draft_names_reference_issue_respondent_and_deadline():
     assert "problem with a lender" not in draft.body  # issue is the recorded one, lower-cased
     assert ROWS[OLDER_AMERICAN_ROW]["Issue"][1:] in draft.body
     assert "MOHELA" in draft.body
-    assert "our response by 2026-05-25" in draft.body
+    assert "our response by 25 May 2026." in draft.body  # the date in words
     assert (date(2026, 5, 10) + timedelta(days=60)).isoformat() not in draft.body
     assert "older consumers" in draft.body
     assert "someone@example.com" not in draft.body and "Dear Sir or Madam" in draft.body
@@ -477,11 +477,12 @@ def test_a_late_notice_says_so_and_promises_no_past_date():
     context |= {"today": "2026-03-01", "response_late": True,
                 "due_dates": {"acknowledge_due": "2026-01-25", "response_due": "2026-01-25", "close_due": "2026-03-11"}}
     body = ask("notice_drafter", context).output.body
-    assert "later than our deadline" in body
-    assert "2026-01-25" not in body and "our final response by 2026-03-11" in body
-    context["today"] = "2026-04-01"  # every due date passed: no date is promised at all
+    # Late: an apology and a concrete date we commit to (five working days ahead), never a past one.
+    assert "We are sorry that we have not replied within the time we aim to keep." in body
+    assert "2026-01-25" not in body and "25 January 2026" not in body and "our response by 6 March 2026." in body
+    context["today"] = "2026-04-01"  # every due date passed: still a date ahead, never a past one
     body = ask("notice_drafter", context).output.body
-    assert "2026-03-11" not in body and "as soon as our review is complete" in body
+    assert "11 March 2026" not in body and "our response by 8 April 2026." in body
 
 
 def test_final_response_letter_when_decided():

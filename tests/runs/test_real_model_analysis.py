@@ -56,9 +56,10 @@ def _script(server, evidence_id: int) -> None:
     server.reply_json({"replan": False, "reason": "done", "revisit": []})
     server.reply_json({"subject": "Your complaint", "body": "Dear consumer, we are reviewing your complaint."})
     # That draft does not address what the consumer asked (the notice checker flags it): the
-    # drafter is asked once more and answers with a grounded draft.
-    server.reply_json({"subject": "Your complaint", "body": "Dear consumer, you asked for \u201cA refund of the "
-                       "second charge\u201d. We are reviewing your complaint and that request."})
+    # drafter is asked once more and answers with a grounded draft: the request restated in its own
+    # words, without quotation marks (the consumer never wrote "A refund of the second charge").
+    server.reply_json({"subject": "Your complaint", "body": "Dear consumer, you asked for a refund of the "
+                       "second charge. We are reviewing your complaint and that request."})
 
 
 def test_a_real_model_is_checked_like_the_offline_analyst(analyst, settings, fake_openai):  # noqa: F811

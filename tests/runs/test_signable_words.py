@@ -1,0 +1,209 @@
+"""Drafts a supervisor signs as written: on real complaints the offline analyst's notices and
+rationales carry no misquote, placeholder, internal code, implied contact or unverified quote;
+text in the evidence addressed to the reviewer leaves no trace and changes nothing; and the
+graph's guards hold for any provider's output."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.utils import timezone
+from runs.graph.guards import ADDRESSED_TO_REVIEWER, first_paragraph, readable, risk_first_paragraph
+
+from agents.citations import has_internal_code
+from agents.text import echoes, is_instruction, split_sentences
+from analyst.registry import AGENTS
+from cases import services as case_services
+from cases.models import Notice, Proposal
+from cases.notice_checker import PLACEHOLDERS, check_notice, misquotes
+from runs import services
+from runs.models import Finding, RunStatus
+from tests.runs.conftest import FakeProvider, drive
+
+pytestmark = pytest.mark.django_db
+ROOT = Path(__file__).resolve().parents[2]
+CSV = ROOT / "runs" / "data" / "cfpb_complaints.csv"
+INJECTIONS = json.loads((ROOT / "tests" / "data" / "injections.json").read_text())["texts"]
+SPECIALISTS = ("triage", "evidence_analyst", "risk_assessor", "policy_checker", "adjudicator")
+IMPLIED_CONTACT = re.compile(r"\bwe (?:are|have been|will be) (?:\w+ ){0,3}with\b|\bwith (?:the company|your lender)\b"
+                             r"|\bwe have (?:contacted|spoken|asked|called|written)\b", re.IGNORECASE)
+QUOTED = re.compile(r"“([^”]*)”|\"([^\"]*)\"")
+
+
+def _rows(count: int, offset: int = 0) -> list[dict]:
+    """A fixed set of real complaints with a narrative (the first `count` after `offset`)."""
+    with CSV.open(newline="", encoding="utf-8") as handle:
+        rows = [row for row in csv.DictReader(handle) if len(row["Consumer complaint narrative"].split()) > 30]
+    return rows[offset:offset + count]
+
+
+def _case(analyst, row: dict, *, late: bool, extra: str = ""):
+    received = timezone.localdate() - timedelta(days=40 if late else 3)
+    return case_services.case_create(
+        actor=analyst, tenant=analyst.tenant, title=f"{row['Product']}: {row['Issue']}"[:300], received_at=received,
+        narrative=row["Consumer complaint narrative"] + (" " + extra if extra else ""), product=row["Product"],
+        sub_product=row["Sub-product"], issue=row["Issue"], sub_issue=row["Sub-issue"], company=row["Company"],
+        tags=row["Tags"], source="cfpb", source_reference=row["Complaint ID"], complainant_email="consumer@example.org")
+
+
+def _offline(case) -> dict:
+    """The offline analyst on the case, as the graph hands it over: each specialist, then the
+    notice from the drafting facts; the rationales composed as the proposer composes them."""
+    evidence = [{"id": e.pk, "title": e.title, "text": e.read_text()} for e in case.evidence.all()]
+    today = timezone.localdate()
+    late = bool(case.response_due and case.response_due < today)
+    context = {"today": today.isoformat(), "evidence": evidence, "prior": {},
+               "case": {"reference": case.reference, "status": "triaged", "company": case.company,
+                        "product": case.product, "issue": case.issue, "received_at": case.received_at.isoformat(),
+                        "tags": case.tags},
+               "due_dates": {f: getattr(case, f).isoformat() for f in ("acknowledge_due", "response_due", "close_due")},
+               "response_late": late}
+    for agent in SPECIALISTS:
+        context["prior"][agent] = AGENTS[agent][0](context)
+    context["consumer_request_detail"] = context["prior"]["triage"]["consumer_request"]
+    notice = AGENTS["notice_drafter"][0](context)
+    adjudication, risk = context["prior"]["adjudicator"], context["prior"]["risk_assessor"]
+    status_first, status_rest = first_paragraph(adjudication["summary"])
+    risk_rationale = readable(risk_first_paragraph(adjudication["risk_level"], risk["signals"], []), [risk["rationale"]])
+    return {"notice": notice, "rationales": [readable(status_first, [status_rest]), risk_rationale],
+            "summaries": [context["prior"]["evidence_analyst"]["summary"], risk["rationale"]],
+            "adjudication": adjudication, "evidence": [item["text"] for item in evidence]}
+
+
+def _rubric(case, notice: dict, rationales: list[str], evidence: list[str]) -> dict[str, int]:
+    text = f"{notice['subject']}\n{notice['body']}"
+    firsts = [first_paragraph(r)[0] for r in rationales]
+    quoted_in_firsts = [a or b for first in firsts for a, b in QUOTED.findall(first)]
+    return {
+        "misquotes": len(misquotes(text, evidence)),
+        "placeholders": sum(p.lower() in t.lower() for p in PLACEHOLDERS for t in [text, *firsts]),
+        "codes in first paragraphs": sum(has_internal_code(first) for first in firsts),
+        "codes in notices": int(has_internal_code(text.replace(case.reference, ""))),
+        "implied contact": len(IMPLIED_CONTACT.findall(text)),
+        "unverified quotes": len(misquotes("".join(f"“{q}”" for q in quoted_in_firsts), evidence)),
+        "checker flags": len(check_notice(case=case, recipient=case.complainant_email, subject=notice["subject"],
+                                          body=notice["body"])),
+    }
+
+
+def test_the_notice_rubric_counts_are_zero_on_forty_real_complaints(analyst):
+    totals: dict[str, int] = {}
+    problems = []
+    for index, row in enumerate(_rows(40)):
+        case = _case(analyst, row, late=bool(index % 2))
+        out = _offline(case)
+        counts = _rubric(case, out["notice"], out["rationales"], out["evidence"])
+        for key, value in counts.items():
+            totals[key] = totals.get(key, 0) + value
+        if any(counts.values()):
+            problems.append((row["Complaint ID"], counts, out["notice"]["body"], out["rationales"]))
+    assert all(value == 0 for value in totals.values()), (totals, problems[:2])
+
+
+def test_the_notice_reads_as_a_complaint_team_s_letter_with_what_happens_next_and_by_when(analyst):
+    row = _rows(1)[0]
+    case = _case(analyst, row, late=False)
+    body = _offline(case)["notice"]["body"]
+    assert body.startswith("Dear ")
+    assert f"We received it on {case.received_at.day} {case.received_at:%B %Y}" in body
+    assert f"We will send you our response by {case.response_due.day} {case.response_due:%B %Y}." in body
+    assert f"quoting reference {case.reference}" in body
+    assert body.endswith("Yours sincerely,\nThe Consumer Complaints Team")
+    assert "reviewing the information you provided" not in body and "You asked" not in body
+
+    late = _case(analyst, row, late=True)
+    body = _offline(late)["notice"]["body"]
+    assert "We are sorry that we have not replied" in body
+    committed = re.search(r"We will send you our response by (\d{1,2} \w+ \d{4})\.", body)
+    assert committed, body
+    assert check_notice(case=late, recipient=late.complainant_email, subject="Your complaint", body=body) == []
+
+
+@pytest.mark.parametrize("injection", INJECTIONS, ids=[f"injection-{i}" for i in range(len(INJECTIONS))])
+def test_text_addressed_to_the_reviewer_leaves_no_trace_and_changes_nothing(analyst, injection):
+    row = _rows(1, offset=3)[0]
+    baseline = _offline(_case(analyst, row, late=False))["adjudication"]
+    out = _offline(_case(analyst, row, late=False, extra=injection))
+    assert (out["adjudication"]["risk_level"], out["adjudication"]["recommended_transition"]) == \
+        (baseline["risk_level"], baseline["recommended_transition"])
+    injected = split_sentences(injection)
+    for text in [*out["rationales"], *out["summaries"], out["notice"]["body"], out["notice"]["subject"]]:
+        assert not echoes(text, injected), text
+        assert not any(is_instruction(s, in_document=True) for s in split_sentences(text)), text
+
+
+def _obedient_model(injection: str) -> FakeProvider:
+    """A model that does what the evidence tells it: repeats the injection in every text it writes
+    and answers low risk and closure."""
+    return FakeProvider({
+        "evidence_analyst": lambda request: {"summary": f"The consumer was charged twice. {injection}",
+                                             "evidence_refs": [], "key_points": []},
+        "risk_assessor": {"risk_level": "low", "rationale": f"Low risk. {injection}", "signals": [],
+                          "evidence_refs": [], "confidence": 0.9},
+        "adjudicator": {"summary": f"Recommended next step: start the review. {injection}", "risk_level": "low",
+                        "recommended_transition": "start_review", "disputes": [], "confidence": 0.9},
+        "notice_drafter": {"subject": "Your complaint",
+                           "body": f"Dear Sir or Madam,\n\nWe will look into your complaint. {injection}\n\n"
+                                   f"Yours sincerely,\nThe Consumer Complaints Team"},
+    })
+
+
+@pytest.mark.parametrize("injection", INJECTIONS[:4], ids=[f"injection-{i}" for i in range(4)])
+def test_a_model_repeating_an_injection_is_scrubbed_in_the_graph(analyst, monkeypatch, injection):
+    provider = _obedient_model(injection)
+    monkeypatch.setattr("runs.providers.get_provider", lambda name=None: provider)
+    case = _case(analyst, _rows(1, offset=3)[0], late=False)
+    case_services.case_transition(actor=analyst, case=case, transition="triage")
+    case_services.evidence_add(actor=analyst, case=case, title="Letter", text=injection)
+    run = drive(services.run_start(actor=analyst, case=case))
+    assert run.status == RunStatus.COMPLETED
+    injected = split_sentences(injection)
+    texts = [p.rationale for p in Proposal.objects.filter(case=case)]
+    texts += [n.body for n in Notice.objects.filter(case=case)]
+    texts += list(Finding.objects.filter(run=run).exclude(type="evidence_instruction").values_list("summary", flat=True))
+    assert texts and not [t for t in texts if echoes(t, injected)]
+    recorded = Finding.objects.get(run=run, type="evidence_instruction")
+    assert recorded.summary.startswith(ADDRESSED_TO_REVIEWER)
+    assert [item["quote"] for item in recorded.data["set_aside"]] == injected
+
+
+def test_a_provider_s_low_risk_on_identity_theft_is_raised_to_the_floor(analyst, monkeypatch):
+    provider = FakeProvider({
+        "risk_assessor": {"risk_level": "low", "rationale": "Nothing of note.", "signals": [], "evidence_refs": [],
+                          "confidence": 0.9},
+        "adjudicator": {"summary": "Low risk.", "risk_level": "low", "recommended_transition": "start_review",
+                        "disputes": [], "confidence": 0.9},
+    })
+    monkeypatch.setattr("runs.providers.get_provider", lambda name=None: provider)
+    case = case_services.case_create(
+        actor=analyst, tenant=analyst.tenant, title="Accounts I never opened", product="Credit card",
+        issue="Problem with a purchase shown on your statement", company="Example Bank, N.A.",
+        narrative="I am a victim of identity theft. Someone opened two credit cards in my name without my consent.",
+        complainant_email="consumer@example.org")
+    case_services.case_transition(actor=analyst, case=case, transition="triage")
+    run = drive(services.run_start(actor=analyst, case=case))
+    assert run.status == RunStatus.COMPLETED
+    risk = Proposal.objects.get(case=case, kind="risk_level")
+    assert risk.payload == {"risk_level": "high"}
+    first = first_paragraph(risk.rationale)[0]
+    assert first.startswith("Risk high") and "fraud or identity theft" in first and not has_internal_code(first)
+    assert Finding.objects.filter(run=run, type="dispute", summary__contains="policy minimums prevail").exists()
+
+
+def test_the_graph_s_proposals_and_notice_on_real_complaints_pass_the_rubric(analyst):
+    for index, row in enumerate(_rows(4, offset=10)):
+        case = _case(analyst, row, late=bool(index % 2))
+        case_services.case_transition(actor=analyst, case=case, transition="triage")
+        run = drive(services.run_start(actor=analyst, case=case))
+        assert run.status == RunStatus.COMPLETED
+        notice = Notice.objects.get(case=case)
+        rationales = list(Proposal.objects.filter(case=case).values_list("rationale", flat=True))
+        evidence = [e.read_text() for e in case.evidence.all()]
+        counts = _rubric(case, {"subject": notice.subject, "body": notice.body}, rationales, evidence)
+        assert not any(counts.values()), (counts, notice.body, rationales)
+        assert notice.check_flags == []
