@@ -1,4 +1,4 @@
-"""The case-analysis graph (issue 3): specialists analyse a case and leave findings, artifacts,
+"""The case-analysis graph: specialists analyse a case and leave findings, artifacts,
 proposals and a notice draft — never a domain change.
 
     triage -> evidence_analyst -> risk_assessor -> policy_checker -> adjudicator -> reflect
@@ -359,7 +359,7 @@ def proposer(ctx: NodeContext) -> NodeResult:
     on_case = set(case.evidence.filter(pk__in=cited).values_list("pk", flat=True))
     refs = [r for r in cited if r in on_case]
     made, skipped = [], []
-    # "Ask the agents again" on a stale proposal (issue 7): the re-run proposes only for that question.
+    # "Ask the agents again" on a stale proposal: the re-run proposes only for that question.
     focus = (ctx.run.input or {}).get("kind") if (ctx.run.input or {}).get("reask_proposal_id") else None
 
     level = adjudication.get("risk_level")
@@ -436,7 +436,7 @@ def _notice_due(ctx: NodeContext) -> tuple[bool, str]:
     case = ctx.case
     if case.status not in policy.NOTICE_DUE_FROM_STATUSES:
         return False, f"the case is {case.status}; notices are due only from {sorted(policy.NOTICE_DUE_FROM_STATUSES)}"
-    # A notice this very step drafted in an attempt that died is its own, not another's (issue 12):
+    # A notice this very step drafted in an attempt that died is its own, not another's:
     # the retried step re-reads it through the tool calls' idempotency keys and finishes it.
     own = idempotency_key(run_id=ctx.run.pk, sequence=ctx.sequence, action="draft-notice")
     live = (Notice.objects.filter(case=case, kind="response").exclude(status__in=DEAD_NOTICE_STATUSES)
@@ -447,7 +447,7 @@ def _notice_due(ctx: NodeContext) -> tuple[bool, str]:
 
 
 def _drafting_facts(ctx: NodeContext) -> dict:
-    """What the drafter must ground the notice in (issue 7): the stored due dates, whether a notice
+    """What the drafter must ground the notice in: the stored due dates, whether a notice
     was already sent, whether the response is already late, and the consumer's request (triage's
     `consumer_request["statement"]` when present, else its `requested_remedy`)."""
     case = ctx.case
@@ -491,7 +491,7 @@ def notice_drafter(ctx: NodeContext) -> NodeResult:
     """Draft the response notice and submit it for a supervisor's approval, when one is due. It is
     never sent from here: sending needs a person's approval of the exact text.
 
-    The draft is grounded (issue 7): the model gets the stored due dates, and its text goes
+    The draft is grounded: the model gets the stored due dates, and its text goes
     through the notice checker; a flagged draft is revised once with the flags, and if still
     flagged it is left as a draft (not submitted) with a finding naming the flags. A response that
     is already late gets a finding too (the draft says so, without promising a past date)."""
