@@ -13,7 +13,7 @@ agents.schemas; ids a model cites are kept only if they are evidence the model w
 from __future__ import annotations
 
 from django.utils import timezone
-from runs.graph.guards import (
+from agents.graphs.guards import (
     CaseText,
     case_text,
     first_paragraph,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from django.utils import timezone
-from runs.graph.guards import ADDRESSED_TO_REVIEWER, first_paragraph, readable, risk_first_paragraph
+from agents.graphs.guards import ADDRESSED_TO_REVIEWER, first_paragraph, readable, risk_first_paragraph
 
 from agents.citations import has_internal_code
 from agents.text import echoes, is_instruction, split_sentences
