@@ -22,7 +22,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from cases import policy
-from cases.selectors import case_snapshot
+from cases.snapshot import case_snapshot
 from core import redaction as core_redaction
 from core.tokens import count_tokens, truncate_to_tokens
 from runs.models import Artifact, Finding, MemoryRecord, MemoryStatus

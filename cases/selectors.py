@@ -37,19 +37,6 @@ from cases.models import (
 )
 from core.errors import NotFound
 
-# The fields of a case an agent is shown (its context and the case_read tool).
-CASE_FIELDS = ("reference", "title", "status", "risk_level", "version", "product", "sub_product", "issue",
-               "sub_issue", "company", "consumer_state", "tags", "received_at")
-
-
-def case_snapshot(case) -> dict | None:
-    """The case as an agent sees it: plain JSON values of CASE_FIELDS."""
-    if case is None:
-        return None
-    data = {name: getattr(case, name) for name in CASE_FIELDS}
-    data["received_at"] = case.received_at.isoformat() if case.received_at else None
-    return data
-
 
 def _tenant_id(user) -> int | None:
     return getattr(user, "tenant_id", None)

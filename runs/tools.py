@@ -322,7 +322,7 @@ def tool_abandon_unfinished(*, run, sequence: int) -> list[int]:
 
 def _case_read(inv: ToolInvocation) -> ToolOutcome:
     from cases.models import Case
-    from cases.selectors import case_snapshot
+    from cases.snapshot import case_snapshot
 
     case = Case.objects.get(pk=inv.case.pk)
     return ToolOutcome(result={"case": case_snapshot(case),

@@ -13,6 +13,8 @@ agents.schemas; ids a model cites are kept only if they are evidence the model w
 from __future__ import annotations
 
 from django.utils import timezone
+
+from agents.citations import EvidenceTexts, verify_citations
 from agents.graphs.guards import (
     CaseText,
     case_text,
@@ -21,12 +23,10 @@ from agents.graphs.guards import (
     instruction_summary,
     raised,
     readable,
+    request_to_address,
     risk_first_paragraph,
     scrub,
 )
-
-from agents.citations import EvidenceTexts, verify_citations
-from agents.graphs.guards import request_to_address
 from agents.schemas import (
     UNCLASSIFIED,
     Adjudication,

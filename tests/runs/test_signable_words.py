@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 from django.utils import timezone
-from agents.graphs.guards import ADDRESSED_TO_REVIEWER, first_paragraph, readable, risk_first_paragraph
 
 from agents.citations import has_internal_code
+from agents.graphs.guards import ADDRESSED_TO_REVIEWER, first_paragraph, readable, risk_first_paragraph
 from agents.text import echoes, is_instruction, split_sentences
 from analyst.registry import AGENTS
 from cases import services as case_services
@@ -27,7 +27,7 @@ from tests.runs.conftest import FakeProvider, drive
 
 pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parents[2]
-CSV = ROOT / "runs" / "data" / "cfpb_complaints.csv"
+CSV = ROOT / "analyst" / "data" / "cfpb_complaints.csv"
 INJECTIONS = json.loads((ROOT / "tests" / "data" / "injections.json").read_text())["texts"]
 SPECIALISTS = ("triage", "evidence_analyst", "risk_assessor", "policy_checker", "adjudicator")
 IMPLIED_CONTACT = re.compile(r"\bwe (?:are|have been|will be) (?:\w+ ){0,3}with\b|\bwith (?:the company|your lender)\b"
