@@ -7,6 +7,10 @@ os.environ.setdefault("SECRET_KEY", "tests-only-secret-key-not-for-any-deploymen
 # filesystem broker, the e-mail outbox and uploads of two workers never meet.
 os.environ.setdefault("ARBITER_VAR_DIR", os.path.join(os.path.dirname(os.path.dirname(__file__)), "var", "test",
                                                       os.environ.get("PYTEST_XDIST_WORKER", "main")))
+# The offline analyst's trained classifier is shared by every xdist worker and kept between runs of
+# the suite: it is trained once (under a file lock) and only when its data or training code change.
+os.environ.setdefault("ARBITER_ANALYST_DIR", os.path.join(os.path.dirname(os.path.dirname(__file__)), "var", "test",
+                                                          "analyst"))
 
 from config.settings import *  # noqa: E402,F403
 
