@@ -319,8 +319,8 @@ class ComplaintClassifier:
 _lock = threading.Lock()
 _cache: dict[str, ComplaintClassifier] = {}
 ARTIFACT_KIND = "arbiter-offline-classifier"
-NOT_READY_MESSAGE = ("preparing the offline analyst (training its classifier, about a minute, in a worker); "
-                     "the step waits for it. `manage.py train_analyst` prepares it ahead of time")
+NOT_READY_MESSAGE = ("preparing the offline analyst: a worker is training its classifier, about a minute; "
+                     "`manage.py train_analyst` does it ahead of time")
 
 
 class ClassifierNotReady(ProviderError):

@@ -244,7 +244,7 @@ def test_a_step_without_the_classifier_asks_a_worker_and_retries_then_completes(
         assert outcome.action == "retry"
         run.refresh_from_db()
         assert (run.status, run.error_code) == (RunStatus.RUNNING, "retrying")
-        assert "preparing the offline analyst (training its classifier, about a minute" in run.error
+        assert "preparing the offline analyst: a worker is training its classifier, about a minute" in run.error
         assert run.retry_counts == {"1": 1}
         assert AuditEvent.objects.filter(action="runs.step.retried", target_id=str(run.pk)).count() == 1
         assert "preparing the offline analyst" in ModelCall.objects.get(run=run, agent="triage").error
