@@ -133,6 +133,8 @@ django.setup()
 from analyst.registry import AGENTS
 from runs.providers import ModelRequest
 from analyst.provider import OfflineAnalyst
+from analyst.classifier import classifier_train
+assert classifier_train().trained  # its own, in its own empty folder
 context = json.load(open(sys.argv[1]))
 raws = {}
 for agent in sys.argv[2].split(","):
@@ -146,8 +148,8 @@ print(json.dumps(raws))
 
 @pytest.mark.slow
 def test_outputs_are_identical_across_processes_and_hash_seeds(tmp_path):
-    # A fresh process trains its own classifier (its own empty var dir) under a different hash
-    # seed: set iteration order or training randomness would show up here.
+    # A fresh process trains its own classifier (its own empty artifact folder) under a different
+    # hash seed: set iteration order or training randomness would show up here.
     context = context_for(SERVICEMEMBER_ROW, keep_labels=False)
     context_file = tmp_path / "context.json"
     context_file.write_text(json.dumps(context))
@@ -158,12 +160,13 @@ def test_outputs_are_identical_across_processes_and_hash_seeds(tmp_path):
         expected[agent] = response.raw
     for seed in ("4242",):  # this process runs under another (random) seed
         env = {**os.environ, "PYTHONHASHSEED": seed, "DJANGO_SETTINGS_MODULE": "config.settings_test",
-               "ARBITER_VAR_DIR": str(tmp_path / f"var-{seed}")}
+               "ARBITER_VAR_DIR": str(tmp_path / f"var-{seed}"),
+               "ARBITER_ANALYST_DIR": str(tmp_path / f"var-{seed}" / "analyst")}
         done = subprocess.run([sys.executable, "-c", PIPELINE_SCRIPT, str(context_file), ",".join(PIPELINE)],
                               cwd=settings.BASE_DIR, env=env, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout.strip().splitlines()[-1]) == expected
-        assert list((tmp_path / f"var-{seed}" / "models").iterdir())  # it trained and cached its own
+        assert list((tmp_path / f"var-{seed}" / "analyst").glob("classifier-*.pkl"))  # it trained its own
 
 
 def test_unknown_agent_is_a_non_retryable_provider_error():
