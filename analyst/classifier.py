@@ -24,6 +24,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -312,8 +313,8 @@ class ComplaintClassifier:
 
 
 # --- the trained artifact -----------------------------------------------------------------
-# Training takes a minute or more (8 s of CPU on an idle machine, minutes under load), far too long
-# for a run step, which has a soft time limit. So the classifier is trained outside any run — by
+# Training takes about 10 s of CPU, a minute or several on a busy machine: too long for a run step,
+# which has a soft time limit. So the classifier is trained outside any run — by
 # `manage.py train_analyst` (which `make run` runs), or by classifier_train_task when a step finds
 # no artifact — and written once to settings.ARBITER_ANALYST_DIR; a step only loads it (milliseconds).
 _lock = threading.Lock()
@@ -458,7 +459,7 @@ def _fit(examples: list[Example]) -> ComplaintClassifier:
 
 
 def classifier_train(path: Path = DATA_FILE, *, splits: tuple[str, ...] | None = None, force: bool = False,
-                     say=None) -> TrainingResult:
+                     say: Callable[[str], None] | None = None) -> TrainingResult:
     """Train the classifier of `path` (on the rows of `splits` only, for evaluation) and write its
     artifact, unless one for the same data and code exists (or `force`). Idempotent and safe to call
     from several processes at once: the training lock admits one trainer, and the others, once
