@@ -1,18 +1,19 @@
 """Product / sub-product / issue classifier of the offline analyst.
 
 TF-IDF over word 1–2-grams + multinomial logistic regression (fixed random_state), trained on
-the CFPB complaint sample shipped in analyst/data/ at first use. Sub-product and issue predictions
-are restricted to labels seen with the predicted product, so the three answers stay coherent.
+the CFPB complaint sample shipped in analyst/data/. Sub-product and issue predictions are
+restricted to labels seen with the predicted product, so the three answers stay coherent.
 
-Caching: in-process (one model per data-file hash) and on disk under
-settings.VAR_DIR/models/, keyed by the data file's sha256 and the scikit-learn version, written
-atomically (temp file + rename) so two workers training at once cannot leave a torn file. A file
-that fails to load is ignored and retrained. Nothing is ever downloaded.
+Trained once, outside any run (`manage.py train_analyst`, or classifier_train_task when a step
+finds none), into a versioned artifact under settings.ARBITER_ANALYST_DIR named by the data file's
+sha256 and the training code's version; steps only load it (milliseconds) and keep it in memory.
+Nothing is ever downloaded.
 """
 
 from __future__ import annotations
 
 import csv
+import fcntl
 import hashlib
 import logging
 import math
@@ -21,20 +22,28 @@ import pickle
 import re
 import tempfile
 import threading
+import time
 from collections import Counter
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import date
+from datetime import UTC, date, datetime
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 import sklearn
+from django.conf import settings
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 
 from agents import taxonomy
+from agents import text as text_module
 from agents.text import clean_narrative
+from analyst import cues as cues_module
 from analyst.cues import company_lines, product_cues
+from analyst.tasks import TRAIN_TASK_TIME_LIMIT, classifier_train_task
+from runs.providers import ProviderError
 
 logger = logging.getLogger(__name__)
 
@@ -303,46 +312,222 @@ class ComplaintClassifier:
         return {term: float(weights[index]) for term, index in vocabulary.items() if " " not in term}
 
 
-# --- caching --------------------------------------------------------------------------------
+# --- the trained artifact -----------------------------------------------------------------
+# Training takes about 10 s of CPU, a minute or several on a busy machine: too long for a run step,
+# which has a soft time limit. So the classifier is trained outside any run — by
+# `manage.py train_analyst` (which `make run` runs), or by classifier_train_task when a step finds
+# no artifact — and written once to settings.ARBITER_ANALYST_DIR; a step only loads it (milliseconds).
 _lock = threading.Lock()
 _cache: dict[str, ComplaintClassifier] = {}
+ARTIFACT_KIND = "arbiter-offline-classifier"
+NOT_READY_MESSAGE = ("preparing the offline analyst: a worker is training its classifier, about a minute; "
+                     "`manage.py train_analyst` does it ahead of time")
 
 
-def _cache_file(key: str) -> Path | None:
-    """The cache file of a model: `key` is the data file's sha256 prefix, plus "-train" (etc.) for a
-    model trained on some evaluation splits only — never the same file as the shipped model's."""
-    from django.conf import settings
+class ClassifierNotReady(ProviderError):
+    """No trained classifier yet: its training was asked of a worker, and the step is retried (a
+    retryable provider error, so the run shows `retrying` with this message meanwhile)."""
 
-    var_dir = getattr(settings, "VAR_DIR", None)
-    if not var_dir:
+    def __init__(self, message: str = NOT_READY_MESSAGE):
+        super().__init__(message, retryable=True, status_code=503)
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """Where the classifier trained on these data, by this code, is kept, and what it is."""
+    path: Path
+    source: Path  # the complaint data it is trained on
+    data_sha256: str
+    code_version: str
+    scope: tuple[str, ...] | None = None
+
+    @property
+    def lock_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".lock")
+
+    @property
+    def request_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".requested")
+
+
+@dataclass(frozen=True)
+class TrainingResult:
+    artifact: Artifact
+    trained: bool  # False: an artifact for the same data and code was there already
+    seconds: float  # training time (0 when nothing was trained)
+    examples: int
+
+
+@lru_cache(maxsize=1)
+def code_version() -> str:
+    """MODEL_FORMAT plus a fingerprint of what shapes the trained object besides the complaint data:
+    this module, the cues and the taxonomy (code and shipped data), the narrative cleaner, and the
+    library versions the pickle depends on. Any change to one of them names a new artifact, so a
+    model trained by older code is never loaded by newer code. Computed once per process: it
+    describes the code this process imported."""
+    digest = hashlib.sha256(f"{MODEL_FORMAT}|sklearn {sklearn.__version__}|numpy {np.__version__}".encode())
+    taxonomy_dir = Path(taxonomy.__file__).resolve().parent
+    sources = [Path(__file__).resolve(), Path(cues_module.__file__).resolve(), Path(taxonomy.__file__).resolve(),
+               Path(text_module.__file__).resolve(), *sorted((taxonomy_dir / "data").glob("*"))]
+    for source in sources:
+        if source.is_file():
+            digest.update(source.name.encode() + b"\0" + source.read_bytes() + b"\0")
+    return f"{MODEL_FORMAT}.{digest.hexdigest()[:8]}"
+
+
+def artifact_dir() -> Path:
+    return Path(settings.ARBITER_ANALYST_DIR)
+
+
+def artifact_for(path: Path = DATA_FILE, splits: tuple[str, ...] | None = None) -> Artifact:
+    """classifier-<data sha256, 16 hex>[-<evaluation splits>]-v<code version>.pkl; a model trained on
+    some evaluation splits only never shares a file with the shipped one."""
+    data = _digest_of(path)
+    scope = f"-{'+'.join(splits)}" if splits else ""
+    name = f"classifier-{data[:16]}{scope}-v{code_version()}.pkl"
+    return Artifact(path=artifact_dir() / name, source=Path(path), data_sha256=data, code_version=code_version(),
+                    scope=tuple(splits) if splits else None)
+
+
+def load_artifact(artifact: Artifact) -> ComplaintClassifier | None:
+    # Pickles are code: one is loaded only from our own artifact folder (no symlink out of it),
+    # written by _save_artifact; nobody uploads it. A corrupt, foreign or mismatching file counts as
+    # absent (the next training replaces it).
+    path = artifact.path
+    if path.is_symlink() or path.resolve().parent != artifact_dir().resolve():
+        logger.warning("Refusing classifier artifact %s: not a plain file of %s.", path, artifact_dir())
         return None
-    name = f"offline-classifier-v{MODEL_FORMAT}-{key}-sklearn{sklearn.__version__}.pickle"
-    return Path(var_dir) / "models" / name
-
-
-def _load_from_disk(path: Path) -> ComplaintClassifier | None:
-    # The file is written only by this module into the project's own var directory; it is not
-    # a file anyone uploads. A corrupt or incompatible file is ignored and replaced.
     try:
         with open(path, "rb") as handle:
-            model = pickle.load(handle)  # noqa: S301 - our own artefact, see above
+            payload = pickle.load(handle)  # noqa: S301 - our own artifact, see above
     except FileNotFoundError:
         return None
-    except Exception:  # noqa: BLE001 - any unreadable cache means "retrain"
-        logger.warning("Ignoring unreadable classifier cache %s; retraining.", path, exc_info=True)
+    except Exception:  # noqa: BLE001 - an unreadable artifact means "train again"
+        logger.warning("Ignoring unreadable classifier artifact %s.", path, exc_info=True)
         return None
-    return model if isinstance(model, ComplaintClassifier) else None
+    expected = (ARTIFACT_KIND, artifact.data_sha256, artifact.code_version, artifact.scope)
+    found = (payload.get("kind"), payload.get("data_sha256"), payload.get("code_version"),
+             payload.get("scope")) if isinstance(payload, dict) else None
+    if found != expected or not isinstance(payload.get("model"), ComplaintClassifier):
+        logger.warning("Ignoring classifier artifact %s: not the model of these data and this code.", path)
+        return None
+    return payload["model"]
 
 
-def _save_to_disk(path: Path, model: ComplaintClassifier) -> None:
+def _save_artifact(artifact: Artifact, model: ComplaintClassifier, *, seconds: float) -> None:
+    payload = {"kind": ARTIFACT_KIND, "data_sha256": artifact.data_sha256, "code_version": artifact.code_version,
+               "scope": artifact.scope, "examples": model.trained_on, "training_seconds": round(seconds, 3),
+               "trained_at": datetime.now(UTC).isoformat(timespec="seconds"), "model": model}
+    artifact.path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=artifact.path.parent, prefix=".tmp-classifier-")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-classifier-")
         with os.fdopen(handle, "wb") as stream:
-            pickle.dump(model, stream, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(temporary, path)  # atomic: a concurrent reader sees the old file or the new one
-    except OSError:
-        logger.warning("Could not write classifier cache %s; continuing in memory.", path, exc_info=True)
+            pickle.dump(payload, stream, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(temporary, artifact.path)  # atomic: a reader sees no file or the whole file
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+@contextmanager
+def _training_lock(artifact: Artifact):
+    """Exclusive, across processes, while one artifact is trained. flock is released by the kernel
+    when its holder dies, so a killed trainer never leaves the lock taken."""
+    artifact.lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(artifact.lock_path, "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _training_in_progress(artifact: Artifact) -> bool:
+    try:
+        with open(artifact.lock_path, "rb") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(handle, fcntl.LOCK_UN)
+    except FileNotFoundError:
+        return False
+    except BlockingIOError:
+        return True
+    return False
+
+
+def _fit(examples: list[Example]) -> ComplaintClassifier:
+    return ComplaintClassifier(examples)
+
+
+def classifier_train(path: Path = DATA_FILE, *, splits: tuple[str, ...] | None = None, force: bool = False,
+                     say: Callable[[str], None] | None = None) -> TrainingResult:
+    """Train the classifier of `path` (on the rows of `splits` only, for evaluation) and write its
+    artifact, unless one for the same data and code exists (or `force`). Idempotent and safe to call
+    from several processes at once: the training lock admits one trainer, and the others, once
+    admitted, find its artifact and return without training."""
+    artifact = artifact_for(path, splits)
+    say = say or (lambda message: None)
+    with _training_lock(artifact):
+        existing = None if force else load_artifact(artifact)
+        if existing is not None:
+            return TrainingResult(artifact=artifact, trained=False, seconds=0.0, examples=existing.trained_on)
+        examples = _examples_of(path, splits)
+        say(f"Training the offline analyst's classifier on {len(examples)} complaints "
+            f"(data sha256 {artifact.data_sha256[:16]}…, code version {artifact.code_version})…")
+        started = time.perf_counter()
+        model = _fit(examples)
+        seconds = time.perf_counter() - started
+        _save_artifact(artifact, model, seconds=seconds)
+        artifact.request_path.unlink(missing_ok=True)
+    return TrainingResult(artifact=artifact, trained=True, seconds=seconds, examples=len(examples))
+
+
+def classifier_train_request(artifact: Artifact) -> bool:
+    """Ask a worker to train `artifact` (classifier_train_task), once: a marker file created with
+    O_EXCL says it was asked; the task removes it when done. A marker older than the task's hard
+    time limit means that request was lost (no worker took it, or it died): ask again. Returns
+    whether this call sent the task. Two requests racing past a stale marker send two tasks; the
+    training lock makes the second a no-op."""
+    marker = artifact.request_path
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+    except FileExistsError:
+        try:
+            age = time.time() - marker.stat().st_mtime
+        except FileNotFoundError:
+            age = 0.0  # just removed by the finished task: the artifact is there or about to be
+        if age <= TRAIN_TASK_TIME_LIMIT + 60:
+            return False
+        marker.touch()
+    try:
+        classifier_train_task.apply_async(kwargs={"data_file": str(artifact.source)})
+    except Exception:  # the broker is away: forget the request, the next attempt asks again
+        marker.unlink(missing_ok=True)
+        logger.warning("Could not ask a worker to train the classifier; the step will ask again.", exc_info=True)
+        return False
+    return True
+
+
+def _await_training(artifact: Artifact) -> ComplaintClassifier:
+    """What a step does when the artifact is missing: it never trains. While another process trains
+    it, wait (at most half the step's soft time limit; the step's heartbeat keeps the lease). When
+    nobody does, ask a worker (classifier_train_request) and give this worker back at once with
+    ClassifierNotReady: on a one-process worker the training task runs only after this step ends."""
+    deadline = time.monotonic() + settings.ARBITER_RUN_STEP_SOFT_TIME_LIMIT / 2
+    while True:
+        model = load_artifact(artifact) if artifact.path.exists() else None
+        if model is not None:
+            return model
+        if not _training_in_progress(artifact):
+            classifier_train_request(artifact)
+            # With CELERY_TASK_ALWAYS_EAGER the task has just run here; otherwise this finds nothing.
+            model = load_artifact(artifact) if artifact.path.exists() else None
+            if model is not None:
+                return model
+            raise ClassifierNotReady()
+        if time.monotonic() >= deadline:
+            raise ClassifierNotReady()
+        time.sleep(0.5)
 
 
 _digests: dict[tuple[str, int, int], str] = {}
@@ -363,7 +548,8 @@ _scope = threading.local()
 @contextmanager
 def training_scope(splits: tuple[str, ...]):
     """Within the block, get_classifier() trains on the rows of these evaluation splits only
-    (analyst.evaluation.split_of), so `manage.py evaluate` never scores a complaint it trained on."""
+    (analyst.evaluation.split_of), so `manage.py evaluate` never scores a complaint it trained on.
+    Evaluation is an offline command, not a worker's step: such a model is trained in-process."""
     previous = getattr(_scope, "splits", None)
     _scope.splits = tuple(splits)
     try:
@@ -372,8 +558,7 @@ def training_scope(splits: tuple[str, ...]):
         _scope.splits = previous
 
 
-def _examples_in_scope(path: Path) -> list[Example]:
-    splits = getattr(_scope, "splits", None)
+def _examples_of(path: Path, splits: tuple[str, ...] | None) -> list[Example]:
     examples = load_examples(path)
     if not splits:
         return examples
@@ -382,26 +567,24 @@ def _examples_in_scope(path: Path) -> list[Example]:
     return [e for e in examples if split_of(e.complaint_id) in splits]
 
 
-def get_classifier(path: Path = DATA_FILE, *, use_disk_cache: bool = True) -> ComplaintClassifier:
-    """The trained classifier for `path`, trained once per process (and per data-file content
-    and training scope)."""
+def get_classifier(path: Path = DATA_FILE) -> ComplaintClassifier:
+    """The trained classifier of `path`: from this process's memory, else loaded from its artifact.
+    Never trained here (except within training_scope): with no artifact, a worker is asked to train
+    it and ClassifierNotReady is raised, so the step is retried."""
     splits = getattr(_scope, "splits", None)
-    digest = _digest_of(path)[:24] + (f"-{'+'.join(splits)}" if splits else "")
+    artifact = artifact_for(path, splits)
+    key = str(artifact.path)
     with _lock:
-        model = _cache.get(digest)
+        model = _cache.get(key) or load_artifact(artifact)
+        if model is None and splits:
+            classifier_train(path, splits=splits)
+            model = load_artifact(artifact)
         if model is not None:
+            _cache[key] = model
             return model
-        cache_file = _cache_file(digest) if use_disk_cache else None
-        model = _load_from_disk(cache_file) if cache_file else None
-        if model is not None and getattr(model, "scope", None) != splits:
-            model = None  # trained on other rows than asked for: never reuse it
-        if model is None:
-            model = ComplaintClassifier(_examples_in_scope(path))
-            model.scope = splits
-            if cache_file:
-                _save_to_disk(cache_file, model)
-        _cache[digest] = model
-        return model
+    model = _await_training(artifact)  # outside the lock: it may wait
+    with _lock:
+        return _cache.setdefault(key, model)
 
 
 def clear_cache() -> None:

@@ -480,6 +480,9 @@ def _fraction(name: str, raw: str) -> float:
 # dispute and notices leave product and issue out.
 ARBITER_TRIAGE_MIN_CONFIDENCE = _fraction("ARBITER_TRIAGE_MIN_CONFIDENCE",
                                           env_str("ARBITER_TRIAGE_MIN_CONFIDENCE", "0.6"))
+# Where the offline analyst's trained classifier is kept (`manage.py train_analyst` writes it;
+# steps only load it). Default: <ARBITER_VAR_DIR>/analyst
+ARBITER_ANALYST_DIR = Path(env_str("ARBITER_ANALYST_DIR", str(VAR_DIR / "analyst")))
 # Output token limit of one model answer, and the reasoning effort sent to models that take one
 # ("" = do not send the parameter; minimal, low, medium or high).
 OPENAI_MAX_OUTPUT_TOKENS = env_int("OPENAI_MAX_OUTPUT_TOKENS", 1200, minimum=64)

@@ -12,6 +12,10 @@ os.environ.setdefault("ARBITER_VAR_DIR", os.path.join(os.path.dirname(os.path.di
 # The audit ledger's development key (derived from the throwaway secret, key id "development-only"),
 # as DEBUG would use; set here because the suite runs without DEBUG, where a key is required.
 os.environ.setdefault("ARBITER_AUDIT_KEYS", key_ring_setting(development_key_ring(os.environ["SECRET_KEY"])))
+# The offline analyst's trained classifier is shared by every xdist worker and kept between runs of
+# the suite: it is trained once (under a file lock) and only when its data or training code change.
+os.environ.setdefault("ARBITER_ANALYST_DIR", os.path.join(os.path.dirname(os.path.dirname(__file__)), "var", "test",
+                                                          "analyst"))
 
 from config.settings import *  # noqa: E402,F403
 

@@ -2,8 +2,9 @@
 """`make run`: everything on one machine with no service installed.
 
 Prepares var/ (SQLite database, Celery filesystem broker, email outbox, media), migrates, loads
-the demo data (idempotent, so a second run reuses what is there), then runs three child
-processes side by side until Ctrl-C:
+the demo data (idempotent, so a second run reuses what is there), trains the offline analyst's
+classifier (`manage.py train_analyst`: once, a no-op afterwards), then runs three child processes
+side by side until Ctrl-C:
 
     web     manage.py runserver HOST:PORT --noreload
     worker  celery -A config worker --concurrency=1   (runs the tasks, in its own process)
@@ -63,6 +64,7 @@ def prepare(*, serve: bool = False) -> dict:
     log(f"database: {_safe_url(settings.DATABASE_URL)}")
     if serve:
         _refuse_unapplied_migrations()
+        _say_if_analyst_untrained()
         call_command("collectstatic", interactive=False, verbosity=0)
         connections.close_all()
         return {"debug": settings.DEBUG, "log_dir": log_dir, "outbox": settings.EMAIL_FILE_PATH,
@@ -70,6 +72,10 @@ def prepare(*, serve: bool = False) -> dict:
     call_command("migrate", interactive=False, verbosity=1)
     log("demo data: manage.py seed_demo")
     call_command("seed_demo")
+    # The offline analyst's classifier is trained here, once, not inside the first analysis (where a
+    # step's time limit would cut it short); a no-op in a line when it is trained already.
+    log("offline analyst: manage.py train_analyst")
+    call_command("train_analyst")
     if not settings.DEBUG:
         # runserver serves static files itself only with DEBUG; otherwise collect them and let
         # `runserver --insecure` serve STATIC_ROOT (fine on a laptop, never in production).
@@ -93,6 +99,17 @@ def _refuse_unapplied_migrations() -> None:
         log(f"{len(plan)} migration(s) not applied (first: {plan[0][0].app_label}.{plan[0][0].name}); "
             "run `.venv/bin/python manage.py migrate` first")
         raise SystemExit(2)
+
+
+def _say_if_analyst_untrained() -> None:
+    """Production trains the classifier as a deployment step, like migrate; say so if it was not.
+    (The first analysis still works: it asks a worker to train it and waits.)"""
+    from analyst.classifier import artifact_for, load_artifact
+
+    artifact = artifact_for()
+    if load_artifact(artifact) is None:
+        log(f"the offline analyst is not trained yet (no {artifact.path}); run `manage.py train_analyst` "
+            "before the first analysis, or a worker trains it when the first analysis asks")
 
 
 def _die_with_launcher_parent() -> None:

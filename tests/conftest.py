@@ -30,6 +30,18 @@ def _isolated_settings(settings, tmp_path):
     settings.CELERY_TASK_ALWAYS_EAGER = False
 
 
+@pytest.fixture(scope="session", autouse=True)
+def shipped_classifier():
+    """The offline analyst's trained classifier, as `make run` prepares it: its artifact lives in a
+    folder shared by every xdist worker and kept between runs (config/settings_test.py), so the
+    suite trains it at most once — the first worker trains under the training lock, the others wait
+    and load it — and only again when its data or training code change. Steps never train it."""
+    from analyst import classifier
+
+    result = classifier.classifier_train()
+    return result.artifact
+
+
 @pytest.fixture
 def tenant(db):
     return TenantFactory(name="Acme Consumer Affairs", slug="acme")

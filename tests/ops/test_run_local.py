@@ -205,6 +205,9 @@ def test_a_second_run_reuses_the_database_and_a_dying_child_stops_everything(var
     try:
         launcher.wait_for(r"Arbiter is running at")
         assert "seed_demo: 0 cases created, 42 already present" in launcher.output
+        # The classifier is trained before the processes start; here it is (the suite's shared one).
+        assert re.search(r"\[run\] offline analyst: manage.py train_analyst\n"
+                         r"The offline analyst's classifier is already trained: .+ Nothing to do\.\n", launcher.output)
         launcher.wait_for(r"\[worker\].*ready\.")
         pids = launcher.child_pids()
 

@@ -328,17 +328,17 @@ def test_a_low_confidence_triage_is_disputed_and_the_dispute_is_kept(analyst, se
     assert Finding.objects.filter(run=run, type="dispute", summary__startswith="Dispute on triage confidence").exists()
 
 
-def test_the_evaluation_model_and_the_shipped_model_never_share_a_cache(settings, tmp_path):
+def test_the_evaluation_model_and_the_shipped_model_never_share_a_cache(settings, tmp_path, shipped_classifier):
     from analyst import classifier
 
-    settings.VAR_DIR = tmp_path
+    settings.ARBITER_ANALYST_DIR = tmp_path
+    (tmp_path / shipped_classifier.path.name).write_bytes(shipped_classifier.path.read_bytes())
     classifier.clear_cache()
     with classifier.training_scope(("train",)):
-        scoped = classifier.get_classifier()
+        scoped = classifier.get_classifier()  # evaluation trains its own, in-process
     shipped = classifier.get_classifier()
     assert scoped.trained_on < shipped.trained_on == 191
-    assert sorted(p.name.split("-")[-2] for p in (tmp_path / "models").iterdir()) == ["8917515d0ebabcbdc92f4bec",
-                                                                                       "train"]
+    assert sorted(p.name.split("-")[2] for p in tmp_path.glob("*.pkl")) == ["train", f"v{classifier.code_version()}.pkl"]
     classifier.clear_cache()
     with classifier.training_scope(("train",)):
         assert classifier.get_classifier().trained_on == scoped.trained_on  # from its own file

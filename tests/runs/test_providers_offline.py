@@ -115,13 +115,14 @@ def test_token_counts_are_those_of_the_messages():
 
 
 def test_same_input_gives_the_same_output_twice_even_after_retraining(settings, tmp_path):
-    settings.VAR_DIR = tmp_path
     first = {agent: r.raw for agent, r in run_pipeline(context_for(SERVICEMEMBER_ROW, keep_labels=False)).items()}
     again = {agent: r.raw for agent, r in run_pipeline(context_for(SERVICEMEMBER_ROW, keep_labels=False)).items()}
+    # Trained again from scratch, into a folder of its own (training is deterministic).
+    settings.ARBITER_ANALYST_DIR = tmp_path
     classifier_module.clear_cache()
-    retrained = classifier_module.get_classifier(use_disk_cache=False)
-    assert retrained is not None
+    assert classifier_module.classifier_train().trained is True
     third = {agent: r.raw for agent, r in run_pipeline(context_for(SERVICEMEMBER_ROW, keep_labels=False)).items()}
+    classifier_module.clear_cache()
     assert first == again == third
 
 
@@ -132,6 +133,8 @@ django.setup()
 from analyst.registry import AGENTS
 from runs.providers import ModelRequest
 from analyst.provider import OfflineAnalyst
+from analyst.classifier import classifier_train
+assert classifier_train().trained  # its own, in its own empty folder
 context = json.load(open(sys.argv[1]))
 raws = {}
 for agent in sys.argv[2].split(","):
@@ -145,8 +148,8 @@ print(json.dumps(raws))
 
 @pytest.mark.slow
 def test_outputs_are_identical_across_processes_and_hash_seeds(tmp_path):
-    # A fresh process trains its own classifier (its own empty var dir) under a different hash
-    # seed: set iteration order or training randomness would show up here.
+    # A fresh process trains its own classifier (its own empty artifact folder) under a different
+    # hash seed: set iteration order or training randomness would show up here.
     context = context_for(SERVICEMEMBER_ROW, keep_labels=False)
     context_file = tmp_path / "context.json"
     context_file.write_text(json.dumps(context))
@@ -157,12 +160,13 @@ def test_outputs_are_identical_across_processes_and_hash_seeds(tmp_path):
         expected[agent] = response.raw
     for seed in ("4242",):  # this process runs under another (random) seed
         env = {**os.environ, "PYTHONHASHSEED": seed, "DJANGO_SETTINGS_MODULE": "config.settings_test",
-               "ARBITER_VAR_DIR": str(tmp_path / f"var-{seed}")}
+               "ARBITER_VAR_DIR": str(tmp_path / f"var-{seed}"),
+               "ARBITER_ANALYST_DIR": str(tmp_path / f"var-{seed}" / "analyst")}
         done = subprocess.run([sys.executable, "-c", PIPELINE_SCRIPT, str(context_file), ",".join(PIPELINE)],
                               cwd=settings.BASE_DIR, env=env, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout.strip().splitlines()[-1]) == expected
-        assert list((tmp_path / f"var-{seed}" / "models").iterdir())  # it trained and cached its own
+        assert list((tmp_path / f"var-{seed}" / "analyst").glob("classifier-*.pkl"))  # it trained its own
 
 
 def test_unknown_agent_is_a_non_retryable_provider_error():
@@ -202,21 +206,27 @@ def test_holdout_split_is_disjoint_and_deterministic():
     assert [e.complaint_id for e in test] == [e.complaint_id for e in again_test]
 
 
-def test_classifier_is_cached_on_disk_by_data_hash_and_survives_a_corrupt_file(settings, tmp_path):
-    settings.VAR_DIR = tmp_path
+def test_classifier_is_loaded_from_its_artifact_named_by_data_hash_and_survives_a_corrupt_file(
+        settings, tmp_path, shipped_classifier, monkeypatch):
+    # Training itself is tested in tests/analyst/test_training.py; here the shipped artifact is copied.
+    shipped = classifier_module.load_artifact(shipped_classifier)
+    settings.ARBITER_ANALYST_DIR = tmp_path
     classifier_module.clear_cache()
-    trained = classifier_module.get_classifier()
-    [cached] = list((tmp_path / "models").iterdir())
-    assert classifier_module.file_sha256(classifier_module.DATA_FILE)[:24] in cached.name
-    classifier_module.clear_cache()
+    cached = tmp_path / shipped_classifier.path.name
+    cached.write_bytes(shipped_classifier.path.read_bytes())
+    assert classifier_module.file_sha256(classifier_module.DATA_FILE)[:16] in cached.name
     loaded = classifier_module.get_classifier()
-    assert loaded is not trained
+    assert loaded is not shipped
     text = clean_narrative(ROWS[FRAUD_ROW]["Consumer complaint narrative"])
-    assert loaded.predict(text) == trained.predict(text)
+    assert loaded.predict(text) == shipped.predict(text)
     cached.write_bytes(b"not a pickle")
     classifier_module.clear_cache()
-    rebuilt = classifier_module.get_classifier()
-    assert rebuilt.predict(text) == trained.predict(text)
+    monkeypatch.setattr(classifier_module.classifier_train_task, "apply_async", lambda **kwargs: None)
+    with pytest.raises(classifier_module.ClassifierNotReady):  # a worker is asked; nothing trains here
+        classifier_module.get_classifier()
+    monkeypatch.setattr(classifier_module, "_fit", lambda examples: shipped)
+    assert classifier_module.classifier_train().trained is True
+    assert classifier_module.get_classifier().predict(text) == shipped.predict(text)
     assert cached.read_bytes() != b"not a pickle"  # replaced with a good file
     classifier_module.clear_cache()
 
