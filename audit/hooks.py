@@ -9,15 +9,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-_after_record: list[Callable] = []
+_after_record: list[tuple[Callable, Callable | None]] = []
 
 
-def register_after_record(listener: Callable) -> None:
-    """Call `listener(event)` after every audit event, in the event's transaction (once per listener)."""
-    if all(registered is not listener for registered in _after_record):
-        _after_record.append(listener)
+def register_after_record(listener: Callable, *, interested_in: Callable[[str], bool] | None = None) -> None:
+    """`interested_in(action)`, if given, says which actions the listener acts on (it is still
+    called for every event): a writer may then append an event nobody listens to without a
+    transaction around it (the executor's one-statement step commit, ADR 0010)."""
+    if all(registered is not listener for registered, _ in _after_record):
+        _after_record.append((listener, interested_in))
+
+
+def has_listener_for(action: str) -> bool:
+    """Whether any listener may act on an event with this action."""
+    return any(interested_in is None or interested_in(action) for _, interested_in in _after_record)
 
 
 def run_after_record(event) -> None:
-    for listener in _after_record:
+    for listener, _ in _after_record:
         listener(event)

@@ -71,6 +71,9 @@ def audit_record(
             event.pk = cursor.fetchone()[0]
             cursor.execute("UPDATE audit_auditstreamhead SET last_sequence = %s, last_hash = %s WHERE id = %s",
                            [event.sequence, event.hash, head_id])
+    # What this transaction makes the head; if it rolls back, a writer trusting this guess fails its
+    # compare-and-set (audit_head_guess) and takes the locking path.
+    audit_head_remember(stream, (head_id, event.sequence, event.hash))
     event._state.adding = False
     event._state.db = connection.alias
     run_after_record(event)  # in this same transaction (audit/hooks.py; integrations: ADR 0009)
@@ -93,7 +96,7 @@ def audit_event_values(*, tenant_id: int | None, stream: str, sequence: int, pre
                        policy_version: str = "", decision: str = "", evidence_refs: list | None = None,
                        payload: dict[str, Any] | None = None) -> dict[str, Any]:
     """audit_event_build's event as its field values (attname -> value, `hash` included), without a
-    model instance, for writers that insert events with SQL of their own. The hash is event_hash's
+    model instance: what the executor's one-statement step commit writes. The hash is event_hash's
     over the same values (it reads them as attributes), so the chain is the one audit_record writes;
     keyed with the current audit key (ADR 0017)."""
     values = {
@@ -120,6 +123,28 @@ def audit_event_fields() -> tuple:
 
 
 # --- the head guess (ADR 0010) -------------------------------------------------------------------
+# stream -> (head id, last_sequence, last_hash) as this process last wrote it. A writer that appends
+# without locking the head (the executor's one-statement step commit) advances it by compare-and-set
+# on these values: if anyone else appended since, or the transaction that wrote the guess rolled
+# back, nothing matches and it falls back to audit_record, which locks the head.
+_HEAD_GUESS: dict[str, tuple[int, int, str]] = {}
+_HEAD_GUESS_LIMIT = 4096
+
+
+def audit_head_guess(stream: str) -> tuple[int, int, str] | None:
+    return _HEAD_GUESS.get(stream)
+
+
+def audit_head_remember(stream: str, head: tuple[int, int, str] | None) -> None:
+    """Record (or, with None, forget) what this process believes the stream's head is."""
+    if head is None:
+        _HEAD_GUESS.pop(stream, None)
+        return
+    if len(_HEAD_GUESS) >= _HEAD_GUESS_LIMIT and stream not in _HEAD_GUESS:
+        _HEAD_GUESS.pop(next(iter(_HEAD_GUESS)))
+    _HEAD_GUESS[stream] = head
+
+
 def _lock_head(connection, stream: str):
     """(id, last_sequence, last_hash) of the stream's head, locked FOR UPDATE where the database
     has row locks (SQLite serialises writers anyway), or None."""

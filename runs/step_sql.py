@@ -6,10 +6,15 @@ on PostgreSQL and SQLite alike."""
 
 from __future__ import annotations
 
+import itertools
+import json
 import logging
+import time
 from functools import lru_cache
+from operator import itemgetter
+from types import SimpleNamespace
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 
 from runs.models import AgentRun
 
@@ -116,6 +121,343 @@ def step_commit_if_owned(*, run_id: int, worker_id: str, sequence: int, status: 
         cursor.execute(sql, params)
         row = cursor.fetchone()
     return row[0] if row else None
+
+
+class StepCommitRefused(Exception):
+    """The one-statement step commit wrote nothing: the run row or the audit stream's head was not
+    what this worker last committed (lease lost, cancel requested, another writer, a stale head)."""
+
+
+_TEXT_TYPES = ("CharField", "TextField", "SlugField", "EmailField", "URLField")
+
+
+def _cast(field) -> str:
+    """The type a value for `field` is cast to (the one-statement commit reads every value out of
+    one JSON parameter, as text). Text for string columns, so an over-long value fails on
+    assignment as with the ORM (a cast to varchar(n) would truncate it)."""
+    if field.get_internal_type() in _TEXT_TYPES:
+        return "text"
+    if field.is_relation:
+        return field.target_field.rel_db_type(connection)
+    return field.db_type(connection)
+
+
+_DOC = "$1::jsonb"  # the one-statement commit's only parameter: a JSON array of every value
+
+
+def _slot(field, index: int) -> str:
+    """The SQL that reads `field`'s value from element `index` of the JSON array parameter.
+
+    JSON columns get the element itself (JSON null -> SQL NULL: Django stores None as SQL NULL),
+    or — for a field with its own encoder — the text that encoder wrote; strings the element's text
+    (assigned to varchar(n) it fails when too long, as with the ORM); everything else the text cast
+    to the column's type (ints, timestamps in ISO 8601 with their offset, None -> NULL)."""
+    from django.db.models import JSONField
+
+    if isinstance(field, JSONField):
+        if field.encoder is None:
+            return f"NULLIF({_DOC} -> {index}, 'null'::jsonb)"
+        return f"({_DOC} ->> {index})::jsonb"
+    if field.get_internal_type() in _TEXT_TYPES:
+        return f"({_DOC} ->> {index})"
+    if (field.target_field if field.is_relation else field).get_internal_type() not in _JSON_TEXT_TYPES:
+        # A type whose JSON text does not cast back exactly (floats, decimals, dates, UUIDs ...):
+        # none is written by a step today; such a step is committed the ordinary way.
+        raise NotImplementedError(f"{field} cannot travel in the one-statement commit's JSON parameter")
+    return f"({_DOC} ->> {index})::{_cast(field)}"
+
+
+# Types whose values the JSON array carries exactly: ints and bools as JSON, datetimes as ISO 8601 text.
+_JSON_TEXT_TYPES = ("AutoField", "BigAutoField", "SmallAutoField", "IntegerField", "BigIntegerField",
+                    "SmallIntegerField", "PositiveIntegerField", "PositiveBigIntegerField",
+                    "PositiveSmallIntegerField", "BooleanField", "DateTimeField")
+
+
+class _Section:
+    """How one dict of values (run, step, checkpoint or event) becomes elements of the JSON array:
+    its values in field order, datetimes as ISO 8601 text, an Increment as its amount,
+    a JSON value with its field's own encoder as the text that encoder writes. Everything else
+    (ints, strings, None, JSON values) is encoded by json.dumps as Django's JSONField would."""
+
+    def __init__(self, fields: tuple, keys: tuple, start: int, increments=frozenset()):
+        from django.db.models import DateTimeField, JSONField
+
+        self.keys = keys
+        self.slots = tuple(_slot(field, start + i) for i, field in enumerate(fields))
+        self._get = itemgetter(*keys) if len(keys) > 1 else (lambda values, key=keys[0]: (values[key],))
+        self._times = tuple(i for i, field in enumerate(fields) if isinstance(field, DateTimeField))
+        self._unwrap = tuple(i for i, field in enumerate(fields) if field.name in increments)
+        self._encoded = tuple((i, field.encoder) for i, field in enumerate(fields)
+                              if isinstance(field, JSONField) and field.encoder is not None)
+
+    def extend(self, doc: list, values) -> None:
+        row = list(self._get(values))
+        for i in self._times:
+            if row[i] is not None:
+                row[i] = row[i].isoformat()
+        for i in self._unwrap:
+            row[i] = _plain(row[i])
+        for i, encoder in self._encoded:
+            if row[i] is not None:
+                row[i] = json.dumps(row[i], cls=encoder)
+        doc += row
+
+
+@lru_cache(maxsize=1)
+def _prepared_cursor_class():
+    import psycopg
+
+    class PreparedRawCursor(psycopg.RawCursor):
+        def execute(self, query, params=None, *, prepare=None, binary=None):
+            try:
+                return super().execute(query, params, prepare=True, binary=binary)
+            finally:
+                if self._query is None:
+                    # A prepared execution leaves the statement unrecorded; Django's query log (and
+                    # so the tests that count statements) reads it from here.
+                    self._query = SimpleNamespace(query=query.encode())
+
+    return PreparedRawCursor
+
+
+def _prepared_cursor(db):
+    """A cursor that sends the statement as a server-side prepared statement with $n parameters
+    (psycopg's RawCursor, prepare=True), behind Django's cursor wrapper so execute wrappers and
+    query logging still see it. Per step this spares psycopg parsing the SQL for placeholders and
+    PostgreSQL parsing and planning the statement: it is prepared once per connection (Django
+    leaves psycopg's automatic preparation off).
+
+    The psycopg cursor is made once per connection and reused (a new one per step cost ~25 µs of
+    CPU: its adapters are looked up afresh); Django's wrapper around it is made per call, as
+    Django makes it (so query logging switched on later is honoured), and the caller does not
+    close it."""
+    db.ensure_connection()
+    raw = db.connection
+    cached = db.__dict__.get("_step_commit_cursor")
+    if cached is None or cached[0] is not raw or cached[1].closed:
+        if raw.prepare_threshold is None:
+            # Django turns psycopg's statement preparation off (None), which also ignores prepare=True.
+            # A threshold no statement reaches keeps every other query unprepared, as Django wants.
+            raw.prepare_threshold = 2**31
+        cached = db.__dict__["_step_commit_cursor"] = (raw, _prepared_cursor_class()(raw))
+    return db._prepare_cursor(cached[1])
+
+
+_RUN_KEYS = ("id", "lease_owner", "status", "next_sequence", "version")
+_HEAD_KEYS = ("new_sequence", "new_hash", "id", "last_sequence", "last_hash")
+
+
+_PLANS: dict = {}  # (value names, their types, step names, checkpoint names) -> the plan (a handful)
+
+
+@lru_cache(maxsize=64)
+def _step_commit_with_event_sql(run_names: tuple[str, ...], increments: frozenset,
+                                step_names: tuple[str, ...], checkpoint_names: tuple[str, ...]) -> tuple:
+    from audit.models import AuditStreamHead
+    from audit.services import audit_event_fields
+    from runs.models import Checkpoint, Step
+
+    def fields_of(model, names):
+        return tuple(model._meta.get_field(name) for name in names)
+
+    run_fields = fields_of(AgentRun, run_names)
+    step_fields, checkpoint_fields = fields_of(Step, step_names), fields_of(Checkpoint, checkpoint_names)
+    event_fields = audit_event_fields()
+    sections, start = [], 0
+    for fields, keys, extra in ((run_fields, run_names, (increments,)),
+                                (fields_of(AgentRun, _RUN_KEYS), _RUN_KEYS, ()),
+                                (step_fields, step_names, ()), (checkpoint_fields, checkpoint_names, ()),
+                                (fields_of(AuditStreamHead, ("last_sequence", "last_hash", "id", "last_sequence",
+                                                             "last_hash")), _HEAD_KEYS, ()),
+                                (event_fields, tuple(field.attname for field in event_fields), ())):
+        sections.append(_Section(fields, keys, start, *extra))
+        start += len(fields)
+    run, key, step, checkpoint, head, event = sections
+
+    def columns(fields) -> str:
+        return ", ".join(_qn(field.column) for field in fields)
+
+    sets = ", ".join(f"{_qn(field.column)} = {_qn(field.column)} + {slot}" if field.name in increments
+                     else f"{_qn(field.column)} = {slot}" for field, slot in zip(run_fields, run.slots, strict=True))
+    run_id, lease_owner, status, next_sequence, version = key.slots
+    new_sequence, new_hash, head_id, last_sequence, last_hash = head.slots
+    # owned -> step -> checkpoint -> head -> event: each row exists only if the one before it does.
+    # The final division by zero aborts the whole statement (and so its implicit transaction) unless
+    # the event was written: a step is never committed without its audit event, nor half of it.
+    sql = (f"WITH owned AS (UPDATE {_qn(AgentRun._meta.db_table)} SET {sets} WHERE {_qn('id')} = {run_id} "
+           f"AND {_qn('lease_owner')} = {lease_owner} AND {_qn('status')} = {status} "
+           f"AND {_qn('next_sequence')} = {next_sequence} AND {_qn('cancel_requested_at')} IS NULL "
+           f"AND {_qn('version')} = {version} RETURNING {_qn('id')}), "
+           f"step AS (INSERT INTO {_qn(Step._meta.db_table)} ({columns(step_fields)}) "
+           f"SELECT {', '.join(step.slots)} FROM owned RETURNING {_qn('id')}), "
+           f"checkpoint AS (INSERT INTO {_qn(Checkpoint._meta.db_table)} ({columns(checkpoint_fields)}, "
+           f"{_qn('step_id')}) SELECT {', '.join(checkpoint.slots)}, step.{_qn('id')} FROM step "
+           f"RETURNING {_qn('step_id')}), "
+           f"head AS (UPDATE audit_auditstreamhead SET last_sequence = {new_sequence}, last_hash = {new_hash} "
+           f"WHERE id = {head_id} AND last_sequence = {last_sequence} AND last_hash = {last_hash} "
+           "AND EXISTS (SELECT 1 FROM checkpoint) RETURNING id), "
+           f"event AS (INSERT INTO audit_auditevent ({columns(event_fields)}) SELECT {', '.join(event.slots)} "
+           "FROM head RETURNING id) "
+           "SELECT (SELECT step_id FROM checkpoint), (SELECT id FROM event), 1 / (SELECT count(*) FROM event)")
+    return sql, sections
+
+
+def _step_commit_statement(*, run_id: int, worker_id: str, sequence: int, status: str, version: int, values: dict,
+                           step: dict, checkpoint: dict, event: dict, head: tuple[int, int, str]) -> tuple[str, str]:
+    """The one-statement commit's SQL (built once per shape) and its one parameter, the JSON array."""
+    shape = (tuple(values), tuple(map(type, values.values())), tuple(step), tuple(checkpoint))
+    plan = _PLANS.get(shape)
+    if plan is None:
+        increments = _increments(values)
+        if len(_PLANS) >= 256:
+            _PLANS.clear()
+        try:
+            plan = _PLANS[shape] = _step_commit_with_event_sql(shape[0], increments, shape[2], shape[3])
+        except NotImplementedError as exc:
+            raise StepCommitRefused(str(exc)) from None
+    sql, (run, key, step_section, checkpoint_section, head_section, event_section) = plan
+    doc: list = []
+    run.extend(doc, values)
+    doc += (run_id, worker_id, status, sequence, version)
+    step_section.extend(doc, step)
+    checkpoint_section.extend(doc, checkpoint)
+    doc += (event["sequence"], event["hash"], *head)
+    event_section.extend(doc, event)
+    return sql, json.dumps(doc)
+
+
+def step_commit_with_event(*, run_id: int, worker_id: str, sequence: int, status: str, version: int, values: dict,
+                           step: dict, checkpoint: dict, event: dict, head: tuple[int, int, str]) -> tuple[int, int]:
+    """PostgreSQL, outside any transaction: the whole steady-state step commit as ONE statement —
+    its own transaction, one round trip, one durable commit. The run's conditional UPDATE (also
+    requiring `version`: nobody else wrote the row since this worker's last commit), the Step, the
+    Checkpoint, and the audit event (`event`: AuditEvent attname -> value, hashed) appended by
+    compare-and-set on the stream head `head` (id, last_sequence, last_hash) as this process last
+    wrote it. Every value travels in ONE JSON array parameter, read back and cast per column in
+    SQL: psycopg adapts one string instead of ~70 values. Returns (step id, event id); raises
+    StepCommitRefused — with nothing written — when any of it did not match."""
+    from django.db import DatabaseError
+
+    sql, doc = _step_commit_statement(run_id=run_id, worker_id=worker_id, sequence=sequence, status=status,
+                                      version=version, values=values, step=step, checkpoint=checkpoint, event=event,
+                                      head=head)
+    db = connections[DEFAULT_DB_ALIAS]  # the wrapper itself: each access through the proxy costs
+    try:
+        cursor = _prepared_cursor(db)  # reused: not closed
+        cursor.execute(sql, [doc])
+        step_id, event_id, _ = cursor.fetchone()
+    except DatabaseError as exc:
+        sqlstate = getattr(exc.__cause__, "sqlstate", None)
+        if sqlstate == "22012":  # division_by_zero: our refusal
+            raise StepCommitRefused(f"run {run_id} step {sequence}: the run row or the audit head moved") from None
+        if sqlstate == "26000":
+            # invalid_sql_statement_name: the session's prepared statements were reset under us
+            # (DISCARD ALL, DEALLOCATE ALL — a pooler). Nothing ran; psycopg has forgotten the
+            # statement and prepares it again next time. Commit this step the ordinary way.
+            logger.warning("run %s step %s: the step's prepared statement was gone (%s); committing it the "
+                           "ordinary way", run_id, sequence, exc)
+            raise StepCommitRefused(f"run {run_id} step {sequence}: the prepared statement was reset") from None
+        raise
+    return step_id, event_id
+
+
+class SentStepCommit:
+    """A one-statement step commit sent to PostgreSQL whose result has not been read yet
+    (step_commit_send). Until `result()` is called the connection is busy: nothing else may use it
+    (runs.step_pipeline sees to that)."""
+
+    def __init__(self, db, raw, run_id: int, sequence: int):
+        self.db, self.raw, self.run_id, self.sequence = db, raw, run_id, sequence
+
+    def result(self) -> tuple[int, int]:
+        """Wait for the statement's result: (step id, event id). Raises StepCommitRefused (nothing
+        was written) or the database's error, as step_commit_with_event does."""
+        from psycopg import errors, generators, pq
+
+        with self.db.wrap_database_errors:
+            if self.raw.closed:
+                raise errors.OperationalError("the connection closed before the step's commit was confirmed")
+            try:
+                results = self.raw.wait(generators.fetch_many(self.raw.pgconn))
+            except BaseException as exc:
+                if not isinstance(exc, errors.Error):
+                    # Interrupted while waiting (a signal, a time limit): the result may still be
+                    # unread on the connection, which no other statement could then use. Close
+                    # it; the next statement reconnects, and the caller reads the run row afresh
+                    # (the server committed the statement or not, whatever happens here).
+                    self.db.close()
+                raise
+            if len(results) != 1:
+                raise errors.InternalError(f"the step's commit returned {len(results)} results, not 1")
+            res = results[0]
+            if res.status == pq.ExecStatus.FATAL_ERROR:
+                sqlstate = res.error_field(pq.DiagnosticField.SQLSTATE)
+                if sqlstate == b"22012":  # division_by_zero: our refusal
+                    raise StepCommitRefused(f"run {self.run_id} step {self.sequence}: the run row or the audit head "
+                                            "moved")
+                if sqlstate == b"26000":  # invalid_sql_statement_name: DEALLOCATE / DISCARD ALL (a pooler)
+                    self.db.__dict__.pop("_step_send_statements", None)  # the next send prepares it again
+                raise errors.error_from_result(res, encoding=self.raw.info.encoding)
+            if res.status != pq.ExecStatus.TUPLES_OK or res.ntuples != 1:
+                raise errors.InternalError(f"the step's commit returned {res.status!r}")
+            return int(res.get_value(0, 0)), int(res.get_value(0, 1))
+
+
+_STATEMENT_NUMBERS = itertools.count(1)
+
+
+def _statement_name(db, raw, sql: str) -> bytes:
+    """The name of `sql` prepared on this connection (ours, apart from psycopg's own), preparing
+    it the first time."""
+    from psycopg import errors, generators, pq
+
+    cached = db.__dict__.get("_step_send_statements")
+    if cached is None or cached[0] is not raw:
+        cached = db.__dict__["_step_send_statements"] = (raw, {})
+    names = cached[1]
+    name = names.get(sql)
+    if name is None:
+        # Numbered for the process, never reused: after a reset of some of this connection's
+        # statements (their names forgotten here), one it still holds cannot clash with a new one.
+        name = f"arbiter_step_commit_{next(_STATEMENT_NUMBERS)}".encode()
+        with db.wrap_database_errors:
+            raw.pgconn.send_prepare(name, sql.encode())
+            (res,) = raw.wait(generators.execute(raw.pgconn))
+            if res.status != pq.ExecStatus.COMMAND_OK:
+                raise errors.error_from_result(res, encoding=raw.info.encoding)
+        names[sql] = name
+    return name
+
+
+def step_commit_send(*, run_id: int, worker_id: str, sequence: int, status: str, version: int, values: dict,
+                     step: dict, checkpoint: dict, event: dict, head: tuple[int, int, str]) -> SentStepCommit:
+    """step_commit_with_event without waiting: the statement is sent (its own implicit transaction,
+    committed by the server whatever this process does next) and its result is read later with
+    `SentStepCommit.result()`. Execute wrappers see it as they see any statement; Django's query log
+    records it when it is on."""
+    sql, doc = _step_commit_statement(run_id=run_id, worker_id=worker_id, sequence=sequence, status=status,
+                                      version=version, values=values, step=step, checkpoint=checkpoint, event=event,
+                                      head=head)
+    db = connections[DEFAULT_DB_ALIAS]
+    db.ensure_connection()
+    raw = db.connection
+    name = _statement_name(db, raw, sql)
+
+    def send(sql, params, many, context):
+        from psycopg import generators
+
+        with db.wrap_database_errors:
+            raw.pgconn.send_query_prepared(name, [params[0].encode()])
+            raw.wait(generators.send(raw.pgconn))
+
+    started = time.monotonic()
+    if db.execute_wrappers:  # what they see is the send; the commit is confirmed by result()
+        _prepared_cursor(db)._execute_with_wrappers(sql, [doc], False, send)
+    else:
+        send(sql, [doc], False, None)
+    if db.queries_logged:
+        db.queries_log.append({"sql": sql, "time": f"{time.monotonic() - started:.3f}"})
+    return SentStepCommit(db, raw, run_id, sequence)
 
 
 # --- reading the run -----------------------------------------------------------------------------

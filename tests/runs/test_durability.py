@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 
 from audit import hooks
 from audit.models import AuditEvent
-from audit.services import audit_record, stream_for
+from audit.services import audit_head_guess, audit_head_remember, audit_record, stream_for
 from audit.verify import verify_stream
 from cases.models import Case
 from runs import services
@@ -88,13 +88,15 @@ def test_a_steady_state_step_is_at_most_8_statements_and_one_durable_commit(anal
             outcome = _step(run)
         assert (outcome.action, outcome.sequence) == ("executed", expected)
         statements = [q["sql"] for q in queries if q["sql"].split()[0].upper() not in ("BEGIN", "COMMIT")]
-        # The bound is 8. What it is: the run row is not read (this worker's own commit left it, and
-        # the commit re-checks it). PostgreSQL: the run's conditional UPDATE, Step and Checkpoint in
-        # one statement, the head lock, and the event with the head's advance in one statement.
-        # SQLite: the UPDATE, Step, Checkpoint, head lock, event, head advance.
-        assert len(statements) == (3 if connection.vendor == "postgresql" else 6) <= 8, statements
+        # The bound is 8. What it is: the run row is not read (this worker's own commit left
+        # it, and the commit re-checks it). PostgreSQL: ONE statement, its own transaction — the
+        # run's conditional UPDATE, Step, Checkpoint, head compare-and-set and audit event
+        # (runs.step_commit). SQLite: the UPDATE, Step, Checkpoint, head lock, event, head advance.
+        assert len(statements) == (1 if connection.vendor == "postgresql" else 6) <= 8, statements
     assert counter.commits == 3, counter.statements  # one per step
-    assert counter.transactions == 3  # one transaction per step, on either database
+    # PostgreSQL: no transaction was opened (no BEGIN, no COMMIT round trips): each step's statement
+    # committed itself. SQLite: one transaction per step.
+    assert counter.transactions == (0 if connection.vendor == "postgresql" else 3)
     run.refresh_from_db()
     assert (run.lease_owner, run.state_sequence) == ("w1", 5)  # the lease stays with the stepping worker
     assert run_completed_nodes(run=run) == ["append"] * 5
@@ -107,25 +109,28 @@ def _step_events(run) -> list[int]:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_another_writer_appending_to_the_stream_between_steps_leaves_one_chain_and_each_step_once(
+def test_an_audit_head_moved_by_another_writer_refuses_the_one_statement_commit_and_the_step_commits_once(
         analyst, tenant, test_graphs):
     run = _start(analyst, tenant, n=6)
     _step(run)
     _step(run)
     stream = stream_for(tenant_id=tenant.pk)
-    # Another process appends to the run's stream between two steps of this worker.
+    stale = audit_head_guess(stream)
+    # Another process appends to the run's stream; this process's guess of the head is now stale.
     with transaction.atomic():
         audit_record(tenant_id=tenant.pk, actor_type="system", actor_id="system:test", action="tests.other.write")
+    audit_head_remember(stream, stale)
     with CaptureQueriesContext(connection) as queries:
         outcome = _step(run)
     assert (outcome.action, outcome.sequence) == ("executed", 3)
-    if connection.vendor == "postgresql":  # the step appends under the head's lock, after the other write
+    if connection.vendor == "postgresql":  # refused (nothing written), then committed the ordinary way
         sqls = [q["sql"] for q in queries if q["sql"] != "BEGIN"]
-        assert any(sql.endswith("FOR UPDATE") and "audit_auditstreamhead" in sql for sql in sqls), sqls
+        assert sqls[0].startswith("WITH owned AS") and sqls[0].endswith("1 / (SELECT count(*) FROM event)"), sqls
+        assert any(sql.endswith("FOR UPDATE") and "audit_auditstreamhead" in sql for sql in sqls[1:]), sqls
     assert list(Step.objects.filter(run=run).order_by("sequence").values_list("sequence", flat=True)) == [1, 2, 3]
     assert _step_events(run) == [1, 2, 3]
     assert verify_stream(stream) is None
-    while _step(run).status == RunStatus.RUNNING:
+    while _step(run).status == RunStatus.RUNNING:  # and the guess is right again: back to one statement
         pass
     run.refresh_from_db()
     assert run.status == RunStatus.COMPLETED and _step_events(run) == [1, 2, 3, 4, 5, 6]
@@ -142,7 +147,7 @@ def test_an_audit_listener_interested_in_step_events_gets_them_inside_the_steps_
         seen.append((event.action, event.payload.get("sequence"), connection.in_atomic_block))
 
     monkeypatch.setattr(hooks, "_after_record", [*hooks._after_record])
-    hooks.register_after_record(listener)
+    hooks.register_after_record(listener, interested_in=lambda action: action == "runs.step.completed")
     run = _start(analyst, tenant, n=4)
     for _ in range(3):
         _step(run)

@@ -1,7 +1,6 @@
-"""PostgreSQL's step commit writes the run's UPDATE, the Step and the Checkpoint in one statement with
-SQL built once (runs.step_sql), adapting each value by its model field: what it stores must be
-exactly what the values are — awkward strings, numbers and JSON included — and the audit chain
-it extends must verify."""
+"""The one-statement step commit (ADR 0010) sends every value in one JSON parameter and casts it back
+per column in SQL: what it stores must be exactly what the values are — awkward strings, numbers
+and JSON included — and the audit chain it extends must verify."""
 
 from __future__ import annotations
 
@@ -45,10 +44,10 @@ def test_awkward_values_are_stored_exactly_and_the_chain_verifies(analyst, tenan
     while True:
         with CaptureQueriesContext(connection) as queries:
             outcome = run_step(run_id=run.pk, worker_id=WORKER, enqueue=False, keep_lease=True)
-        one_statement += any(q["sql"].startswith("WITH owned AS") for q in queries)
+        one_statement += [q["sql"].startswith("WITH owned AS") for q in queries] == [True]
         if outcome.status != RunStatus.RUNNING:
             break
-    assert one_statement >= 3  # the steps took the combined statement
+    assert one_statement >= 3  # the steady-state steps took the one-statement path
     run = AgentRun.objects.get(pk=run.pk)
     assert run.status == RunStatus.COMPLETED and run_completed_nodes(run=run) == ["odd"] * 6
     state = state_at(run)[0]
@@ -62,3 +61,19 @@ def test_awkward_values_are_stored_exactly_and_the_chain_verifies(analyst, tenan
     assert [event.payload["sequence"] for event in events] == [1, 2, 3, 4, 5, 6]
     assert all(event.actor_id and event.target_id == str(run.pk) for event in events)
     assert verify_stream(stream_for(tenant_id=tenant.pk)) is None
+
+
+def test_a_column_whose_json_text_would_not_cast_back_exactly_is_refused_before_anything_is_sent():
+    from django.db import models
+
+    from runs.step_sql import _slot
+
+    for field in (models.FloatField(), models.DecimalField(max_digits=5, decimal_places=2), models.DateField(),
+                  models.UUIDField()):
+        field.set_attributes_from_name("value")
+        with pytest.raises(NotImplementedError):
+            _slot(field, 0)
+    for field in (models.IntegerField(), models.BooleanField(), models.DateTimeField(), models.CharField(max_length=3),
+                  models.JSONField()):
+        field.set_attributes_from_name("value")
+        assert _slot(field, 7).startswith(("(", "NULLIF(")) and " 7" in _slot(field, 7)
