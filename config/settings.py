@@ -272,10 +272,6 @@ ARBITER_RUN_STATE_CACHE_SIZE = env_int("ARBITER_RUN_STATE_CACHE_SIZE", 256, mini
 # A worker task keeps executing the steps of its run, holding the lease (one commit per step), for
 # up to this many seconds before handing the run back to the broker.
 ARBITER_RUN_STEP_SLICE_SECONDS = env_int("ARBITER_RUN_STEP_SLICE_SECONDS", 20, minimum=0)
-# While it does, a steady-state step's commit is sent and the next step runs while it commits
-# (nothing of that step leaves the process before the commit is confirmed; ADR 0010 decision 10).
-# False: each commit is waited for before the next step starts.
-ARBITER_RUN_COMMIT_IN_FLIGHT = env_bool("ARBITER_RUN_COMMIT_IN_FLIGHT", True)
 # While a step runs, its worker renews the run's heartbeat this often; a lease whose heartbeat is
 # older than ..._TIMEOUT_SECONDS belongs to a dead worker: another worker may take the run over and
 # the reaper re-enqueues it (well before the lease itself expires).

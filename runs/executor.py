@@ -39,7 +39,6 @@ import logging
 import time
 import traceback
 from datetime import timedelta
-from functools import partial
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
@@ -91,7 +90,6 @@ from runs.step_endings import (
     _finish_at_boundary,
     _retry_or_fail,
 )
-from runs.step_pipeline import PipelineRefused, StepPipeline, confirm_in_flight
 from runs.step_rows import step_instance, write_buffered
 from runs.step_rows import step_values as step_row_values
 from runs.step_sql import (
@@ -146,27 +144,21 @@ def _budget_exhausted(run: AgentRun) -> str:
 # --- the step -------------------------------------------------------------------------------------
 
 def run_step(*, run_id: int, worker_id: str, expected_sequence: int | None = None,
-             enqueue: bool = True, keep_lease: bool = False, pipeline: StepPipeline | None = None) -> StepOutcome:
+             enqueue: bool = True, keep_lease: bool = False) -> StepOutcome:
     """Execute the run's next step if this worker can take it; otherwise do nothing.
 
     `expected_sequence` (set by the task that enqueued this step) turns a late or duplicate
     delivery into a no-op once that step is done. `enqueue=False` leaves the next step to the
     caller (manage.py analyze --inline drives the loop itself). `keep_lease=True` (a caller that
     goes on with the next step itself: run_steps, drive_inline) keeps the lease at commit, so the
-    next step of this worker needs no claim: one durable commit per step. With `pipeline` as well
-    (those same callers), a steady-state step's commit is sent and not waited for: the next step
-    runs while it commits, and confirms it before anything leaves the process
-    (runs.step_pipeline). If that earlier commit did not commit, it is committed the ordinary way
-    and its outcome is returned instead of this step's (which starts again from the database)."""
-    try:  # run ids travel as text on messages and audit rows; compare as numbers
-        return _run_step(run_id=int(run_id), worker_id=worker_id, expected_sequence=expected_sequence,
-                         enqueue=enqueue, keep_lease=keep_lease, pipeline=pipeline)
-    except PipelineRefused as refused:
-        return refused.settle()
+    next step of this worker needs no claim: one durable commit per step."""
+    # Run ids travel as text on messages and audit rows; compare as numbers.
+    return _run_step(run_id=int(run_id), worker_id=worker_id, expected_sequence=expected_sequence,
+                     enqueue=enqueue, keep_lease=keep_lease)
 
 
-def _run_step(*, run_id: int, worker_id: str, expected_sequence: int | None, enqueue: bool, keep_lease: bool,
-              pipeline: StepPipeline | None) -> StepOutcome:
+def _run_step(*, run_id: int, worker_id: str, expected_sequence: int | None, enqueue: bool,
+              keep_lease: bool) -> StepOutcome:
     own = STATE_CACHE.own_run(run_id, worker_id, settings.ARBITER_RUN_HEARTBEAT_SECONDS) if keep_lease else None
     if own is not None and (expected_sequence is None or own.run.next_sequence == expected_sequence):
         # This worker's own commit kept the lease moments ago: the row is what that commit wrote,
@@ -213,7 +205,7 @@ def _run_step(*, run_id: int, worker_id: str, expected_sequence: int | None, enq
     started = time.monotonic()
     try:
         outcome = _execute_claimed(run=run, worker_id=worker_id, enqueue=enqueue, keep_lease=keep_lease,
-                                   cached=cached, untouched=untouched, pipeline=pipeline)
+                                   cached=cached, untouched=untouched)
     except LeaseLost as exc:
         STATE_CACHE.drop(run_id)
         logger.warning("%s", exc)
@@ -239,16 +231,6 @@ class _StepContext(NodeContext):
     def case(self, value) -> None:  # NodeContext.__init__ assigns it; the run object is the source
         pass
 
-    # A model call or a tool call leaves the process: the previous step's commit, if it is still in
-    # flight, is confirmed first (runs.step_pipeline). (A database query confirms it by itself.)
-    def call_model(self, **kwargs):
-        confirm_in_flight()
-        return super().call_model(**kwargs)
-
-    def tool(self, name: str, **kwargs):
-        confirm_in_flight()
-        return super().tool(name, **kwargs)
-
 
 def _load_state(run: AgentRun, cached: CachedState | None) -> CachedState:
     if cached is not None:
@@ -261,7 +243,7 @@ def _load_state(run: AgentRun, cached: CachedState | None) -> CachedState:
 
 
 def _execute_claimed(*, run: AgentRun, worker_id: str, enqueue: bool, keep_lease: bool,
-                     cached: CachedState | None, untouched: bool, pipeline: StepPipeline | None) -> StepOutcome:
+                     cached: CachedState | None, untouched: bool) -> StepOutcome:
     run_id = run.pk
     sequence = run.next_sequence
     if run.cancel_requested_at:
@@ -323,7 +305,7 @@ def _execute_claimed(*, run: AgentRun, worker_id: str, enqueue: bool, keep_lease
     try:
         return _commit_step(run=run, worker_id=worker_id, ctx=ctx, result=result, tracker=tracker, loaded=loaded,
                             started_at=started_at, enqueue=enqueue, keep_lease=keep_lease,
-                            check_abandoned=not untouched, pipeline=pipeline)
+                            check_abandoned=not untouched)
     except LeaseLost:
         raise
     except Exception as exc:
@@ -339,7 +321,7 @@ def _execute_claimed(*, run: AgentRun, worker_id: str, enqueue: bool, keep_lease
 
 def _commit_step(*, run: AgentRun, worker_id: str, ctx: NodeContext, result: NodeResult, tracker: StateTracker,
                  loaded: CachedState, started_at, enqueue: bool, keep_lease: bool,
-                 check_abandoned: bool, pipeline: StepPipeline | None = None) -> StepOutcome:
+                 check_abandoned: bool) -> StepOutcome:
     run_id, sequence = run.pk, ctx.sequence
     state: RunState = ctx.state
     state.completed_steps.append(CompletedStep(sequence=sequence, node=ctx.node, outcome=result.kind))
@@ -381,12 +363,9 @@ def _commit_step(*, run: AgentRun, worker_id: str, ctx: NodeContext, result: Nod
                     event_payload=event_payload, now=now, enqueue=enqueue, keeps=keeps,
                     check_abandoned=check_abandoned)
     if keeps and not check_abandoned and _nothing_buffered(ctx):
-        settle = None if pipeline is None else partial(_settle_sent, run_id=run_id, version=run.version, ctx=ctx,
-                                                       **ordinary)
         if commit_in_one_statement(run=run, worker_id=worker_id, ctx=ctx, values=values, step=step_values,
                                    checkpoint=checkpoint_values,
-                                   event_payload={**event_payload, "findings": [], "artifacts": []},
-                                   pipeline=pipeline, settle=settle):
+                                   event_payload={**event_payload, "findings": [], "artifacts": []}):
             run = _after_update(run, values, ctx)
             STATE_CACHE.put(run_id, CachedState(sequence=sequence, state_hash=fields["state_hash"], state=state,
                                                 digest=loaded.digest, chain=loaded.chain, run_version=run.version,
@@ -395,32 +374,10 @@ def _commit_step(*, run: AgentRun, worker_id: str, ctx: NodeContext, result: Nod
     return _commit_ordinarily(run=run, ctx=ctx, **ordinary)
 
 
-def _settle_sent(*, run_id: int, version: int, ctx: NodeContext, **ordinary) -> StepOutcome:
-    """The step's commit was sent without waiting and did not commit (runs.step_pipeline): commit
-    it the ordinary way, from the run row as it is now, requiring the version the sent commit
-    required. The state object has moved on with the next step since: it is not cached."""
-    STATE_CACHE.drop(run_id)
-    run = read_run(run_id)
-    if run is None:
-        return StepOutcome(run_id, "missing", "")
-    run.version = version  # if the row moved since, the conditional UPDATE tells why (lost, cancelled)
-    try:
-        return _commit_ordinarily(run=run, ctx=ctx, cache_state=False, **ordinary)
-    except LeaseLost as exc:
-        logger.warning("%s", exc)
-        return StepOutcome(run_id, "lease_lost", RunStatus.RUNNING, detail=str(exc))
-    except Exception as exc:
-        logger.exception("step %s of run %s could not be committed", ctx.sequence, run_id)
-        detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        return _commit_failed(run_id=run_id, worker_id=ordinary["worker_id"], ctx=ctx, code="commit_error",
-                              message=f"Step {ctx.sequence} ({ctx.node}) could not be committed: {detail}",
-                              started_at=ordinary["step_values"]["started_at"])
-
-
 def _commit_ordinarily(*, run: AgentRun, worker_id: str, ctx: NodeContext, result: NodeResult, fields: dict,
                        state: RunState, loaded: CachedState, values: dict, step_values: dict,
                        checkpoint_values: dict, event_payload: dict, now, enqueue: bool, keeps: bool,
-                       check_abandoned: bool, cache_state: bool = True) -> StepOutcome:
+                       check_abandoned: bool) -> StepOutcome:
     """The step's commit as one transaction (any step; the fallback of the one-statement commit)."""
     run_id, sequence = run.pk, ctx.sequence
     with transaction.atomic():
@@ -462,7 +419,7 @@ def _commit_ordinarily(*, run: AgentRun, worker_id: str, ctx: NodeContext, resul
             next_sequence = run.next_sequence
             transaction.on_commit(lambda: _enqueue(run_id, expected_sequence=next_sequence))
     # Committed: this worker's copy of the state is the run's state now.
-    if run.status == RunStatus.RUNNING and cache_state:
+    if run.status == RunStatus.RUNNING:
         STATE_CACHE.put(run_id, CachedState(sequence=sequence, state_hash=fields["state_hash"], state=state,
                                             digest=loaded.digest, chain=loaded.chain, run_version=run.version,
                                             **({"run": run, "worker_id": worker_id, "committed_at": time.monotonic()}
@@ -496,54 +453,38 @@ def _after_update(run: AgentRun, values: dict, ctx: NodeContext) -> AgentRun:
 
 # --- driving a run in-process (manage.py analyze --inline, run_resume --inline) ------------------
 
-def _pipeline() -> StepPipeline | None:
-    return StepPipeline() if settings.ARBITER_RUN_COMMIT_IN_FLIGHT else None
-
-
 def run_steps(*, run_id: int, worker_id: str, expected_sequence: int | None = None,
               slice_seconds: float | None = None) -> StepOutcome:
     """What a worker task does with a delivery: execute the run's steps one after the other,
     keeping the lease between them (one commit per step, the state cached), for up to
     `slice_seconds` (ARBITER_RUN_STEP_SLICE_SECONDS); the last step of the slice releases the
-    lease and enqueues the next one, so runs share the workers. Returns the last outcome.
-
-    A steady-state step's commit is in flight while the next step runs (runs.step_pipeline); the
-    last one is confirmed before this returns."""
+    lease and enqueues the next one, so runs share the workers. Returns the last outcome."""
     slice_seconds = settings.ARBITER_RUN_STEP_SLICE_SECONDS if slice_seconds is None else slice_seconds
     deadline = time.monotonic() + slice_seconds
-    pipeline = _pipeline()
-    try:
-        while True:
-            keep = time.monotonic() < deadline
-            outcome = run_step(run_id=run_id, worker_id=worker_id, expected_sequence=expected_sequence,
-                               enqueue=not keep, keep_lease=keep, pipeline=pipeline)
-            if outcome.action == "retry" and keep:
-                # run_step enqueues a retry only when it hands off; with keep_lease it left it to us.
-                _enqueue(outcome.run_id, expected_sequence=outcome.sequence, countdown=outcome.retry_after)
-            if outcome.action != "executed" or outcome.status != RunStatus.RUNNING or not keep:
-                return (pipeline and pipeline.drain()) or outcome
-            expected_sequence = outcome.sequence + 1
-    finally:
-        if pipeline is not None:  # an exception left a commit in flight: confirm it (or commit it the ordinary way)
-            pipeline.drain()
+    while True:
+        keep = time.monotonic() < deadline
+        outcome = run_step(run_id=run_id, worker_id=worker_id, expected_sequence=expected_sequence,
+                           enqueue=not keep, keep_lease=keep)
+        if outcome.action == "retry" and keep:
+            # run_step enqueues a retry only when it hands off; with keep_lease it left it to us.
+            _enqueue(outcome.run_id, expected_sequence=outcome.sequence, countdown=outcome.retry_after)
+        if outcome.action != "executed" or outcome.status != RunStatus.RUNNING or not keep:
+            return outcome
+        expected_sequence = outcome.sequence + 1
 
 
 def drive_inline(*, run_id: int, worker_id: str, timeout_seconds: float = 600, poll_seconds: float = 0.5,
                  on_step=None) -> AgentRun:
     """Execute a run's steps in this process through run_step (same leases, same commits) until it
     finishes, waits, or the timeout passes, keeping the lease between its steps. Waits while the
-    run is not admitted or another worker holds its lease. A steady-state step's commit is in
-    flight while the next step runs (runs.step_pipeline); `on_step` is called once it is confirmed."""
+    run is not admitted or another worker holds its lease; `on_step` is called after each step."""
     run_id = int(run_id)
     deadline = time.monotonic() + timeout_seconds
-    pipeline = _pipeline()
     try:
         while time.monotonic() < deadline:
-            outcome = run_step(run_id=run_id, worker_id=worker_id, enqueue=False, keep_lease=True, pipeline=pipeline)
+            outcome = run_step(run_id=run_id, worker_id=worker_id, enqueue=False, keep_lease=True)
             if on_step is not None and outcome.action == "executed":
-                outcome = (pipeline and pipeline.drain()) or outcome  # the step it reports is committed
-                if outcome.action == "executed":
-                    on_step(outcome)
+                on_step(outcome)
             if outcome.action in ("finished", "missing") or outcome.status in RunStatus.terminal() \
                     or outcome.status == RunStatus.WAITING:
                 break
@@ -552,7 +493,5 @@ def drive_inline(*, run_id: int, worker_id: str, timeout_seconds: float = 600, p
             elif outcome.action in ("not_admitted", "busy", "lease_lost", "stale"):
                 time.sleep(poll_seconds)
     finally:
-        if pipeline is not None:  # the last commit in flight (or, refused, committed the ordinary way)
-            pipeline.drain()
         lease_release(run_id, worker_id)  # a no-op unless we stopped while still holding it
     return AgentRun.objects.get(pk=run_id)

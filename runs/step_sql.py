@@ -6,15 +6,13 @@ on PostgreSQL and SQLite alike."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
-import time
 from functools import lru_cache
 from operator import itemgetter
 from types import SimpleNamespace
 
-from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections, transaction
 
 from runs.models import AgentRun
 
@@ -282,8 +280,8 @@ def _step_commit_with_event_sql(run_names: tuple[str, ...], increments: frozense
     run_id, lease_owner, status, next_sequence, version = key.slots
     new_sequence, new_hash, head_id, last_sequence, last_hash = head.slots
     # owned -> step -> checkpoint -> head -> event: each row exists only if the one before it does.
-    # The final division by zero aborts the whole statement (and so its implicit transaction) unless
-    # the event was written: a step is never committed without its audit event, nor half of it.
+    # No event id means something did not match: the caller rolls the transaction back, so a step
+    # is never committed without its audit event, nor half of it.
     sql = (f"WITH owned AS (UPDATE {_qn(AgentRun._meta.db_table)} SET {sets} WHERE {_qn('id')} = {run_id} "
            f"AND {_qn('lease_owner')} = {lease_owner} AND {_qn('status')} = {status} "
            f"AND {_qn('next_sequence')} = {next_sequence} AND {_qn('cancel_requested_at')} IS NULL "
@@ -298,7 +296,7 @@ def _step_commit_with_event_sql(run_names: tuple[str, ...], increments: frozense
            "AND EXISTS (SELECT 1 FROM checkpoint) RETURNING id), "
            f"event AS (INSERT INTO audit_auditevent ({columns(event_fields)}) SELECT {', '.join(event.slots)} "
            "FROM head RETURNING id) "
-           "SELECT (SELECT step_id FROM checkpoint), (SELECT id FROM event), 1 / (SELECT count(*) FROM event)")
+           "SELECT (SELECT step_id FROM checkpoint), (SELECT id FROM event)")
     return sql, sections
 
 
@@ -328,136 +326,35 @@ def _step_commit_statement(*, run_id: int, worker_id: str, sequence: int, status
 
 def step_commit_with_event(*, run_id: int, worker_id: str, sequence: int, status: str, version: int, values: dict,
                            step: dict, checkpoint: dict, event: dict, head: tuple[int, int, str]) -> tuple[int, int]:
-    """PostgreSQL, outside any transaction: the whole steady-state step commit as ONE statement —
-    its own transaction, one round trip, one durable commit. The run's conditional UPDATE (also
-    requiring `version`: nobody else wrote the row since this worker's last commit), the Step, the
-    Checkpoint, and the audit event (`event`: AuditEvent attname -> value, hashed) appended by
-    compare-and-set on the stream head `head` (id, last_sequence, last_hash) as this process last
-    wrote it. Every value travels in ONE JSON array parameter, read back and cast per column in
-    SQL: psycopg adapts one string instead of ~70 values. Returns (step id, event id); raises
-    StepCommitRefused — with nothing written — when any of it did not match."""
-    from django.db import DatabaseError
-
+    """PostgreSQL, in a transaction of its own: the whole steady-state step commit as ONE statement.
+    The run's conditional UPDATE (also requiring `version`: nobody else wrote the row since this
+    worker's last commit), the Step, the Checkpoint, and the audit event (`event`: AuditEvent
+    attname -> value, hashed) appended by compare-and-set on the stream head `head` (id,
+    last_sequence, last_hash) as this process last wrote it. Every value travels in ONE JSON array
+    parameter, read back and cast per column in SQL: psycopg adapts one string instead of ~70
+    values. Returns (step id, event id); raises StepCommitRefused — the transaction rolled back,
+    nothing written — when any of it did not match."""
     sql, doc = _step_commit_statement(run_id=run_id, worker_id=worker_id, sequence=sequence, status=status,
                                       version=version, values=values, step=step, checkpoint=checkpoint, event=event,
                                       head=head)
     db = connections[DEFAULT_DB_ALIAS]  # the wrapper itself: each access through the proxy costs
     try:
-        cursor = _prepared_cursor(db)  # reused: not closed
-        cursor.execute(sql, [doc])
-        step_id, event_id, _ = cursor.fetchone()
+        with transaction.atomic(using=db.alias):
+            cursor = _prepared_cursor(db)  # reused: not closed
+            cursor.execute(sql, [doc])
+            step_id, event_id = cursor.fetchone()
+            if event_id is None:  # the run row or the audit head moved: undo what did match
+                raise StepCommitRefused(f"run {run_id} step {sequence}: the run row or the audit head moved")
     except DatabaseError as exc:
-        sqlstate = getattr(exc.__cause__, "sqlstate", None)
-        if sqlstate == "22012":  # division_by_zero: our refusal
-            raise StepCommitRefused(f"run {run_id} step {sequence}: the run row or the audit head moved") from None
-        if sqlstate == "26000":
-            # invalid_sql_statement_name: the session's prepared statements were reset under us
-            # (DISCARD ALL, DEALLOCATE ALL — a pooler). Nothing ran; psycopg has forgotten the
-            # statement and prepares it again next time. Commit this step the ordinary way.
-            logger.warning("run %s step %s: the step's prepared statement was gone (%s); committing it the "
-                           "ordinary way", run_id, sequence, exc)
-            raise StepCommitRefused(f"run {run_id} step {sequence}: the prepared statement was reset") from None
-        raise
+        if getattr(exc.__cause__, "sqlstate", None) != "26000":
+            raise
+        # invalid_sql_statement_name: the session's prepared statements were reset under us
+        # (DISCARD ALL, DEALLOCATE ALL — a pooler). Nothing ran; psycopg has forgotten the statement
+        # and prepares it again next time. Commit this step the ordinary way.
+        logger.warning("run %s step %s: the step's prepared statement was gone (%s); committing it the "
+                       "ordinary way", run_id, sequence, exc)
+        raise StepCommitRefused(f"run {run_id} step {sequence}: the prepared statement was reset") from None
     return step_id, event_id
-
-
-class SentStepCommit:
-    """A one-statement step commit sent to PostgreSQL whose result has not been read yet
-    (step_commit_send). Until `result()` is called the connection is busy: nothing else may use it
-    (runs.step_pipeline sees to that)."""
-
-    def __init__(self, db, raw, run_id: int, sequence: int):
-        self.db, self.raw, self.run_id, self.sequence = db, raw, run_id, sequence
-
-    def result(self) -> tuple[int, int]:
-        """Wait for the statement's result: (step id, event id). Raises StepCommitRefused (nothing
-        was written) or the database's error, as step_commit_with_event does."""
-        from psycopg import errors, generators, pq
-
-        with self.db.wrap_database_errors:
-            if self.raw.closed:
-                raise errors.OperationalError("the connection closed before the step's commit was confirmed")
-            try:
-                results = self.raw.wait(generators.fetch_many(self.raw.pgconn))
-            except BaseException as exc:
-                if not isinstance(exc, errors.Error):
-                    # Interrupted while waiting (a signal, a time limit): the result may still be
-                    # unread on the connection, which no other statement could then use. Close
-                    # it; the next statement reconnects, and the caller reads the run row afresh
-                    # (the server committed the statement or not, whatever happens here).
-                    self.db.close()
-                raise
-            if len(results) != 1:
-                raise errors.InternalError(f"the step's commit returned {len(results)} results, not 1")
-            res = results[0]
-            if res.status == pq.ExecStatus.FATAL_ERROR:
-                sqlstate = res.error_field(pq.DiagnosticField.SQLSTATE)
-                if sqlstate == b"22012":  # division_by_zero: our refusal
-                    raise StepCommitRefused(f"run {self.run_id} step {self.sequence}: the run row or the audit head "
-                                            "moved")
-                if sqlstate == b"26000":  # invalid_sql_statement_name: DEALLOCATE / DISCARD ALL (a pooler)
-                    self.db.__dict__.pop("_step_send_statements", None)  # the next send prepares it again
-                raise errors.error_from_result(res, encoding=self.raw.info.encoding)
-            if res.status != pq.ExecStatus.TUPLES_OK or res.ntuples != 1:
-                raise errors.InternalError(f"the step's commit returned {res.status!r}")
-            return int(res.get_value(0, 0)), int(res.get_value(0, 1))
-
-
-_STATEMENT_NUMBERS = itertools.count(1)
-
-
-def _statement_name(db, raw, sql: str) -> bytes:
-    """The name of `sql` prepared on this connection (ours, apart from psycopg's own), preparing
-    it the first time."""
-    from psycopg import errors, generators, pq
-
-    cached = db.__dict__.get("_step_send_statements")
-    if cached is None or cached[0] is not raw:
-        cached = db.__dict__["_step_send_statements"] = (raw, {})
-    names = cached[1]
-    name = names.get(sql)
-    if name is None:
-        # Numbered for the process, never reused: after a reset of some of this connection's
-        # statements (their names forgotten here), one it still holds cannot clash with a new one.
-        name = f"arbiter_step_commit_{next(_STATEMENT_NUMBERS)}".encode()
-        with db.wrap_database_errors:
-            raw.pgconn.send_prepare(name, sql.encode())
-            (res,) = raw.wait(generators.execute(raw.pgconn))
-            if res.status != pq.ExecStatus.COMMAND_OK:
-                raise errors.error_from_result(res, encoding=raw.info.encoding)
-        names[sql] = name
-    return name
-
-
-def step_commit_send(*, run_id: int, worker_id: str, sequence: int, status: str, version: int, values: dict,
-                     step: dict, checkpoint: dict, event: dict, head: tuple[int, int, str]) -> SentStepCommit:
-    """step_commit_with_event without waiting: the statement is sent (its own implicit transaction,
-    committed by the server whatever this process does next) and its result is read later with
-    `SentStepCommit.result()`. Execute wrappers see it as they see any statement; Django's query log
-    records it when it is on."""
-    sql, doc = _step_commit_statement(run_id=run_id, worker_id=worker_id, sequence=sequence, status=status,
-                                      version=version, values=values, step=step, checkpoint=checkpoint, event=event,
-                                      head=head)
-    db = connections[DEFAULT_DB_ALIAS]
-    db.ensure_connection()
-    raw = db.connection
-    name = _statement_name(db, raw, sql)
-
-    def send(sql, params, many, context):
-        from psycopg import generators
-
-        with db.wrap_database_errors:
-            raw.pgconn.send_query_prepared(name, [params[0].encode()])
-            raw.wait(generators.send(raw.pgconn))
-
-    started = time.monotonic()
-    if db.execute_wrappers:  # what they see is the send; the commit is confirmed by result()
-        _prepared_cursor(db)._execute_with_wrappers(sql, [doc], False, send)
-    else:
-        send(sql, [doc], False, None)
-    if db.queries_logged:
-        db.queries_log.append({"sql": sql, "time": f"{time.monotonic() - started:.3f}"})
-    return SentStepCommit(db, raw, run_id, sequence)
 
 
 # --- reading the run -----------------------------------------------------------------------------
