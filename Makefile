@@ -71,7 +71,9 @@ bench: install-dev bench-venv
 # The step benchmark compares Arbiter's executor with LangGraph's PostgresSaver and a plain-psycopg
 # floor on its own PostgreSQL database (dropped and recreated each time). LangGraph is installed
 # only into the benchmark's own virtualenv, never as a project dependency.
-BENCH_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/arbiter_bench
+# Throwaway databases, dropped and recreated by each benchmark: never the one bench/ui_at_scale.py keeps.
+BENCH_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/arbiter_bench_steps
+LEDGER_BENCH_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/arbiter_bench_ledger
 BENCH_VENV := var/bench-venv
 BENCH_VENV_STAMP := $(BENCH_VENV)/.installed-langgraph-1.2.24
 
@@ -85,7 +87,7 @@ $(BENCH_VENV_STAMP):
 
 # audit_verify (full and --since) and case_replay --all over a generated ledger (LEDGER_EVENTS events).
 bench-ledger: install-dev
-	$(PY) bench/ledger.py --database-url $(BENCH_DATABASE_URL)_ledger $(LEDGER_BENCH_ARGS)
+	$(PY) bench/ledger.py --database-url $(LEDGER_BENCH_DATABASE_URL) $(LEDGER_BENCH_ARGS)
 
 worker: install
 	$(VENV)/bin/celery -A config worker --loglevel=$${LOG_LEVEL:-INFO}

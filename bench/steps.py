@@ -19,7 +19,7 @@ bytes per step (pg_current_wal_lsn, cluster-wide: again the minimum over rounds)
 step; then storage per step at N = 50/200/1,000 and state-load times. Results are printed and
 appended to bench/RESULTS.md with the date, commit and machine. It measures, it never asserts.
 
-    python bench/steps.py [--database-url postgres://postgres@127.0.0.1:5432/arbiter_bench]
+    python bench/steps.py [--database-url postgres://postgres@127.0.0.1:5432/arbiter_bench_steps]
                           [--rounds 3] [--steps 200] [--langgraph-python var/bench-venv/bin/python]
                           [--arbiter-root PATH]   (another checkout's code, e.g. for a before/after)
 """
@@ -331,7 +331,7 @@ def report(groups: list[dict], storage: dict, versions: dict, args, pg_version: 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--database-url", default=os.environ.get("BENCH_DATABASE_URL",
-                                                                  "postgres://postgres@127.0.0.1:5432/arbiter_bench"))
+                                                                  "postgres://postgres@127.0.0.1:5432/arbiter_bench_steps"))
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--procs", default="1,4")

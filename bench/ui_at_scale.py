@@ -7,7 +7,7 @@ a working day uses, as the person who would use it, and prints p50 / p95 and the
 each at both sizes. Target: p95 under 150 ms for every one at the large size, and the
 same query count at both sizes.
 
-    DATABASE_URL=postgres://postgres@127.0.0.1:5432/arbiter_bench_i8 .venv/bin/python bench/ui_at_scale.py
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/arbiter_ui_at_scale .venv/bin/python bench/ui_at_scale.py
 
 The database named in DATABASE_URL is the benchmark's own: it is migrated, seeded once (kept for
 later runs; --reseed starts over) and never used for anything else. Seeding writes through SQL
