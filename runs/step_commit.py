@@ -3,13 +3,14 @@
 When a worker goes on with a run whose lease it kept at its previous commit, and the step wrote
 nothing but its own rows (no model calls, tool calls, findings, artifacts, on_commit writes) and
 no audit listener acts on `runs.step.completed` events (audit.hooks), the whole commit — the run
-row's conditional UPDATE, the Step, the Checkpoint and the step's audit event — is ONE statement
-in one transaction: one durable commit, no lock wait on the audit head.
+row's conditional UPDATE, the Step, the Checkpoint and the step's audit event — is ONE statement,
+its own transaction: one round trip, one durable commit, no lock wait on the audit head.
 
 The audit event is appended by compare-and-set on the stream head this process last wrote
 (audit.services.audit_head_guess), so no lock is waited for: if anyone else appended to the
-stream, or anything about the run row is not as this worker left it, the statement returns no
-event, the transaction is rolled back, and the executor commits the step the ordinary way (one
+stream, or anything about the run row is not as this worker left it, the statement writes
+nothing (each row it writes depends on the one before; no error is raised on purpose), and the
+executor commits the step the ordinary way (one
 transaction that locks the head and tells a lost lease, a cancellation and a moved row apart).
 The hash chain is the one audit_record writes: the same event, the same keyed hash over the same
 fields. It pays for itself: ~2× the steps per second of the ordinary commit at one process
@@ -40,7 +41,7 @@ def commit_in_one_statement(*, run: AgentRun, worker_id: str, ctx, values: dict,
     when nothing was written and the caller must commit it the ordinary way."""
     db = connections[DEFAULT_DB_ALIAS]  # the wrapper itself: each access through the proxy costs
     if db.vendor != "postgresql" or db.in_atomic_block or not db.get_autocommit():
-        return False  # its refusal rolls back a whole transaction: never a caller's
+        return False  # the statement is its own transaction: never part of a caller's
     if hooks.has_listener_for(STEP_COMPLETED):
         return False  # a listener writes in the event's transaction: that needs audit_record
     stream = stream_for(tenant_id=run.tenant_id, case_id=run.case_id)

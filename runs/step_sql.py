@@ -12,7 +12,7 @@ from functools import lru_cache
 from operator import itemgetter
 from types import SimpleNamespace
 
-from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections, transaction
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections
 
 from runs.models import AgentRun
 
@@ -279,23 +279,29 @@ def _step_commit_with_event_sql(run_names: tuple[str, ...], increments: frozense
                      else f"{_qn(field.column)} = {slot}" for field, slot in zip(run_fields, run.slots, strict=True))
     run_id, lease_owner, status, next_sequence, version = key.slots
     new_sequence, new_hash, head_id, last_sequence, last_hash = head.slots
-    # owned -> step -> checkpoint -> head -> event: each row exists only if the one before it does.
-    # No event id means something did not match: the caller rolls the transaction back, so a step
-    # is never committed without its audit event, nor half of it.
-    sql = (f"WITH owned AS (UPDATE {_qn(AgentRun._meta.db_table)} SET {sets} WHERE {_qn('id')} = {run_id} "
+    # locked -> head -> owned -> step -> checkpoint -> event: each row exists only if the one before
+    # it does. `locked` takes the run row's lock if the row is as this worker left it (PostgreSQL
+    # re-checks the conditions on the newest version while it waits); the head then advances by
+    # compare-and-set only if the run row is locked; the run's UPDATE happens only if the head
+    # advanced, and cannot then miss the row it holds locked. So either every row is written or
+    # none is, with no error raised: no event id means nothing was written.
+    table = _qn(AgentRun._meta.db_table)
+    sql = (f"WITH locked AS (SELECT {_qn('id')} FROM {table} WHERE {_qn('id')} = {run_id} "
            f"AND {_qn('lease_owner')} = {lease_owner} AND {_qn('status')} = {status} "
            f"AND {_qn('next_sequence')} = {next_sequence} AND {_qn('cancel_requested_at')} IS NULL "
-           f"AND {_qn('version')} = {version} RETURNING {_qn('id')}), "
+           f"AND {_qn('version')} = {version} FOR NO KEY UPDATE), "
+           f"head AS (UPDATE audit_auditstreamhead SET last_sequence = {new_sequence}, last_hash = {new_hash} "
+           f"WHERE id = {head_id} AND last_sequence = {last_sequence} AND last_hash = {last_hash} "
+           "AND EXISTS (SELECT 1 FROM locked) RETURNING id), "
+           f"owned AS (UPDATE {table} SET {sets} WHERE {_qn('id')} = (SELECT {_qn('id')} FROM locked) "
+           f"AND EXISTS (SELECT 1 FROM head) RETURNING {_qn('id')}), "
            f"step AS (INSERT INTO {_qn(Step._meta.db_table)} ({columns(step_fields)}) "
            f"SELECT {', '.join(step.slots)} FROM owned RETURNING {_qn('id')}), "
            f"checkpoint AS (INSERT INTO {_qn(Checkpoint._meta.db_table)} ({columns(checkpoint_fields)}, "
            f"{_qn('step_id')}) SELECT {', '.join(checkpoint.slots)}, step.{_qn('id')} FROM step "
            f"RETURNING {_qn('step_id')}), "
-           f"head AS (UPDATE audit_auditstreamhead SET last_sequence = {new_sequence}, last_hash = {new_hash} "
-           f"WHERE id = {head_id} AND last_sequence = {last_sequence} AND last_hash = {last_hash} "
-           "AND EXISTS (SELECT 1 FROM checkpoint) RETURNING id), "
            f"event AS (INSERT INTO audit_auditevent ({columns(event_fields)}) SELECT {', '.join(event.slots)} "
-           "FROM head RETURNING id) "
+           "FROM checkpoint RETURNING id) "
            "SELECT (SELECT step_id FROM checkpoint), (SELECT id FROM event)")
     return sql, sections
 
@@ -326,25 +332,22 @@ def _step_commit_statement(*, run_id: int, worker_id: str, sequence: int, status
 
 def step_commit_with_event(*, run_id: int, worker_id: str, sequence: int, status: str, version: int, values: dict,
                            step: dict, checkpoint: dict, event: dict, head: tuple[int, int, str]) -> tuple[int, int]:
-    """PostgreSQL, in a transaction of its own: the whole steady-state step commit as ONE statement.
-    The run's conditional UPDATE (also requiring `version`: nobody else wrote the row since this
-    worker's last commit), the Step, the Checkpoint, and the audit event (`event`: AuditEvent
-    attname -> value, hashed) appended by compare-and-set on the stream head `head` (id,
-    last_sequence, last_hash) as this process last wrote it. Every value travels in ONE JSON array
-    parameter, read back and cast per column in SQL: psycopg adapts one string instead of ~70
-    values. Returns (step id, event id); raises StepCommitRefused — the transaction rolled back,
-    nothing written — when any of it did not match."""
+    """PostgreSQL, outside any transaction: the whole steady-state step commit as ONE statement —
+    its own transaction, one round trip, one durable commit. The run's conditional UPDATE (also
+    requiring `version`: nobody else wrote the row since this worker's last commit), the Step, the
+    Checkpoint, and the audit event (`event`: AuditEvent attname -> value, hashed) appended by
+    compare-and-set on the stream head `head` (id, last_sequence, last_hash) as this process last
+    wrote it. Every value travels in ONE JSON array parameter, read back and cast per column in
+    SQL: psycopg adapts one string instead of ~70 values. Returns (step id, event id); raises
+    StepCommitRefused — nothing written — when the run row or the head was not as expected."""
     sql, doc = _step_commit_statement(run_id=run_id, worker_id=worker_id, sequence=sequence, status=status,
                                       version=version, values=values, step=step, checkpoint=checkpoint, event=event,
                                       head=head)
     db = connections[DEFAULT_DB_ALIAS]  # the wrapper itself: each access through the proxy costs
     try:
-        with transaction.atomic(using=db.alias):
-            cursor = _prepared_cursor(db)  # reused: not closed
-            cursor.execute(sql, [doc])
-            step_id, event_id = cursor.fetchone()
-            if event_id is None:  # the run row or the audit head moved: undo what did match
-                raise StepCommitRefused(f"run {run_id} step {sequence}: the run row or the audit head moved")
+        cursor = _prepared_cursor(db)  # reused: not closed
+        cursor.execute(sql, [doc])
+        step_id, event_id = cursor.fetchone()
     except DatabaseError as exc:
         if getattr(exc.__cause__, "sqlstate", None) != "26000":
             raise
@@ -354,6 +357,10 @@ def step_commit_with_event(*, run_id: int, worker_id: str, sequence: int, status
         logger.warning("run %s step %s: the step's prepared statement was gone (%s); committing it the "
                        "ordinary way", run_id, sequence, exc)
         raise StepCommitRefused(f"run {run_id} step {sequence}: the prepared statement was reset") from None
+    if event_id is None:
+        if step_id is not None:  # the statement's chain makes this impossible; never let it pass
+            raise RuntimeError(f"run {run_id} step {sequence}: a step row was written without its audit event")
+        raise StepCommitRefused(f"run {run_id} step {sequence}: the run row or the audit head moved")
     return step_id, event_id
 
 

@@ -45,7 +45,7 @@ def test_awkward_values_are_stored_exactly_and_the_chain_verifies(analyst, tenan
         with CaptureQueriesContext(connection) as queries:
             outcome = run_step(run_id=run.pk, worker_id=WORKER, enqueue=False, keep_lease=True)
         statements = [q["sql"] for q in queries if q["sql"] not in ("BEGIN", "COMMIT")]
-        one_statement += [sql.startswith("WITH owned AS") for sql in statements] == [True]
+        one_statement += [sql.startswith("WITH locked AS") for sql in statements] == [True]
         if outcome.status != RunStatus.RUNNING:
             break
     assert one_statement >= 3  # the steady-state steps took the one-statement path
