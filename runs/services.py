@@ -267,6 +267,36 @@ def run_fork(*, actor, run: AgentRun, from_sequence: int, provider: str | None =
     if parent.thread_id is not None:  # A conversation run writes into its thread exactly once
         raise NotAllowed(f"Run R{parent.pk} is a {parent.graph} run of thread {parent.thread_id}: conversation runs "
                          f"cannot be forked. Post the question again in the thread to get a new answer.")
+    checkpoint, next_node = _fork_point(parent, from_sequence)
+    definition = get_graph(parent.graph)
+    limits = _budget(budget, {name: getattr(parent, name) for name in BUDGET_FIELDS})
+    provider_name, provider_obj = _provider(provider or parent.provider_name)
+    copied_steps = list(Step.objects.filter(run=parent, sequence__lte=from_sequence).order_by("sequence"))
+    now = timezone.now()
+    fork = AgentRun.objects.create(
+        tenant_id=parent.tenant_id, case_id=parent.case_id, thread_id=None, graph=parent.graph,
+        graph_version=definition.version, input=parent.input, current_node=next_node, **limits,
+        next_sequence=from_sequence + 1, steps_used=len(copied_steps),
+        tokens_used=sum(s.tokens for s in copied_steps),
+        started_by=actor.identifier, started_by_user=actor.user if actor.is_user else None,
+        provider_name=provider_name, model_name=getattr(provider_obj, "model", ""),
+        prompt_versions=definition.prompt_versions, parent_run=parent, forked_from_checkpoint=checkpoint,
+        queued_at=now, phase="executing" if from_sequence else "planning")
+    _fork_copy_rows(parent, fork, copied_steps, from_sequence)
+    # The fork must start from exactly the parent's state at N (both upgraded to the current schema).
+    if state_at(fork)[0].hash() != state_at(parent, from_sequence)[0].hash():
+        raise RuntimeError(f"Fork of R{parent.pk} at step {from_sequence} does not reproduce the parent's state.")
+    _audit(fork, actor=actor, action="runs.run.forked",
+           payload={"parent_run": parent.pk, "from_sequence": from_sequence, "state_hash": checkpoint.state_hash,
+                    "provider": provider_name, "budget": limits})
+    if enqueue:
+        _enqueue_on_commit(fork.pk)
+    return fork
+
+
+def _fork_point(parent: AgentRun, from_sequence: int) -> tuple[Checkpoint, str]:
+    """The parent's checkpoint after `from_sequence` and the node the fork starts at; NotAllowed
+    naming the kept checkpoints when there is none, or when the parent ended at that step."""
     checkpoint = Checkpoint.objects.filter(run=parent, sequence=from_sequence).first()
     if checkpoint is None:
         kept = list(Checkpoint.objects.filter(run=parent).order_by("sequence").values_list("sequence", flat=True))
@@ -286,19 +316,12 @@ def run_fork(*, actor, run: AgentRun, from_sequence: int, provider: str | None =
             raise NotAllowed(f"Run R{parent.pk} ended at step {from_sequence} ({step.outcome}); fork from an "
                              f"earlier step.")
         next_node = step.next_node
-    limits = _budget(budget, {name: getattr(parent, name) for name in BUDGET_FIELDS})
-    provider_name, provider_obj = _provider(provider or parent.provider_name)
-    copied_steps = list(Step.objects.filter(run=parent, sequence__lte=from_sequence).order_by("sequence"))
-    now = timezone.now()
-    fork = AgentRun.objects.create(
-        tenant_id=parent.tenant_id, case_id=parent.case_id, thread_id=None, graph=parent.graph,
-        graph_version=definition.version, input=parent.input, current_node=next_node, **limits,
-        next_sequence=from_sequence + 1, steps_used=len(copied_steps),
-        tokens_used=sum(s.tokens for s in copied_steps),
-        started_by=actor.identifier, started_by_user=actor.user if actor.is_user else None,
-        provider_name=provider_name, model_name=getattr(provider_obj, "model", ""),
-        prompt_versions=definition.prompt_versions, parent_run=parent, forked_from_checkpoint=checkpoint,
-        queued_at=now, phase="executing" if from_sequence else "planning")
+    return checkpoint, next_node
+
+
+def _fork_copy_rows(parent: AgentRun, fork: AgentRun, copied_steps: list[Step], from_sequence: int) -> None:
+    """Copy the parent's steps 1..N, checkpoints, findings and artifacts into the fork, each pointing
+    at its original (tool effects are never copied)."""
     step_map = {}
     for step in copied_steps:
         step_map[step.pk] = Step.objects.create(
@@ -325,13 +348,4 @@ def run_fork(*, actor, run: AgentRun, from_sequence: int, provider: str | None =
             kind=artifact.kind, content=artifact.content, content_hash=artifact.content_hash,
             source_refs=artifact.source_refs, schema_version=artifact.schema_version,
             produced_by=artifact.produced_by, copied_from=artifact)
-    # The fork must start from exactly the parent's state at N (both upgraded to the current schema).
-    if state_at(fork)[0].hash() != state_at(parent, from_sequence)[0].hash():
-        raise RuntimeError(f"Fork of R{parent.pk} at step {from_sequence} does not reproduce the parent's state.")
-    _audit(fork, actor=actor, action="runs.run.forked",
-           payload={"parent_run": parent.pk, "from_sequence": from_sequence, "state_hash": checkpoint.state_hash,
-                    "provider": provider_name, "budget": limits})
-    if enqueue:
-        _enqueue_on_commit(fork.pk)
-    return fork
 
