@@ -256,9 +256,35 @@ def adjudicator(context: dict) -> dict:
     triage_out = prior_of(context, "triage")
     risk = prior_of(context, "risk_assessor") or risk_assessor(context)
     policy = prior_of(context, "policy_checker") or policy_checker(context)
-    disputes = []
-
     applied = {rule.get("code") for rule in policy.get("rules") or [] if rule.get("applies")}
+    level, disputes = _adjudicated_risk(risk, applied)
+    recorded_product = str(case.get("product") or "").strip()
+    disputes += _classification_disputes(triage_out, recorded_product)
+    transition, why, more = _adjudicated_transition(context, case, evidence, applied, level, triage_out)
+    disputes += more
+
+    confidences = [float(out["confidence"]) for out in (triage_out, risk)
+                   if out and isinstance(out.get("confidence"), int | float)]
+    confidence = sum(confidences) / len(confidences) if confidences else 0.5
+    unresolved = [d for d in disputes if d["resolution"].startswith(_UNRESOLVED)]
+    confidence = max(0.0, min(1.0, confidence - 0.15 * len(unresolved)))
+
+    product = (triage_out or {}).get("product") or recorded_product or "unclassified product"
+    issue = (triage_out or {}).get("issue") or case.get("issue") or "unclassified issue"
+    respondent = str(case.get("company") or "an unrecorded respondent").rstrip(". ")
+    classified = (f"{product} / {issue} (an analyst should confirm this)" if (triage_out or {}).get("needs_analyst")
+                  else f"{product} / {issue}")
+    summary = _adjudication_text(
+        step=TRANSITION_LABELS.get(transition, transition).lower() if transition else None, why=why,
+        classified=classified, respondent=respondent, request=(triage_out or {}).get("consumer_request"),
+        level=level, risk=risk, policy=policy, applied=applied, disputes=disputes)
+    return {"summary": summary[:4000], "risk_level": level, "recommended_transition": transition,
+            "disputes": disputes, "confidence": round(confidence, 4)}
+
+
+def _adjudicated_risk(risk: dict, applied: set) -> tuple[str, list[dict]]:
+    """The risk level after the policy minimums and the scoring table, with a dispute for each raise."""
+    disputes = []
     assessed = risk.get("risk_level") if risk.get("risk_level") in LEVELS else "low"
     minimum, because = "low", []
     for code in sorted(applied & set(FLOORS)):
@@ -287,7 +313,12 @@ def adjudicator(context: dict) -> dict:
         })
         level = tabled
 
-    recorded_product = str(case.get("product") or "").strip()
+    return level, disputes
+
+
+def _classification_disputes(triage_out: dict | None, recorded_product: str) -> list[dict]:
+    """Disputes about triage's confidence and the product the case records."""
+    disputes = []
     if triage_out and triage_out.get("needs_analyst"):
         confidence_value = float(triage_out.get("confidence") or 0)
         disputes.append({
@@ -315,6 +346,13 @@ def adjudicator(context: dict) -> dict:
                            f"product is {triage_out['narrative_product']}."),
         })
 
+    return disputes
+
+
+def _adjudicated_transition(context: dict, case: dict, evidence, applied: set, level: str,
+                            triage_out: dict | None) -> tuple[str | None, str, list[dict]]:
+    """The next transition to propose (or None), why, and the disputes that changed it."""
+    disputes = []
     status = str(case.get("status") or "")
     sufficient, sufficiency = _evidence_sufficient(evidence, applied)
     if status == "under_review":
@@ -349,23 +387,7 @@ def adjudicator(context: dict) -> dict:
                                      for n in context.get("notices") or [] if isinstance(n, dict)):
         transition, why = None, "a notice is still in flight; close once it is sent or withdrawn"
 
-    confidences = [float(out["confidence"]) for out in (triage_out, risk)
-                   if out and isinstance(out.get("confidence"), int | float)]
-    confidence = sum(confidences) / len(confidences) if confidences else 0.5
-    unresolved = [d for d in disputes if d["resolution"].startswith(_UNRESOLVED)]
-    confidence = max(0.0, min(1.0, confidence - 0.15 * len(unresolved)))
-
-    product = (triage_out or {}).get("product") or recorded_product or "unclassified product"
-    issue = (triage_out or {}).get("issue") or case.get("issue") or "unclassified issue"
-    respondent = str(case.get("company") or "an unrecorded respondent").rstrip(". ")
-    classified = (f"{product} / {issue} (an analyst should confirm this)" if (triage_out or {}).get("needs_analyst")
-                  else f"{product} / {issue}")
-    summary = _adjudication_text(
-        step=TRANSITION_LABELS.get(transition, transition).lower() if transition else None, why=why,
-        classified=classified, respondent=respondent, request=(triage_out or {}).get("consumer_request"),
-        level=level, risk=risk, policy=policy, applied=applied, disputes=disputes)
-    return {"summary": summary[:4000], "risk_level": level, "recommended_transition": transition,
-            "disputes": disputes, "confidence": round(confidence, 4)}
+    return transition, why, disputes
 
 
 def _adjudication_text(*, step, why, classified, respondent, request, level, risk, policy, applied,
