@@ -198,151 +198,184 @@ def _latest_artifacts(context: dict) -> dict[str, tuple[int | None, dict]]:
     return found
 
 
-def chat(context: dict) -> dict:
-    case = case_of(context)
-    status = str(case.get("status") or "")
-    version = as_int(case.get("version"))
-    reference = case.get("reference") or "this case"
-    question = str(context.get("question") or "")
-    intents, set_aside = detect_intents(question)
-    artifacts = _latest_artifacts(context)
-    used_artifacts: list[int] = []
-    used_evidence: list[int] = []
+class _Answer:
+    """What the offline chat agent says about one topic of a question, from the case, the latest
+    artifacts and the evidence in its context; remembers which artifacts and evidence it used."""
 
-    def use(shape: str) -> dict | None:
-        if shape not in artifacts:
+    def __init__(self, context: dict):
+        self.context = context
+        self.case = case_of(context)
+        self.status = str(self.case.get("status") or "")
+        self.version = as_int(self.case.get("version"))
+        self.reference = self.case.get("reference") or "this case"
+        self.artifacts = _latest_artifacts(context)
+        self.used_artifacts: list[int] = []
+        self.used_evidence: list[int] = []
+        self.evidence_titles = {item.id: item.title for item in evidence_of(context) if item.id is not None}
+
+    def use(self, shape: str) -> dict | None:
+        if shape not in self.artifacts:
             return None
-        artifact_id, content = artifacts[shape]
-        if artifact_id is not None and artifact_id not in used_artifacts:
-            used_artifacts.append(artifact_id)
+        artifact_id, content = self.artifacts[shape]
+        if artifact_id is not None and artifact_id not in self.used_artifacts:
+            self.used_artifacts.append(artifact_id)
         return content
 
-    topics = [name for name, pattern in _TOPICS if re.search(pattern, question, re.IGNORECASE)]
-    if not topics and not intents:
-        topics = ["status", "risk", "findings"]
-    sentences: list[str] = []
-    evidence_titles = {item.id: item.title for item in evidence_of(context) if item.id is not None}
-
-    def source(evidence_id) -> str:
+    def source(self, evidence_id) -> str:
         """Evidence named in plain words (its title), its id kept in `cited`."""
         evidence_id = as_int(evidence_id)
         if evidence_id is None:
             return "the case record"
-        if evidence_id not in used_evidence:
-            used_evidence.append(evidence_id)
-        title = evidence_titles.get(evidence_id) or "the evidence"
+        if evidence_id not in self.used_evidence:
+            self.used_evidence.append(evidence_id)
+        title = self.evidence_titles.get(evidence_id) or "the evidence"
         return f"“{shorten(title, 60)}”" if title != "the evidence" else title
 
+    def topic_status(self) -> list[str]:
+        out: list[str] = []
+        out.append(f"{self.reference} is {_plain_status(self.status)}"
+                         f"{f' (version {self.version})' if self.version is not None else ''}.")
+        return out
+
+    def topic_request(self) -> list[str]:
+        out: list[str] = []
+        triage_out = self.use("triage") or {}
+        request = triage_out.get("consumer_request") if isinstance(triage_out.get("consumer_request"), dict) else None
+        if request and request.get("kind") != "none":
+            quoted = (f" In their words: “{shorten(str(request['quote']), 300)}” ({self.source(request.get('evidence_id'))})."
+                      if request.get("quote") else "")
+            out.append(f"The consumer asks for: {request.get('statement')}.{quoted}")
+        elif triage_out.get("requested_remedy"):
+            out.append(f"The consumer asks for: {shorten(str(triage_out['requested_remedy']), 400)}")
+        else:
+            out.append("The analysis has not read the consumer's request yet; run the analysis first.")
+        return out
+
+    def topic_risk(self) -> list[str]:
+        out: list[str] = []
+        risk = self.use("risk")
+        recorded = self.case.get("risk_level") or "unassessed"
+        if risk:
+            out.append(f"The latest assessment rates the risk {risk.get('risk_level')} (the case record says "
+                             f"{recorded}).")
+            reasons = []
+            for signal in risk.get("signals") or []:
+                if not isinstance(signal, dict):
+                    continue
+                label = _SIGNAL_WORDS.get(str(signal.get("code")), str(signal.get("code") or "a signal"))
+                points = f" (+{signal['points']})" if signal.get("points") else ""
+                quote = str(signal.get("quote") or "")
+                where = (f": “{shorten(quote, 200)}” ({self.source(signal.get('evidence_id'))})" if quote
+                         else f" ({self.source(signal.get('evidence_id'))})")
+                reasons.append(f"{label}{points}{where}")
+            if reasons:
+                out.append("Why: " + "; ".join(reasons) + ".")
+                explanation = re.search(r"=\s*\d+ point\(s\)[^.;]*", str(risk.get("rationale") or ""))
+                if explanation:
+                    out.append(f"Points add up as the published scoring table says ({explanation.group(0)}).")
+            else:
+                out.append("No risk signal was found in the evidence.")
+        else:
+            out.append(f"The case record says risk {recorded}; no risk assessment has been run yet.")
+        return out
+
+    def topic_deadline(self) -> list[str]:
+        out: list[str] = []
+        policy = self.use("policy")
+        due = [_plain_deadline(r, today_of(self.context)) for r in (policy or {}).get("rules") or []
+               if r.get("deadline") and r.get("applies")]
+        if due:
+            out.append("Due: " + "; ".join(due) + ".")
+        elif self.case.get("received_at"):
+            out.append(f"The case was received on {self.case['received_at']}; a response to the consumer is due "
+                             "within 15 days and a decision within 60 days of receipt.")
+        else:
+            out.append("The received date is not recorded, so deadlines cannot be computed.")
+        return out
+
+    def topic_evidence(self) -> list[str]:
+        out: list[str] = []
+        summary = self.use("evidence")
+        points = (summary or {}).get("key_points") or []
+        if points:
+            cited = [f"{shorten(str(point.get('text', '')), 200)} ({self.source(point.get('evidence_id'))})"
+                     for point in points[:3]]
+            out.append("From the evidence: " + " ".join(cited))
+        else:
+            items = [item for item in evidence_of(self.context) if item.text and item.id is not None][:2]
+            if items:
+                out.append("From the evidence: " + " ".join(
+                    f"{first_sentence(item.text, 200)} ({self.source(item.id)})" for item in items))
+            else:
+                out.append("There is no evidence on the case yet.")
+        return out
+
+    def topic_notice(self) -> list[str]:
+        out: list[str] = []
+        notices = [n for n in self.context.get("notices") or [] if isinstance(n, dict)]
+        policy = self.use("policy")
+        if notices:
+            out.append("Notices: " + "; ".join(
+                f"a {n.get('kind') or 'response'} notice that is {_plain_notice_status(n.get('status'))}"
+                for n in notices) + ".")
+        elif policy is not None:
+            out.append("No notice exists yet. " + ("A response to the consumer is due."
+                                                         if policy.get("notice_due") else "None is due now."))
+        else:
+            out.append("No notice exists for this case yet.")
+        return out
+
+    def topic_thread(self) -> list[str]:
+        out: list[str] = []
+        thread = self.context.get("thread") or {}
+        summary = str(thread.get("summary") or "").strip()
+        recent = [t for t in thread.get("recent") or [] if isinstance(t, dict) and t.get("role") == "user"]
+        if summary:
+            out.append("Earlier in this conversation: " + shorten(summary, 600))
+        elif recent:
+            out.append("Earlier you asked: " + "; ".join(
+                first_sentence(str(t.get("content") or ""), 160) for t in recent[-3:]) + ".")
+        else:
+            out.append("This is the start of the conversation.")
+        return out
+
+    def topic_findings(self) -> list[str]:
+        out: list[str] = []
+        adjudication = self.use("adjudication")
+        triage_out = self.use("triage")
+        if triage_out and triage_out.get("needs_analyst"):
+            out.append(f"Triage is not confident of the product and issue (best guess: "
+                             f"{triage_out.get('product')} / {triage_out.get('issue')}); an analyst should "
+                             "confirm them.")
+        elif triage_out:
+            out.append(f"Triage: {triage_out.get('product')} / {triage_out.get('issue')}, against "
+                             f"{triage_out.get('respondent')}.")
+        if adjudication:
+            disputes = [d for d in adjudication.get("disputes") or [] if isinstance(d, dict)]
+            step = adjudication.get("recommended_transition")
+            out.append(f"The agents recommend: {_plain_transition(step)}."
+                             + (" Open points: " + "; ".join(f"{d.get('topic')} — {d.get('resolution')}"
+                                                             for d in disputes[:3]) + "." if disputes else ""))
+        elif not triage_out:
+            if findings := [f for f in self.context.get("findings") or [] if isinstance(f, dict) and f.get("summary")]:
+                out.append("Latest findings: " + " ".join(shorten(str(f["summary"]), 200)
+                                                                 for f in findings[-3:]))
+            else:
+                out.append("No analysis has been run on this case yet.")
+        return out
+
+
+def chat(context: dict) -> dict:
+    answer = _Answer(context)
+    status, version, reference = answer.status, answer.version, answer.reference
+    question = str(context.get("question") or "")
+    intents, set_aside = detect_intents(question)
+    topics = [name for name, pattern in _TOPICS if re.search(pattern, question, re.IGNORECASE)]
+    if not topics and not intents:
+        topics = ["status", "risk", "findings"]
+    sentences: list[str] = []
     for topic in topics:
-        if topic == "status":
-            sentences.append(f"{reference} is {_plain_status(status)}"
-                             f"{f' (version {version})' if version is not None else ''}.")
-        elif topic == "request":
-            triage_out = use("triage") or {}
-            request = triage_out.get("consumer_request") if isinstance(triage_out.get("consumer_request"), dict) else None
-            if request and request.get("kind") != "none":
-                quoted = (f" In their words: “{shorten(str(request['quote']), 300)}” ({source(request.get('evidence_id'))})."
-                          if request.get("quote") else "")
-                sentences.append(f"The consumer asks for: {request.get('statement')}.{quoted}")
-            elif triage_out.get("requested_remedy"):
-                sentences.append(f"The consumer asks for: {shorten(str(triage_out['requested_remedy']), 400)}")
-            else:
-                sentences.append("The analysis has not read the consumer's request yet; run the analysis first.")
-        elif topic == "risk":
-            risk = use("risk")
-            recorded = case.get("risk_level") or "unassessed"
-            if risk:
-                sentences.append(f"The latest assessment rates the risk {risk.get('risk_level')} (the case record says "
-                                 f"{recorded}).")
-                reasons = []
-                for signal in risk.get("signals") or []:
-                    if not isinstance(signal, dict):
-                        continue
-                    label = _SIGNAL_WORDS.get(str(signal.get("code")), str(signal.get("code") or "a signal"))
-                    points = f" (+{signal['points']})" if signal.get("points") else ""
-                    quote = str(signal.get("quote") or "")
-                    where = (f": “{shorten(quote, 200)}” ({source(signal.get('evidence_id'))})" if quote
-                             else f" ({source(signal.get('evidence_id'))})")
-                    reasons.append(f"{label}{points}{where}")
-                if reasons:
-                    sentences.append("Why: " + "; ".join(reasons) + ".")
-                    explanation = re.search(r"=\s*\d+ point\(s\)[^.;]*", str(risk.get("rationale") or ""))
-                    if explanation:
-                        sentences.append(f"Points add up as the published scoring table says ({explanation.group(0)}).")
-                else:
-                    sentences.append("No risk signal was found in the evidence.")
-            else:
-                sentences.append(f"The case record says risk {recorded}; no risk assessment has been run yet.")
-        elif topic == "deadline":
-            policy = use("policy")
-            due = [_plain_deadline(r, today_of(context)) for r in (policy or {}).get("rules") or []
-                   if r.get("deadline") and r.get("applies")]
-            if due:
-                sentences.append("Due: " + "; ".join(due) + ".")
-            elif case.get("received_at"):
-                sentences.append(f"The case was received on {case['received_at']}; a response to the consumer is due "
-                                 "within 15 days and a decision within 60 days of receipt.")
-            else:
-                sentences.append("The received date is not recorded, so deadlines cannot be computed.")
-        elif topic == "evidence":
-            summary = use("evidence")
-            points = (summary or {}).get("key_points") or []
-            if points:
-                cited = [f"{shorten(str(point.get('text', '')), 200)} ({source(point.get('evidence_id'))})"
-                         for point in points[:3]]
-                sentences.append("From the evidence: " + " ".join(cited))
-            else:
-                items = [item for item in evidence_of(context) if item.text and item.id is not None][:2]
-                if items:
-                    sentences.append("From the evidence: " + " ".join(
-                        f"{first_sentence(item.text, 200)} ({source(item.id)})" for item in items))
-                else:
-                    sentences.append("There is no evidence on the case yet.")
-        elif topic == "notice":
-            notices = [n for n in context.get("notices") or [] if isinstance(n, dict)]
-            policy = use("policy")
-            if notices:
-                sentences.append("Notices: " + "; ".join(
-                    f"a {n.get('kind') or 'response'} notice that is {_plain_notice_status(n.get('status'))}"
-                    for n in notices) + ".")
-            elif policy is not None:
-                sentences.append("No notice exists yet. " + ("A response to the consumer is due."
-                                                             if policy.get("notice_due") else "None is due now."))
-            else:
-                sentences.append("No notice exists for this case yet.")
-        elif topic == "thread":
-            thread = context.get("thread") or {}
-            summary = str(thread.get("summary") or "").strip()
-            recent = [t for t in thread.get("recent") or [] if isinstance(t, dict) and t.get("role") == "user"]
-            if summary:
-                sentences.append("Earlier in this conversation: " + shorten(summary, 600))
-            elif recent:
-                sentences.append("Earlier you asked: " + "; ".join(
-                    first_sentence(str(t.get("content") or ""), 160) for t in recent[-3:]) + ".")
-            else:
-                sentences.append("This is the start of the conversation.")
-        elif topic == "findings":
-            adjudication = use("adjudication")
-            triage_out = use("triage")
-            if triage_out and triage_out.get("needs_analyst"):
-                sentences.append(f"Triage is not confident of the product and issue (best guess: "
-                                 f"{triage_out.get('product')} / {triage_out.get('issue')}); an analyst should "
-                                 "confirm them.")
-            elif triage_out:
-                sentences.append(f"Triage: {triage_out.get('product')} / {triage_out.get('issue')}, against "
-                                 f"{triage_out.get('respondent')}.")
-            if adjudication:
-                disputes = [d for d in adjudication.get("disputes") or [] if isinstance(d, dict)]
-                step = adjudication.get("recommended_transition")
-                sentences.append(f"The agents recommend: {_plain_transition(step)}."
-                                 + (" Open points: " + "; ".join(f"{d.get('topic')} — {d.get('resolution')}"
-                                                                 for d in disputes[:3]) + "." if disputes else ""))
-            elif not triage_out:
-                if findings := [f for f in context.get("findings") or [] if isinstance(f, dict) and f.get("summary")]:
-                    sentences.append("Latest findings: " + " ".join(shorten(str(f["summary"]), 200)
-                                                                     for f in findings[-3:]))
-                else:
-                    sentences.append("No analysis has been run on this case yet.")
+        sentences += getattr(answer, f"topic_{topic}")()
     available = context.get("available_transitions")
     available = [str(name) for name in available] if isinstance(available, list) else None
     sentences += [_intent_sentence(intent, status.replace("_", " "), available) for intent in intents]
@@ -351,12 +384,12 @@ def chat(context: dict) -> dict:
                          f"are ignored: every change is a proposal that {APPROVER} approves in the review inbox.")
     if _prefers_short(context):
         sentences = sentences[:2] + [s for s in sentences[2:] if s.startswith(("I am proposing", "I will", "I cannot"))]
-    answer = " ".join(s for s in sentences if s) or f"{reference} is {status or 'in an unknown status'}."
+    text = " ".join(s for s in sentences if s) or f"{reference} is {status or 'in an unknown status'}."
     return {
-        "answer": shorten(answer, 8000),
+        "answer": shorten(text, 8000),
         "intents": intents,
         "cited": {"case_status": status or None, "case_version": version,
-                  "artifact_ids": sorted(used_artifacts), "evidence_ids": sorted(used_evidence)},
+                  "artifact_ids": sorted(answer.used_artifacts), "evidence_ids": sorted(answer.used_evidence)},
     }
 
 
