@@ -25,6 +25,7 @@ from cases.models import (
     NoticeStatus,
     ProposalKind,
     ProposalStatus,
+    is_settled,
 )
 from cases.services.case import TRANSITIONS_CONFIRMED_WITHOUT_NOTICE
 from cases.services.deadlines import CAN_EXTEND_DEADLINES
@@ -45,6 +46,7 @@ from web.forms import (
     NoticeForm,
     NoticeRejectForm,
     ProposalCreateForm,
+    ThreadCreateForm,
     TransitionForm,
 )
 from web.labels import label, words
@@ -139,7 +141,74 @@ def case_page_context(request: HttpRequest, case: Case, outcome: Outcome | None 
                    .prefetch_related("approvals__approver").order_by("-created_at", "-id"))
     case.notice_sent = any(n.status == NoticeStatus.SENT for n in notices)
 
-    # --- status -----------------------------------------------------------------------------
+    transitions = _transitions_with_forms(case=case, role=role, outcome=outcome)
+
+    # --- evidence ---------------------------------------------------------------------------
+    evidence = list(selectors.evidence_list_for_case(user=user, case=case).select_related("extraction"))
+    narrative = next((e for e in evidence if e.kind == "text" and e.title == selectors.NARRATIVE_TITLE), None)
+
+    # --- proposals --------------------------------------------------------------------------
+    proposals = list(selectors.proposal_list_for_user(user=user, case=case)
+                     .select_related("proposed_by_user", "decided_by").order_by("-created_at", "-id"))
+    _decorate_proposals(proposals, case=case, actor=actor, role=role, outcome=outcome, evidence=evidence,
+                        usernames=usernames, is_open=is_open)
+    marked, quote_note, marked_evidence = _cite_quotes(request, case=case, proposals=proposals, evidence=evidence,
+                                                       narrative=narrative)
+    may_propose = role in policy.CAN_PROPOSE
+    proposal_form = _form_for(outcome, "proposal_new",
+                              lambda: ProposalCreateForm(users=users, auto_id="id_proposal_%s",
+                                                         initial={"kind": ProposalKind.RISK_LEVEL}))
+
+    events = list(selectors.case_events_for_user(user=user, case=case).order_by("-sequence")[:TIMELINE_LIMIT])
+
+    # --- notices ----------------------------------------------------------------------------
+    may_draft = role in policy.CAN_DRAFT_NOTICES
+    _decorate_notices(notices, events=events, actor=actor, role=role, outcome=outcome)
+    notice_form = _form_for(outcome, "notice_new", lambda: NoticeForm(
+        initial={"recipient": case.complainant_email}, auto_id="id_notice_%s"))
+
+    # A section's error counts as shown only when the page renders that section's form.
+    may_draft_now = may_draft and is_open
+
+    return {
+        "case": case,
+        **_deadline_context(case=case, role=role, outcome=outcome),
+        "lifecycle": CaseStatus.choices,
+        "transitions": transitions,
+        "evidence": evidence,
+        "narrative": narrative,
+        "marked_quote": marked,
+        "marked_evidence": marked_evidence,
+        "quote_note": quote_note,
+        "quote_refused": marked is None and request.GET.get("quote") is not None,
+        **_evidence_forms(role=role, outcome=outcome, is_open=is_open),
+        "proposals": proposals,
+        "pending_proposals": sum(1 for p in proposals if p.status == ProposalStatus.PENDING),
+        "may_propose": may_propose,
+        "proposal_form": proposal_form,
+        "proposal_error": _error_for(outcome, "proposal_new") if may_propose else None,
+        "notices": notices,
+        "may_draft": may_draft_now,
+        "notice_form": notice_form,
+        "notice_error": _error_for(outcome, "notice_new") if may_draft_now else None,
+        "events": events,
+        "timeline_truncated": len(events) == TIMELINE_LIMIT,
+        "labels": _labels(case=case, events=events, proposals=proposals, notices=notices, evidence=evidence,
+                          usernames=usernames),
+        "assignee_name": usernames.get(case.assignee_id, ""),
+        "may_see_audit": user.can_see_audit,
+        "action_error": error_context(outcome.error) if outcome.error is not None else None,
+        # A refusal whose form is gone from the page now (e.g. a transition the case can no longer
+        # take after someone else moved it) is shown at the top of the page instead.
+        "unplaced_error": error_context(outcome.error) if outcome.error is not None and not outcome.shown else None,
+        "outcome_target": outcome.target,
+        **_agents_context(case=case, role=role, outcome=outcome),
+    }
+
+
+def _transitions_with_forms(*, case: Case, role: str, outcome: Outcome) -> list[dict]:
+    """The transitions the role may take now, each with its form (the one refused, or a fresh one)."""
+
     transitions = transitions_for(case=case, role=role)
     for item in transitions:
         key = f"transition:{item['name']}"
@@ -150,16 +219,12 @@ def case_page_context(request: HttpRequest, case: Case, outcome: Outcome | None 
                                                    **(outcome.typed if outcome.target == key else {})},
                                           auto_id=f"id_{item['name']}_%s")
         item["error"] = _error_for(outcome, key)
+    return transitions
 
-    # --- evidence ---------------------------------------------------------------------------
-    evidence = list(selectors.evidence_list_for_case(user=user, case=case).select_related("extraction"))
-    narrative = next((e for e in evidence if e.kind == "text" and e.title == selectors.NARRATIVE_TITLE), None)
-    evidence_text_form = _form_for(outcome, "evidence_text", lambda: EvidenceTextForm(auto_id="id_text_%s"))
-    evidence_file_form = _form_for(outcome, "evidence_file", lambda: EvidenceFileForm(auto_id="id_file_%s"))
 
-    # --- proposals --------------------------------------------------------------------------
-    proposals = list(selectors.proposal_list_for_user(user=user, case=case)
-                     .select_related("proposed_by_user", "decided_by").order_by("-created_at", "-id"))
+def _decorate_proposals(proposals: list, *, case: Case, actor: Actor, role: str, outcome: Outcome, evidence: list,
+                        usernames: dict, is_open: bool) -> None:
+    """What the page shows and allows for each proposal: four eyes, forms, words for the change."""
     may_decide_proposals = role in policy.CAN_APPROVE_PROPOSALS
     evidence_ids = ",".join(str(e.pk) for e in evidence)
     for proposal in proposals:
@@ -187,6 +252,11 @@ def case_page_context(request: HttpRequest, case: Case, outcome: Outcome | None 
         proposal.stale_words = stale_words(proposal, usernames)
         proposal.rationale_short, proposal.rationale_detail = rationale_parts(
             proposal.rationale, by_agent=proposal.proposer_type == "agent")
+
+
+def _cite_quotes(request: HttpRequest, *, case: Case, proposals: list, evidence: list, narrative):
+    """The agents' cited quotes per proposal, the evidence previews, and the quote asked for in the
+    URL marked in its evidence: (marked quote, a note about it, the evidence it is in)."""
     reasons = agent_reasons(tenant_id=case.tenant_id, proposals=proposals, evidence_ids={e.pk for e in evidence})
     quotes: dict[int, list[CitedQuote]] = {}
     for proposal in proposals:
@@ -206,14 +276,11 @@ def case_page_context(request: HttpRequest, case: Case, outcome: Outcome | None 
             quote_note = ("The quoted words were checked against the text as the agents read it (personal data "
                           "redacted), so they cannot be marked in the text shown here.")
     marked_evidence = evidence_by_id.get(marked.evidence_id) if marked is not None else None
-    may_propose = role in policy.CAN_PROPOSE
-    proposal_form = _form_for(outcome, "proposal_new",
-                              lambda: ProposalCreateForm(users=users, auto_id="id_proposal_%s",
-                                                         initial={"kind": ProposalKind.RISK_LEVEL}))
+    return marked, quote_note, marked_evidence
 
-    events = list(selectors.case_events_for_user(user=user, case=case).order_by("-sequence")[:TIMELINE_LIMIT])
 
-    # --- notices ----------------------------------------------------------------------------
+def _decorate_notices(notices: list, *, events: list, actor: Actor, role: str, outcome: Outcome) -> None:
+    """What the page shows and allows for each notice: four eyes over every writer, forms, approvals."""
     # Everyone who wrote a version of a notice (not only the last editor) is barred from approving it.
     writers: dict[int, set[str]] = {}
     for event in events:
@@ -247,82 +314,52 @@ def case_page_context(request: HttpRequest, case: Case, outcome: Outcome | None 
         notice.open_form = outcome.form_key if outcome.target == key and (outcome.form is not None
                                                                           or outcome.typed) else ""
         notice.error = _error_for(outcome, key)
-    notice_form = _form_for(outcome, "notice_new", lambda: NoticeForm(
-        initial={"recipient": case.complainant_email}, auto_id="id_notice_%s"))
 
-    # --- timeline ---------------------------------------------------------------------------
+
+def _labels(*, case: Case, events: list, proposals: list, notices: list, evidence: list, usernames: dict) -> dict:
+    """Every actor the page names, in words."""
     identifiers = {e.actor_id for e in events} | {p.proposer_id for p in proposals} \
         | {p.requested_by for p in proposals} | {n.requested_by for n in notices} \
         | {e.added_by for e in evidence} | {n.drafted_by for n in notices} | {n.last_edited_by for n in notices} \
         | {f"user:{e.payload['assignee_id']}" for e in events if (e.payload or {}).get("assignee_id")}
-    labels = actor_labels(tenant_id=case.tenant_id, identifiers=identifiers, usernames=usernames)
+    return actor_labels(tenant_id=case.tenant_id, identifiers=identifiers, usernames=usernames)
 
-    # --- agents and threads (their lists load from web.views.runs / web.views.threads) ---------
-    may_start_runs = role in CAN_MANAGE_RUNS
-    may_chat = role in CAN_CHAT
-    runs_error = _error_for(outcome, "runs_new") if may_start_runs else None
-    thread_error = _error_for(outcome, "thread_new") if may_chat else None
-    from web.views.threads import ThreadCreateForm  # local: that module imports this one
 
-    thread_form = _form_for(outcome, "thread_new", lambda: ThreadCreateForm(
-        initial={"title": f"Questions about {case.reference}"}, auto_id="id_thread_%s"))
-
+def _evidence_forms(*, role: str, outcome: Outcome, is_open: bool) -> dict:
     # A section's error counts as shown only when the page renders that section's form.
-    may_add_evidence = role in policy.CAN_ADD_EVIDENCE and is_open
-    may_draft_now = may_draft and is_open
-    evidence_text_error = _error_for(outcome, "evidence_text") if may_add_evidence else None
-    evidence_file_error = _error_for(outcome, "evidence_file") if may_add_evidence else None
-    proposal_error = _error_for(outcome, "proposal_new") if may_propose else None
-    notice_error = _error_for(outcome, "notice_new") if may_draft_now else None
-    unplaced_error = error_context(outcome.error) if outcome.error is not None and not outcome.shown else None
-
+    may_add = role in policy.CAN_ADD_EVIDENCE and is_open
     return {
-        "case": case,
+        "evidence_text_form": _form_for(outcome, "evidence_text", lambda: EvidenceTextForm(auto_id="id_text_%s")),
+        "evidence_file_form": _form_for(outcome, "evidence_file", lambda: EvidenceFileForm(auto_id="id_file_%s")),
+        "evidence_text_error": _error_for(outcome, "evidence_text") if may_add else None,
+        "evidence_file_error": _error_for(outcome, "evidence_file") if may_add else None,
+        "may_add_evidence": may_add,
+        "evidence_max_bytes": settings.EVIDENCE_MAX_BYTES,
+    }
+
+
+def _deadline_context(*, case: Case, role: str, outcome: Outcome) -> dict:
+    may_extend = role in CAN_EXTEND_DEADLINES
+    return {
         "deadlines": case.deadline_states(),
-        "may_extend_deadlines": role in CAN_EXTEND_DEADLINES and case.status not in (CaseStatus.DECIDED,
-                                                                                   CaseStatus.CLOSED),
+        "may_extend_deadlines": may_extend and not is_settled(case.status),
         "deadline_form": _form_for(outcome, "deadline_extend", lambda: DeadlineExtendForm(
             initial={"expected_version": case.version, **(outcome.typed if outcome.target == "deadline_extend"
                                                           else {})}, auto_id="id_deadline_%s")),
-        "deadline_error": _error_for(outcome, "deadline_extend") if role in CAN_EXTEND_DEADLINES else None,
-        "lifecycle": CaseStatus.choices,
-        "transitions": transitions,
-        "evidence": evidence,
-        "narrative": narrative,
-        "marked_quote": marked,
-        "marked_evidence": marked_evidence,
-        "quote_note": quote_note,
-        "quote_refused": marked is None and request.GET.get("quote") is not None,
-        "evidence_text_form": evidence_text_form,
-        "evidence_file_form": evidence_file_form,
-        "evidence_text_error": evidence_text_error,
-        "evidence_file_error": evidence_file_error,
-        "may_add_evidence": may_add_evidence,
-        "evidence_max_bytes": settings.EVIDENCE_MAX_BYTES,
-        "proposals": proposals,
-        "pending_proposals": sum(1 for p in proposals if p.status == ProposalStatus.PENDING),
-        "may_propose": may_propose,
-        "proposal_form": proposal_form,
-        "proposal_error": proposal_error,
-        "notices": notices,
-        "may_draft": may_draft_now,
-        "notice_form": notice_form,
-        "notice_error": notice_error,
-        "events": events,
-        "timeline_truncated": len(events) == TIMELINE_LIMIT,
-        "labels": labels,
-        "assignee_name": usernames.get(case.assignee_id, ""),
-        "may_see_audit": user.can_see_audit,
-        "action_error": error_context(outcome.error) if outcome.error is not None else None,
-        # A refusal whose form is gone from the page now (e.g. a transition the case can no longer
-        # take after someone else moved it) is shown at the top of the page instead.
-        "unplaced_error": unplaced_error,
-        "outcome_target": outcome.target,
+        "deadline_error": _error_for(outcome, "deadline_extend") if may_extend else None,
+    }
+
+
+def _agents_context(*, case: Case, role: str, outcome: Outcome) -> dict:
+    """The agents and threads sections (their lists load from web.views.runs and web.views.threads)."""
+    may_start_runs, may_chat = role in CAN_MANAGE_RUNS, role in CAN_CHAT
+    return {
         "may_start_runs": may_start_runs,
-        "runs_error": runs_error,
+        "runs_error": _error_for(outcome, "runs_new") if may_start_runs else None,
         "may_chat": may_chat,
-        "thread_form": thread_form,
-        "thread_error": thread_error,
+        "thread_form": _form_for(outcome, "thread_new", lambda: ThreadCreateForm(
+            initial={"title": f"Questions about {case.reference}"}, auto_id="id_thread_%s")),
+        "thread_error": _error_for(outcome, "thread_new") if may_chat else None,
     }
 
 

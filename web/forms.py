@@ -250,3 +250,8 @@ class AuditFilterForm(forms.Form):
         if data.get("date_from") and data.get("date_to") and data["date_from"] > data["date_to"]:
             self.add_error("date_to", "The end date is before the start date.")
         return data
+
+
+class ThreadCreateForm(forms.Form):
+    title = forms.CharField(label="Title", max_length=300,
+                            error_messages={"required": "Give the thread a title."})

@@ -28,6 +28,7 @@ from web.access import member_required
 from web.actors import actor_labels
 from web.case_page import Outcome, case_page_context
 from web.errors import add_to_form, error_context, status_for
+from web.forms import ThreadCreateForm
 from web.views.runs import answer_action, go_to, pinned_error, queue_facts
 
 THREADS_PER_PAGE = 25
@@ -36,11 +37,6 @@ MESSAGES_SHOWN = 100
 
 
 # --- forms ---------------------------------------------------------------------------------------
-
-class ThreadCreateForm(forms.Form):
-    title = forms.CharField(label="Title", max_length=300,
-                            error_messages={"required": "Give the thread a title."})
-
 
 class ThreadListCreateForm(ThreadCreateForm):
     case = forms.CharField(label="About case (optional)", required=False, max_length=40,
