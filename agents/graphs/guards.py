@@ -103,7 +103,7 @@ def risk_first_paragraph(level: str, signals: list[dict], floor_codes: list[str]
     words = list(dict.fromkeys(w for w in (signal_words(s) for s in signals if isinstance(s, dict)) if w))
     quote = next((str(s["quote"]) for s in signals if isinstance(s, dict) and s.get("quote")), "")
     if words:
-        first = f"Risk {level} because of: {'; '.join(words)}."
+        first = f"Risk {level} because of: {'; '.join(w.rstrip('.') for w in words)}."
     else:
         first = f"Risk {level}: no risk signal was found in the evidence."
     if floor_codes:
