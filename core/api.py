@@ -28,7 +28,8 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.parsers import FormParser, JSONParser
 from rest_framework.response import Response
 
-from core.errors import DomainError
+from core.db import is_lock_conflict
+from core.errors import Busy, DomainError
 
 # Largest values the database columns hold (PostgreSQL integer / bigint; SQLite holds 64 bits).
 INT_MAX = 2**31 - 1
@@ -65,6 +66,9 @@ def _too_large_detail() -> str:
 
 
 def exception_handler(exc, context):
+    if is_lock_conflict(exc):  # a write path not under retry_on_deadlock: still a 503, never a 500
+        exc = Busy("The database is busy with conflicting changes; nothing was changed. Retry shortly.",
+                   retry_after=1)
     if isinstance(exc, DomainError):
         response = Response(exc.as_dict(), status=exc.http_status)
         if exc.context.get("retry_after"):

@@ -22,6 +22,7 @@ from rest_framework.throttling import SimpleRateThrottle
 from rest_framework.views import APIView
 
 from core.api import PayloadTooLarge, PreconditionFailed, SyncParamsBackend, parse_updated_since
+from core.db import retry_on_deadlock
 from integrations.idempotency import (
     IdempotentReplay,
     idempotency_abandon,
@@ -72,6 +73,18 @@ class ApiView(APIView):
                                   f"bytes the API accepts.")
         if request.method not in SAFE_METHODS:
             self._idempotency_record = idempotency_begin(request)
+            self.retry_write_on_deadlock(request)
+
+    def retry_write_on_deadlock(self, request) -> None:
+        """Run this request's write handler under retry_on_deadlock. A write handler calls one
+        service, whose transaction is the whole change, so a deadlock or serialization failure
+        rolled everything back and the handler can run again (the Idempotency-Key record, taken
+        above, stays the same). DRF's dispatch looks the handler up after initial(), so the
+        wrapped method set on this per-request instance is the one it calls."""
+        name = request.method.lower()
+        handler = getattr(self, name, None)
+        if handler is not None:
+            setattr(self, name, retry_on_deadlock(handler))
 
     def handle_exception(self, exc):
         if isinstance(exc, IdempotentReplay):

@@ -1,0 +1,82 @@
+"""The lock order of ADR 0022 on PostgreSQL, with real threads: a redelivery and a change that
+records an event for the same endpoint interleave without a deadlock.
+
+Each thread has its own database connection (Django opens one per thread) and closes it at the
+end. The rows they work on are committed first, hence transaction=True."""
+
+import logging
+import threading
+import time
+
+import pytest
+from django.db import connection, transaction
+
+from audit.services import audit_record
+from integrations.models import DeliveryStatus, IntegrationEvent, WebhookDelivery
+from integrations.webhooks import webhook_endpoint_update, webhook_redeliver
+from tests.factories import make_case
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+
+def _in_thread(work, results: dict, name: str) -> threading.Thread:
+    def run():
+        try:
+            results[name] = work()
+        except Exception as exc:  # the test inspects what each thread got
+            results[name] = exc
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def _finishing_run(tenant_id: int, head_held: threading.Event):
+    """What a finishing run without a case does: append to the tenant's stream (holding its head),
+    then record `runs.run.completed`, whose delivery row references the endpoint."""
+    with transaction.atomic():
+        audit_record(tenant_id=tenant_id, actor_type="agent", actor_id="agent:test", action="runs.step.completed",
+                     target_type="run", target_id=1)
+        head_held.set()
+        time.sleep(0.6)  # the other thread now locks what it locks first
+        audit_record(tenant_id=tenant_id, actor_type="agent", actor_id="agent:test", action="runs.run.completed",
+                     target_type="run", target_id=1)
+    return "committed"
+
+
+def _failed_delivery(analyst):
+    make_case(actor=analyst)
+    delivery = WebhookDelivery.objects.get()
+    WebhookDelivery.objects.filter(pk=delivery.pk).update(status=DeliveryStatus.FAILED, attempts=6)
+    return WebhookDelivery.objects.get(pk=delivery.pk)
+
+
+@pytest.mark.parametrize("action", ["redeliver", "disable"])
+def test_a_webhook_change_and_an_event_for_its_endpoint_interleave_without_deadlock(
+        action, analyst, supervisor, endpoint, kicked, caplog):
+    delivery = _failed_delivery(analyst)
+    head_held, results = threading.Event(), {}
+
+    def webhook_change():
+        head_held.wait(timeout=10)
+        if action == "redeliver":
+            return webhook_redeliver(actor=supervisor, delivery=delivery)
+        return webhook_endpoint_update(actor=supervisor, endpoint=endpoint, is_active=False)
+
+    caplog.set_level(logging.WARNING, logger="core.db")
+    threads = [_in_thread(lambda: _finishing_run(supervisor.tenant_id, head_held), results, "run"),
+               _in_thread(webhook_change, results, "webhook")]
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not any(thread.is_alive() for thread in threads), "a thread hung"
+    assert results["run"] == "committed", results
+    assert not isinstance(results["webhook"], Exception), results
+    assert not [r for r in caplog.records if "lock conflict" in r.getMessage()], "it needed a retry"
+    assert IntegrationEvent.objects.filter(type="run.finished").count() == 1
+    if action == "redeliver":
+        assert WebhookDelivery.objects.get(pk=delivery.pk).status == DeliveryStatus.PENDING
+    else:
+        endpoint.refresh_from_db()
+        assert endpoint.is_active is False
