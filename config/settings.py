@@ -628,3 +628,5 @@ SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"] = {
 SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"] = ["drf_spectacular.hooks.postprocess_schema_enums",
                                                 "core.api_schema.describe_responses",
                                                 "core.api_schema.describe_who_may"]
+# The REST API for integrators (ADR 0022): JSON unless a browser asks for a page.
+REST_FRAMEWORK = {**REST_FRAMEWORK, "DEFAULT_CONTENT_NEGOTIATION_CLASS": "core.negotiation.ApiContentNegotiation"}
