@@ -26,6 +26,10 @@ class ApiAutoSchema(AutoSchema):
                 "Idempotency-Key", OpenApiTypes.STR, OpenApiParameter.HEADER, required=False,
                 description="1-200 printable ASCII characters, unique per request you mean (a UUID). Kept for "
                             "ARBITER_API_IDEMPOTENCY_TTL_HOURS per credential."))
+        if self.method.upper() == "GET":
+            parameters.append(OpenApiParameter(
+                "If-None-Match", OpenApiTypes.STR, OpenApiParameter.HEADER, required=False,
+                description="ETags you hold (or `*`): while one is the current ETag, the answer is 304 with no body."))
         return parameters
 
 
@@ -36,13 +40,31 @@ SUCCESS_TEXT = {
 }
 
 
+NOT_MODIFIED = {"description": "Not modified: If-None-Match names the current ETag. No body.",
+                "headers": {"ETag": {"schema": {"type": "string"}, "description": "The current strong ETag."}}}
+BUSY_TEXT = ("The database kept aborting the change for conflicting locks, even after retries; nothing was "
+             "changed. Retry after the seconds in Retry-After.")
+BUSY_EXAMPLE = {"code": "busy", "detail": "The database is busy with conflicting changes; nothing was changed. "
+                                          "Retry shortly."}
+
+
 def describe_responses(result, generator, request, public):
-    """Postprocessing hook: every success response gets a sentence for a person."""
+    """Postprocessing hook: every success response gets a sentence for a person; every GET its
+    ETag and 304; every write its 503 `busy` (core.db.retry_on_deadlock gave up)."""
     for operations in result.get("paths", {}).values():
-        for operation in operations.values():
-            for status, response in operation.get("responses", {}).items():
+        for method, operation in operations.items():
+            responses = operation.get("responses", {})
+            for status, response in responses.items():
                 if not response.get("description") and status in SUCCESS_TEXT:
                     response["description"] = SUCCESS_TEXT[status]
+            if method == "get" and "200" in responses:
+                responses["200"].setdefault("headers", {})["ETag"] = NOT_MODIFIED["headers"]["ETag"]
+                responses.setdefault("304", NOT_MODIFIED)
+            error = next((responses[code] for code in ("409", "400") if code in responses), None)
+            if method in ("post", "put", "patch", "delete") and error and "503" not in responses:
+                content = {media: {"schema": value["schema"], "examples": {"busy": {"value": BUSY_EXAMPLE}}}
+                           for media, value in error.get("content", {}).items()}
+                responses["503"] = {"description": BUSY_TEXT, "content": content}
     return result
 
 
@@ -72,3 +94,4 @@ def describe_who_may(result, generator, request, public):
     info = result.setdefault("info", {})
     info["description"] = f"{info.get('description', '').rstrip()}\n{WHO_MAY_DO}"
     return result
+
