@@ -630,3 +630,18 @@ SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"] = ["drf_spectacular.hooks.postproce
                                                 "core.api_schema.describe_who_may"]
 # The REST API for integrators (ADR 0022): JSON unless a browser asks for a page.
 REST_FRAMEWORK = {**REST_FRAMEWORK, "DEFAULT_CONTENT_NEGOTIATION_CLASS": "core.negotiation.ApiContentNegotiation"}
+# Every answer under /api/ names the API version (core.api_headers). CORS for browser clients on
+# other origins: only the origins listed (comma-separated, e.g. "https://app.example.com"); none
+# by default. Credentials (cookies) are never shared cross-origin: such clients send API keys.
+INSTALLED_APPS = [*INSTALLED_APPS, "corsheaders"]
+MIDDLEWARE.insert(MIDDLEWARE.index("django.middleware.security.SecurityMiddleware"),
+                  "corsheaders.middleware.CorsMiddleware")
+MIDDLEWARE.insert(MIDDLEWARE.index("corsheaders.middleware.CorsMiddleware"),
+                  "core.api_headers.ApiVersionHeaderMiddleware")
+CORS_ALLOWED_ORIGINS = env_list("ARBITER_CORS_ALLOWED_ORIGINS", [])
+CORS_URLS_REGEX = r"^/api/.*$"
+CORS_ALLOW_CREDENTIALS = False
+CORS_ALLOW_HEADERS = ["accept", "authorization", "content-type", "idempotency-key", "if-match", "if-none-match"]
+CORS_EXPOSE_HEADERS = ["etag", "location", "retry-after", "idempotent-replayed", "arbiter-api-version"]
+SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"] = [*SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"],
+                                                "core.api_schema.forbid_unknown_body_fields"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter
+from rest_framework import serializers
 
 
 class ApiAutoSchema(AutoSchema):
@@ -95,3 +96,39 @@ def describe_who_may(result, generator, request, public):
     info["description"] = f"{info.get('description', '').rstrip()}\n{WHO_MAY_DO}"
     return result
 
+
+def declared_request_fields(view, method: str) -> set[str] | None:
+    """The top-level fields the schema declares for this operation's request body (its
+    `extend_schema(request=...)` serializer, found the way drf-spectacular's generator finds it),
+    or None when it declares no serializer. The API refuses any other body field (ADR 0022), so the
+    server enforces exactly what the schema says."""
+    handler = getattr(view, method.lower(), None)
+    schema_class = getattr(getattr(handler, "__wrapped__", handler), "kwargs", {}).get("schema")
+    if schema_class is None:
+        return None
+    schema = schema_class()
+    schema.view, schema.method = view, method.upper()
+    declared = schema.get_request_serializer()
+    if isinstance(declared, dict):
+        declared = declared.get("application/json", next(iter(declared.values()), None))
+    if isinstance(declared, type) and issubclass(declared, serializers.Serializer):
+        declared = declared()
+    if not isinstance(declared, serializers.Serializer):
+        return None  # no serializer (a list, a raw type, an upload): nothing to compare against
+    return {name for name, field in declared.fields.items() if not field.read_only}
+
+
+def forbid_unknown_body_fields(result, generator, request, public):
+    """Postprocessing hook: a request body's top-level object takes no other fields than it
+    declares (`additionalProperties: false`), as the server enforces (ApiView.check_body_fields)."""
+    components = result.get("components", {}).get("schemas", {})
+    for operations in result.get("paths", {}).values():
+        for method, operation in operations.items():
+            if method not in ("post", "put", "patch"):
+                continue
+            for content in operation.get("requestBody", {}).get("content", {}).values():
+                reference = content.get("schema", {}).get("$ref", "")
+                component = components.get(reference.rsplit("/", 1)[-1]) if reference else None
+                if component is not None and component.get("type") == "object":
+                    component["additionalProperties"] = False
+    return result

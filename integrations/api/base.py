@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 
 from django.conf import settings
 from django.db.models import QuerySet
@@ -27,6 +28,7 @@ from rest_framework.throttling import SimpleRateThrottle
 from rest_framework.views import APIView
 
 from core.api import PayloadTooLarge, PreconditionFailed, SyncParamsBackend, parse_updated_since
+from core.api_schema import declared_request_fields
 from core.db import retry_on_deadlock
 from integrations.idempotency import (
     IdempotentReplay,
@@ -61,6 +63,17 @@ class ApiView(APIView):
             hint = f"Allowed: {', '.join(sorted(allowed))}." if allowed else "This operation takes none."
             raise ValidationError({name: [f"Unknown query parameter. {hint}"] for name in unknown})
 
+    def check_body_fields(self, request) -> None:
+        """Unknown body fields are refused like unknown query parameters: 400 naming each one. The
+        known fields are the ones the schema declares for this operation's body."""
+        allowed = declared_request_fields(self, request.method)
+        if allowed is None or not isinstance(request.data, Mapping):
+            return
+        unknown = sorted(set(request.data) - allowed - {"csrfmiddlewaretoken"})
+        if unknown:
+            hint = f"Allowed: {', '.join(sorted(allowed))}." if allowed else "This operation takes no body fields."
+            raise ValidationError({str(name): [f"Unknown field. {hint}"] for name in unknown})
+
     def check_text_in_url(self, request, kwargs) -> None:
         """A NUL or lone surrogate in the path matches no object (404) and in the query string is a
         field error (400) — never a database error (PostgreSQL refuses NUL in text)."""
@@ -82,6 +95,7 @@ class ApiView(APIView):
         if request.method not in SAFE_METHODS:
             if not self.honours_if_match:
                 refuse_unmatchable_if_match(request)
+            self.check_body_fields(request)
             self._idempotency_record = idempotency_begin(request)
             self.retry_write_on_deadlock(request)
 
