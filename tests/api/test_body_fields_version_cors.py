@@ -4,6 +4,7 @@ every answer under /api/ carries Arbiter-API-Version; CORS by an origin allowlis
 import pytest
 
 from cases.models import Case
+from core.schema_view import schema_cache_clear
 from integrations.models import WebhookEndpoint
 from tests.api.conftest import assert_error
 from tests.helpers import assert_nothing_changed
@@ -38,8 +39,6 @@ def test_unknown_fields_on_create_and_patch(api, supervisor, analyst):
 
 
 def test_the_schema_and_the_check_agree_on_the_fields(client):
-    from core.schema_view import schema_cache_clear
-
     schema_cache_clear()
     schema = client.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
     body = schema["paths"]["/api/v1/cases/{reference}/transitions/"]["post"]["requestBody"]
