@@ -12,6 +12,8 @@ import pytest
 from django.db import connection, transaction
 
 from audit.services import audit_record
+from cases import services
+from cases.models import Case, CaseEvent
 from integrations.models import DeliveryStatus, IntegrationEvent, WebhookDelivery
 from integrations.webhooks import webhook_endpoint_update, webhook_redeliver
 from tests.factories import make_case
@@ -80,3 +82,35 @@ def test_a_webhook_change_and_an_event_for_its_endpoint_interleave_without_deadl
     else:
         endpoint.refresh_from_db()
         assert endpoint.is_active is False
+
+
+def test_a_run_step_and_a_notice_draft_on_one_case_interleave_without_deadlock(analyst, case, caplog):
+    """What the browser walk met: a run's step holds the case's audit head and then writes a row
+    that references the case (its foreign-key check takes KEY SHARE on the case row), while an
+    analyst's notice draft holds the case row and waits for the head. The case is locked FOR NO
+    KEY UPDATE, which does not block that foreign-key check."""
+    head_held, results = threading.Event(), {}
+
+    def run_step():
+        with transaction.atomic():
+            audit_record(tenant_id=case.tenant_id, case_id=case.pk, actor_type="agent", actor_id="agent:test",
+                         action="runs.step.completed", target_type="run", target_id=1)
+            head_held.set()
+            time.sleep(0.6)  # the draft now locks the case row and waits for the head
+            CaseEvent.objects.create(tenant_id=case.tenant_id, case_id=case.pk, sequence=900,
+                                     event_type="run.note", payload={}, case_version=case.version,
+                                     actor_type="agent", actor_id="agent:test", policy_version="test")
+        return "committed"
+
+    def draft():
+        head_held.wait(timeout=10)
+        return services.notice_draft(actor=analyst, case=Case.objects.get(pk=case.pk), subject="S", body="B",
+                                     recipient=case.complainant_email)
+
+    threads = [_in_thread(run_step, results, "run"), _in_thread(draft, results, "draft")]
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not any(thread.is_alive() for thread in threads), "a thread hung"
+    assert results["run"] == "committed", results
+    assert not isinstance(results["draft"], Exception), results
+    assert CaseEvent.objects.filter(case=case, event_type="run.note").count() == 1
