@@ -131,3 +131,21 @@ def test_an_api_write_that_deadlocks_once_succeeds_on_the_retry(api, supervisor,
     assert response.status_code == 200, response.content
     assert WebhookEndpoint.objects.get(pk=endpoint.pk).description == "new" and len(attempts) == 2
     assert WebhookDelivery.objects.filter(status=DeliveryStatus.PENDING).count() == 0
+
+
+@pytest.mark.django_db
+def test_a_lock_conflict_where_it_cannot_be_retried_is_still_503_not_500(api, supervisor, monkeypatch):
+    """Inside an enclosing transaction (the test's own here) the retry stands aside; the API's
+    exception handler still answers 503 busy."""
+    endpoint = WebhookEndpoint.objects.create(tenant=supervisor.tenant, url="https://hooks.example.com/x",
+                                              event_types=["case.changed"], secret="whsec_x", created_by=supervisor)
+    attempts = []
+
+    def deadlocks(**kwargs):
+        attempts.append(1)
+        raise _deadlock()
+
+    monkeypatch.setattr("integrations.api.views.webhook_endpoint_update", deadlocks)
+    response = api(supervisor).patch(f"/api/v1/webhooks/{endpoint.pk}/", {"description": "new"}, format="json")
+    assert_error(response, 503, "busy")
+    assert response["Retry-After"] == "1" and len(attempts) == 1
