@@ -11,9 +11,11 @@ import time
 import pytest
 from django.db import connection, transaction
 
+from audit.models import AuditEvent
 from audit.services import audit_record
 from cases import services
 from cases.models import Case, CaseEvent
+from core.errors import NotAllowed
 from integrations.models import DeliveryStatus, IntegrationEvent, WebhookDelivery
 from integrations.webhooks import webhook_endpoint_update, webhook_redeliver
 from tests.factories import make_case
@@ -114,3 +116,78 @@ def test_a_run_step_and_a_notice_draft_on_one_case_interleave_without_deadlock(a
     assert results["run"] == "committed", results
     assert not isinstance(results["draft"], Exception), results
     assert CaseEvent.objects.filter(case=case, event_type="run.note").count() == 1
+
+
+def test_a_mix_of_writers_on_one_case_and_one_endpoint_meets_no_deadlock(analyst, supervisor, case, endpoint,
+                                                                          kicked, caplog):
+    """Six threads at once, each repeating one kind of write that shares the case, its audit head,
+    the tenant's audit head or the endpoint: none fails on the database, and every event that a
+    committed change recorded is in the feed (nothing lost)."""
+    for _ in range(4):
+        make_case(actor=analyst)
+    WebhookDelivery.objects.update(status=DeliveryStatus.FAILED)
+    deliveries = list(WebhookDelivery.objects.all())
+    rounds, barrier, results = 6, threading.Barrier(6), {}
+
+    def redeliver():
+        outcomes = []
+        for delivery in deliveries[:rounds]:
+            try:
+                webhook_redeliver(actor=supervisor, delivery=delivery)
+            except NotAllowed:  # already queued again: a legitimate refusal, not a lock failure
+                outcomes.append("refused")
+        return outcomes
+
+    def endpoint_edits():
+        for index in range(rounds):
+            webhook_endpoint_update(actor=supervisor, endpoint=endpoint, description=f"edit {index}")
+
+    def tenant_runs_finishing():
+        for _ in range(rounds):
+            _finishing_run_now(supervisor.tenant_id)
+
+    def case_run_steps():
+        for index in range(rounds):
+            with transaction.atomic():
+                audit_record(tenant_id=case.tenant_id, case_id=case.pk, actor_type="agent", actor_id="agent:t",
+                             action="runs.run.completed", target_type="run", target_id=index)
+                # Counting down from far above: the services number their events max + 1.
+                CaseEvent.objects.create(tenant_id=case.tenant_id, case_id=case.pk, sequence=10**6 - index,
+                                         event_type="run.note", payload={}, case_version=1, actor_type="agent",
+                                         actor_id="agent:t", policy_version="test")
+
+    def notice_drafts():
+        for index in range(rounds):
+            services.notice_draft(actor=analyst, case=Case.objects.get(pk=case.pk), subject=f"S{index}", body="B",
+                                  recipient=case.complainant_email)
+
+    def evidence_adds():
+        for index in range(rounds):
+            services.evidence_add(actor=analyst, case=Case.objects.get(pk=case.pk), title=f"E{index}", text="T")
+
+    def released(work):
+        def run():
+            barrier.wait(timeout=30)
+            return work()
+        return run
+
+    caplog.set_level(logging.WARNING, logger="core.db")
+    works = {"redeliver": redeliver, "endpoint": endpoint_edits, "tenant runs": tenant_runs_finishing,
+             "case runs": case_run_steps, "drafts": notice_drafts, "evidence": evidence_adds}
+    threads = [_in_thread(released(work), results, name) for name, work in works.items()]
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not any(thread.is_alive() for thread in threads), "a thread hung"
+    assert not [name for name, result in results.items() if isinstance(result, Exception)], results
+    audited = AuditEvent.objects.filter(action__in=["runs.run.completed", "cases.notice.drafted",
+                                                    "cases.evidence.added"]).count()
+    mirrored = IntegrationEvent.objects.filter(type__in=["run.finished", "notice.drafted", "evidence.added"]).count()
+    assert audited == mirrored
+
+
+def _finishing_run_now(tenant_id: int) -> None:
+    with transaction.atomic():
+        audit_record(tenant_id=tenant_id, actor_type="agent", actor_id="agent:test", action="runs.step.completed",
+                     target_type="run", target_id=1)
+        audit_record(tenant_id=tenant_id, actor_type="agent", actor_id="agent:test", action="runs.run.completed",
+                     target_type="run", target_id=1)
