@@ -639,6 +639,13 @@ MIDDLEWARE.insert(MIDDLEWARE.index("django.middleware.security.SecurityMiddlewar
 MIDDLEWARE.insert(MIDDLEWARE.index("corsheaders.middleware.CorsMiddleware"),
                   "core.api_headers.ApiVersionHeaderMiddleware")
 CORS_ALLOWED_ORIGINS = env_list("ARBITER_CORS_ALLOWED_ORIGINS", [])
+from urllib.parse import urlsplit  # noqa: E402
+
+for _origin in CORS_ALLOWED_ORIGINS:
+    _parts = urlsplit(_origin)
+    if _parts.scheme not in ("http", "https") or not _parts.netloc or _parts.path or _parts.query:
+        raise ImproperlyConfigured(f"ARBITER_CORS_ALLOWED_ORIGINS: {_origin!r} is not an origin "
+                                   f"(write scheme://host[:port], e.g. https://app.example.com).")
 CORS_URLS_REGEX = r"^/api/.*$"
 CORS_ALLOW_CREDENTIALS = False
 CORS_ALLOW_HEADERS = ["accept", "authorization", "content-type", "idempotency-key", "if-match", "if-none-match"]

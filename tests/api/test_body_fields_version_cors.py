@@ -1,6 +1,11 @@
 """Unknown body fields are a 400 naming them (like unknown query parameters) and change nothing;
 every answer under /api/ carries Arbiter-API-Version; CORS by an origin allowlist (ADR 0022)."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from cases.models import Case
@@ -12,6 +17,7 @@ from tests.helpers import assert_nothing_changed
 pytestmark = pytest.mark.django_db
 
 ORIGIN = "https://app.example.com"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_an_unknown_body_field_is_a_400_naming_it_and_changes_nothing(api, analyst, case):
@@ -93,3 +99,13 @@ def test_an_allowed_origin_reads_the_headers_a_client_needs(api, analyst, settin
     assert response["Access-Control-Allow-Origin"] == ORIGIN
     exposed = response["Access-Control-Expose-Headers"].lower()
     assert {"etag", "location", "retry-after", "arbiter-api-version"} <= {h.strip() for h in exposed.split(",")}
+
+
+@pytest.mark.slow  # starts manage.py
+def test_a_malformed_allowed_origin_stops_the_start(tmp_path):
+    env = {key: value for key, value in os.environ.items() if key != "ARBITER_CORS_ALLOWED_ORIGINS"}
+    result = subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, capture_output=True, text=True,
+                            timeout=120, env=env | {"DEBUG": "1", "ARBITER_VAR_DIR": str(tmp_path),
+                                                    "ARBITER_CORS_ALLOWED_ORIGINS": "app.example.com"})
+    assert result.returncode != 0 and "ARBITER_CORS_ALLOWED_ORIGINS: 'app.example.com' is not an origin" in (
+        result.stderr)
