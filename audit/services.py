@@ -46,13 +46,7 @@ def audit_record(
     if not connection.in_atomic_block:
         raise RuntimeError("audit_record must be called inside the transaction of the change it records.")
     stream = stream_for(tenant_id=tenant_id, case_id=case_id)
-    head = _lock_head(connection, stream)
-    if head is None:
-        # A new stream: INSERT ... ON CONFLICT DO NOTHING, then lock. Two first writers cannot both
-        # create it (the second's insert waits for the first to commit, then does nothing).
-        AuditStreamHead.objects.bulk_create([AuditStreamHead(stream=stream)], ignore_conflicts=True)
-        head = _lock_head(connection, stream)
-    head_id, last_sequence, last_hash = head
+    head_id, last_sequence, last_hash = _lock_or_create_head(connection, stream)
     event = audit_event_build(tenant_id=tenant_id, stream=stream, sequence=last_sequence + 1, prev_hash=last_hash,
                               actor_type=actor_type, actor_id=actor_id, action=action, target_type=target_type,
                               target_id=target_id, run_id=run_id, policy_version=policy_version, decision=decision,
@@ -143,6 +137,27 @@ def audit_head_remember(stream: str, head: tuple[int, int, str] | None) -> None:
     if len(_HEAD_GUESS) >= _HEAD_GUESS_LIMIT and stream not in _HEAD_GUESS:
         _HEAD_GUESS.pop(next(iter(_HEAD_GUESS)))
     _HEAD_GUESS[stream] = head
+
+
+def audit_head_lock(*, tenant_id: int | None, case_id: int | None = None) -> None:
+    """Lock the head of the stream audit_record(tenant_id=, case_id=) appends to, now, inside the
+    caller's transaction. For a service that must lock rows which rank after the audit head in the
+    lock order (webhook endpoints and deliveries, ADR 0022) before it records its event: taking the
+    head first is what keeps it from waiting on the head while holding such a row."""
+    connection = transaction.get_connection()
+    if not connection.in_atomic_block:
+        raise RuntimeError("audit_head_lock must be called inside the transaction of the change it records.")
+    _lock_or_create_head(connection, stream_for(tenant_id=tenant_id, case_id=case_id))
+
+
+def _lock_or_create_head(connection, stream: str) -> tuple[int, int, str]:
+    head = _lock_head(connection, stream)
+    if head is None:
+        # A new stream: INSERT ... ON CONFLICT DO NOTHING, then lock. Two first writers cannot both
+        # create it (the second's insert waits for the first to commit, then does nothing).
+        AuditStreamHead.objects.bulk_create([AuditStreamHead(stream=stream)], ignore_conflicts=True)
+        head = _lock_head(connection, stream)
+    return head
 
 
 def _lock_head(connection, stream: str):

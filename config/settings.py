@@ -657,3 +657,27 @@ if CACHE_URL:
 else:
     CACHES = {"default": {"BACKEND": "ops.cache.AtomicDatabaseCache", "LOCATION": "arbiter_cache",
                           "OPTIONS": {"MAX_ENTRIES": 100_000}}}
+# The REST API for integrators (ADR 0022): JSON unless a browser asks for a page.
+REST_FRAMEWORK = {**REST_FRAMEWORK, "DEFAULT_CONTENT_NEGOTIATION_CLASS": "core.negotiation.ApiContentNegotiation"}
+# Every answer under /api/ names the API version (core.api_headers). CORS for browser clients on
+# other origins: only the origins listed (comma-separated, e.g. "https://app.example.com"); none
+# by default. Credentials (cookies) are never shared cross-origin: such clients send API keys.
+INSTALLED_APPS = [*INSTALLED_APPS, "corsheaders"]
+MIDDLEWARE.insert(MIDDLEWARE.index("django.middleware.security.SecurityMiddleware"),
+                  "corsheaders.middleware.CorsMiddleware")
+MIDDLEWARE.insert(MIDDLEWARE.index("corsheaders.middleware.CorsMiddleware"),
+                  "core.api_headers.ApiVersionHeaderMiddleware")
+CORS_ALLOWED_ORIGINS = env_list("ARBITER_CORS_ALLOWED_ORIGINS", [])
+from urllib.parse import urlsplit  # noqa: E402
+
+for _origin in CORS_ALLOWED_ORIGINS:
+    _parts = urlsplit(_origin)
+    if _parts.scheme not in ("http", "https") or not _parts.netloc or _parts.path or _parts.query:
+        raise ImproperlyConfigured(f"ARBITER_CORS_ALLOWED_ORIGINS: {_origin!r} is not an origin "
+                                   f"(write scheme://host[:port], e.g. https://app.example.com).")
+CORS_URLS_REGEX = r"^/api/.*$"
+CORS_ALLOW_CREDENTIALS = False
+CORS_ALLOW_HEADERS = ["accept", "authorization", "content-type", "idempotency-key", "if-match", "if-none-match"]
+CORS_EXPOSE_HEADERS = ["etag", "location", "retry-after", "idempotent-replayed", "arbiter-api-version"]
+SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"] = [*SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"],
+                                                "core.api_schema.forbid_unknown_body_fields"]

@@ -1,9 +1,10 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularSwaggerView
 
 from cases.api.views import api_not_found
+from core.schema_view import CachedSchemaView
 from ops import views as ops_views
 
 urlpatterns = [
@@ -15,7 +16,7 @@ urlpatterns = [
     path("api/v1/", include("runs.api.urls")),
     path("api/v1/", include("conversations.api.urls")),
     path("api/v1/", include("integrations.api.urls")),  # me, events, webhooks
-    path("api/schema/", SpectacularAPIView.as_view(), name="api_schema"),
+    path("api/schema/", CachedSchemaView.as_view(), name="api_schema"),  # generated once per process
     # Swagger UI's assets come from drf-spectacular-sidecar's static files: no CDN, works offline.
     # (No Redoc page: drf-spectacular's Redoc template loads web fonts from an external host.)
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api_schema", template_name="ops/swagger_ui.html"),

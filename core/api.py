@@ -16,7 +16,9 @@ from datetime import datetime
 import django_filters
 from django import forms
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import FieldDoesNotExist, RequestDataTooBig
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import models
 from django.http import JsonResponse
 from django.urls import register_converter
 from django.views import defaults as django_defaults
@@ -28,7 +30,8 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.parsers import FormParser, JSONParser
 from rest_framework.response import Response
 
-from core.errors import DomainError
+from core.db import is_lock_conflict
+from core.errors import Busy, DomainError
 from core.ratelimit import set_rate_limit_headers
 
 # Largest values the database columns hold (PostgreSQL integer / bigint; SQLite holds 64 bits).
@@ -66,6 +69,9 @@ def _too_large_detail() -> str:
 
 
 def exception_handler(exc, context):
+    if is_lock_conflict(exc):  # a write path not under retry_on_deadlock: still a 503, never a 500
+        exc = Busy("The database is busy with conflicting changes; nothing was changed. Retry shortly.",
+                   retry_after=1)
     if isinstance(exc, DomainError):
         response = Response(exc.as_dict(), status=exc.http_status)
         if exc.context.get("retry_after"):
@@ -211,6 +217,37 @@ class RunIdField(serializers.Field):
 
 # --- lists an integration can sync from ----------------------------------------------------------
 
+INVALID_CURSOR = "Invalid cursor: use the `next` or `previous` link as given."
+
+
+def _ordering_field(model, ordering):
+    """The model field a cursor's position is a value of (the first ordering key), or None."""
+    if model is None or not ordering:
+        return None
+    try:
+        return model._meta.get_field(ordering[0].lstrip("-"))
+    except FieldDoesNotExist:
+        return None
+
+
+def _is_position_of(field, position: str) -> bool:
+    """Whether `position` is a value the database can compare `field` with: no NUL or lone
+    surrogate, and for a number or a date-time one that parses (and fits the column)."""
+    if "\x00" in position or _SURROGATE.search(position) or len(position) > 255:
+        return False
+    if field is None:
+        return True
+    try:
+        value = field.to_python(position)
+    except (DjangoValidationError, ValueError, TypeError, OverflowError):
+        return False
+    if isinstance(field, models.DateTimeField):
+        return isinstance(value, datetime) and value.tzinfo is not None
+    if isinstance(field, (models.IntegerField, models.AutoField)):
+        return isinstance(value, int) and -BIGINT_MAX - 1 <= value <= BIGINT_MAX
+    return True
+
+
 class SyncCursorPagination(CursorPagination):
     """Cursor pagination (stable under inserts) with `page_size` up to ARBITER_API_MAX_PAGE_SIZE
     and the ordering the view validated from `?ordering=` (see ListApi)."""
@@ -223,6 +260,7 @@ class SyncCursorPagination(CursorPagination):
         return settings.ARBITER_API_MAX_PAGE_SIZE
 
     def get_ordering(self, request, queryset, view):
+        self.position_field = _ordering_field(getattr(queryset, "model", None), view.list_ordering)
         return view.list_ordering
 
     def get_page_size(self, request):
@@ -234,11 +272,19 @@ class SyncCursorPagination(CursorPagination):
         return int(raw)
 
     def decode_cursor(self, request):
+        """The cursor, or 400 when it does not decode, or its position is not a value of the field
+        the list is ordered by (a hand-made `p=<a date>` on a list ordered by id): that value would
+        otherwise reach the database and fail there."""
         try:
-            return super().decode_cursor(request)
+            cursor = super().decode_cursor(request)
         except NotFound:
-            raise ValidationError({"cursor": ["Invalid cursor: use the `next` or `previous` link as given."]}) \
-                from None
+            cursor = None
+        if cursor is not None and cursor.position is not None and not _is_position_of(
+                getattr(self, "position_field", None), cursor.position):
+            cursor = None
+        if cursor is None and request.query_params.get(self.cursor_query_param) is not None:
+            raise ValidationError({"cursor": [INVALID_CURSOR]})
+        return cursor
 
     def get_schema_operation_parameters(self, view):
         parameters = super().get_schema_operation_parameters(view)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter
+from rest_framework import serializers
 
 
 class ApiAutoSchema(AutoSchema):
@@ -26,6 +27,10 @@ class ApiAutoSchema(AutoSchema):
                 "Idempotency-Key", OpenApiTypes.STR, OpenApiParameter.HEADER, required=False,
                 description="1-200 printable ASCII characters, unique per request you mean (a UUID). Kept for "
                             "ARBITER_API_IDEMPOTENCY_TTL_HOURS per credential."))
+        if self.method.upper() == "GET":
+            parameters.append(OpenApiParameter(
+                "If-None-Match", OpenApiTypes.STR, OpenApiParameter.HEADER, required=False,
+                description="ETags you hold (or `*`): while one is the current ETag, the answer is 304 with no body."))
         return parameters
 
 
@@ -36,13 +41,31 @@ SUCCESS_TEXT = {
 }
 
 
+NOT_MODIFIED = {"description": "Not modified: If-None-Match names the current ETag. No body.",
+                "headers": {"ETag": {"schema": {"type": "string"}, "description": "The current strong ETag."}}}
+BUSY_TEXT = ("The database kept aborting the change for conflicting locks, even after retries; nothing was "
+             "changed. Retry after the seconds in Retry-After.")
+BUSY_EXAMPLE = {"code": "busy", "detail": "The database is busy with conflicting changes; nothing was changed. "
+                                          "Retry shortly."}
+
+
 def describe_responses(result, generator, request, public):
-    """Postprocessing hook: every success response gets a sentence for a person."""
+    """Postprocessing hook: every success response gets a sentence for a person; every GET its
+    ETag and 304; every write its 503 `busy` (core.db.retry_on_deadlock gave up)."""
     for operations in result.get("paths", {}).values():
-        for operation in operations.values():
-            for status, response in operation.get("responses", {}).items():
+        for method, operation in operations.items():
+            responses = operation.get("responses", {})
+            for status, response in responses.items():
                 if not response.get("description") and status in SUCCESS_TEXT:
                     response["description"] = SUCCESS_TEXT[status]
+            if method == "get" and "200" in responses:
+                responses["200"].setdefault("headers", {})["ETag"] = NOT_MODIFIED["headers"]["ETag"]
+                responses.setdefault("304", NOT_MODIFIED)
+            error = next((responses[code] for code in ("409", "400") if code in responses), None)
+            if method in ("post", "put", "patch", "delete") and error and "503" not in responses:
+                content = {media: {"schema": value["schema"], "examples": {"busy": {"value": BUSY_EXAMPLE}}}
+                           for media, value in error.get("content", {}).items()}
+                responses["503"] = {"description": BUSY_TEXT, "content": content}
     return result
 
 
@@ -71,4 +94,41 @@ def describe_who_may(result, generator, request, public):
     """Postprocessing hook: the API's description carries the who-may-do-what table."""
     info = result.setdefault("info", {})
     info["description"] = f"{info.get('description', '').rstrip()}\n{WHO_MAY_DO}"
+    return result
+
+
+def declared_request_fields(view, method: str) -> set[str] | None:
+    """The top-level fields the schema declares for this operation's request body (its
+    `extend_schema(request=...)` serializer, found the way drf-spectacular's generator finds it),
+    or None when it declares no serializer. The API refuses any other body field (ADR 0022), so the
+    server enforces exactly what the schema says."""
+    handler = getattr(view, method.lower(), None)
+    schema_class = getattr(getattr(handler, "__wrapped__", handler), "kwargs", {}).get("schema")
+    if schema_class is None:
+        return None
+    schema = schema_class()
+    schema.view, schema.method = view, method.upper()
+    declared = schema.get_request_serializer()
+    if isinstance(declared, dict):
+        declared = declared.get("application/json", next(iter(declared.values()), None))
+    if isinstance(declared, type) and issubclass(declared, serializers.Serializer):
+        declared = declared()
+    if not isinstance(declared, serializers.Serializer):
+        return None  # no serializer (a list, a raw type, an upload): nothing to compare against
+    return {name for name, field in declared.fields.items() if not field.read_only}
+
+
+def forbid_unknown_body_fields(result, generator, request, public):
+    """Postprocessing hook: a request body's top-level object takes no other fields than it
+    declares (`additionalProperties: false`), as the server enforces (ApiView.check_body_fields)."""
+    components = result.get("components", {}).get("schemas", {})
+    for operations in result.get("paths", {}).values():
+        for method, operation in operations.items():
+            if method not in ("post", "put", "patch"):
+                continue
+            for content in operation.get("requestBody", {}).get("content", {}).values():
+                reference = content.get("schema", {}).get("$ref", "")
+                component = components.get(reference.rsplit("/", 1)[-1]) if reference else None
+                if component is not None and component.get("type") == "object":
+                    component["additionalProperties"] = False
     return result

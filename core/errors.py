@@ -70,3 +70,11 @@ class NotFound(DomainError):
 
     code = "not_found"
     http_status = 404
+
+
+class Busy(DomainError):
+    """The database kept refusing the change for lock conflicts (deadlock or serialization failure)
+    after the bounded retries: nothing was changed; retry after the seconds in Retry-After."""
+
+    code = "busy"
+    http_status = 503

@@ -37,10 +37,18 @@ _EXACT = {
     "runs.run.completed": EventType.RUN_FINISHED,
     "runs.run.failed": EventType.RUN_FINISHED,
     "runs.run.cancelled": EventType.RUN_FINISHED,
+    "runs.run.started": EventType.RUN_STARTED,
+    "cases.evidence.added": EventType.EVIDENCE_ADDED,
+    "cases.evidence.extracted": EventType.EVIDENCE_EXTRACTED,
+    "cases.notice.drafted": EventType.NOTICE_DRAFTED,
+    "cases.notice.submitted": EventType.NOTICE_SUBMITTED,
+    "cases.notice.rejected": EventType.NOTICE_REJECTED,
+    "cases.notice.withdrawn": EventType.NOTICE_WITHDRAWN,
 }
 
 _OBJECT_URLS = {"case": "/api/v1/cases/{reference}/", "proposal": "/api/v1/proposals/{id}/",
-                "notice": "/api/v1/notices/{id}/", "run": "/api/v1/runs/{id}/", "agentrun": "/api/v1/runs/{id}/"}
+                "notice": "/api/v1/notices/{id}/", "run": "/api/v1/runs/{id}/", "agentrun": "/api/v1/runs/{id}/",
+                "evidence": "/api/v1/evidence/{id}/download/"}
 
 
 def event_type_for(action: str) -> str | None:

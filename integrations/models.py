@@ -39,6 +39,13 @@ class EventType(models.TextChoices):
     NOTICE_SENT = "notice.sent", "Notice sent"
     NOTICE_FAILED = "notice.failed", "Notice failed"
     RUN_FINISHED = "run.finished", "Run finished"
+    EVIDENCE_ADDED = "evidence.added", "Evidence added"
+    EVIDENCE_EXTRACTED = "evidence.extracted", "Evidence text extracted"
+    NOTICE_DRAFTED = "notice.drafted", "Notice drafted"
+    NOTICE_SUBMITTED = "notice.submitted", "Notice submitted"
+    NOTICE_REJECTED = "notice.rejected", "Notice rejected"
+    NOTICE_WITHDRAWN = "notice.withdrawn", "Notice withdrawn"
+    RUN_STARTED = "run.started", "Run started"
     DEADLINE_CROSSED = "deadline.crossed", "Deadline crossed"
 
 

@@ -24,7 +24,8 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from accounts.models import Role, User
-from audit.services import audit_record
+from audit.services import audit_head_lock, audit_record
+from core.db import retry_on_deadlock
 from core.errors import Forbidden, Invalid, NotAllowed
 from integrations.events import event_representation, kick_deliveries
 from integrations.models import (
@@ -134,13 +135,23 @@ def webhook_endpoint_update(*, actor: User, endpoint: WebhookEndpoint, url: str 
     _check_manager(actor)
     if url is not None:
         url = webhook_url_check(url)  # resolves the host: before the transaction and its row lock
-    with transaction.atomic():
-        return _endpoint_change(actor, endpoint, url, event_types, description, is_active)
+    return _endpoint_change_atomic(actor, endpoint, url, event_types, description, is_active)
+
+
+@retry_on_deadlock
+@transaction.atomic
+def _endpoint_change_atomic(actor: User, endpoint: WebhookEndpoint, url: str | None, event_types: list[str] | None,
+                            description: str | None, is_active: bool | None) -> WebhookEndpoint:
+    return _endpoint_change(actor, endpoint, url, event_types, description, is_active)
 
 
 def _endpoint_change(actor: User, endpoint: WebhookEndpoint, url: str | None, event_types: list[str] | None,
                      description: str | None, is_active: bool | None) -> WebhookEndpoint:
-    endpoint = WebhookEndpoint.objects.select_for_update().get(pk=endpoint.pk)
+    # Lock order (ADR 0022): the tenant's audit head before the endpoint row, as every change that
+    # records an event does (its event's deliveries reference the endpoint under the head). FOR NO
+    # KEY UPDATE: it does not block those deliveries' foreign-key checks.
+    audit_head_lock(tenant_id=endpoint.tenant_id)
+    endpoint = WebhookEndpoint.objects.select_for_update(no_key=True).get(pk=endpoint.pk)
     changes = {}
     if url is not None:
         endpoint.url = changes["url"] = url
@@ -159,12 +170,21 @@ def _endpoint_change(actor: User, endpoint: WebhookEndpoint, url: str | None, ev
     return endpoint
 
 
+@retry_on_deadlock
 @transaction.atomic
 def webhook_redeliver(*, actor: User, delivery: WebhookDelivery) -> WebhookDelivery:
     """Queue a delivery again now, with a fresh attempt budget (its attempt log is kept).
-    Refuses: Forbidden (role), NotAllowed (while it is being delivered, or its endpoint is disabled)."""
+    Refuses: Forbidden (role), NotAllowed (while it is being delivered, or its endpoint is disabled).
+
+    Locks, in the order of ADR 0022: the tenant's audit head (its event goes there), the endpoint,
+    the delivery. Locking the delivery joined to its endpoint first, FOR UPDATE, deadlocked with any
+    change recording an event for this endpoint: that change holds the head and its new delivery's
+    foreign-key check waits on the endpoint row."""
     _check_manager(actor)
-    locked = WebhookDelivery.objects.select_for_update().select_related("endpoint").get(pk=delivery.pk)
+    audit_head_lock(tenant_id=delivery.endpoint.tenant_id)
+    endpoint = WebhookEndpoint.objects.select_for_update(no_key=True).get(pk=delivery.endpoint_id)
+    locked = WebhookDelivery.objects.select_for_update(no_key=True).get(pk=delivery.pk)
+    locked.endpoint = endpoint
     if locked.status in (DeliveryStatus.DELIVERING, DeliveryStatus.PENDING):
         raise NotAllowed("This delivery is already queued; wait for its outcome.")
     if not locked.endpoint.is_active:
@@ -257,7 +277,9 @@ def webhook_deliver(*, delivery_id: int) -> WebhookDelivery | None:
     duration_ms = int((time.monotonic() - started) * 1000)
     succeeded = status_code is not None and 200 <= status_code < 300
     with transaction.atomic():
-        delivery = WebhookDelivery.objects.select_for_update().get(pk=delivery.pk)
+        # The endpoint before the delivery (ADR 0022), as redelivery locks them.
+        WebhookEndpoint.objects.select_for_update(no_key=True).filter(pk=endpoint.pk).first()
+        delivery = WebhookDelivery.objects.select_for_update(no_key=True).get(pk=delivery.pk)
         number = WebhookAttempt.objects.filter(delivery=delivery).count() + 1
         WebhookAttempt.objects.create(delivery=delivery, number=number, started_at=now, duration_ms=duration_ms,
                                       status_code=status_code, error_category=category,

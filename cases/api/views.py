@@ -131,6 +131,7 @@ class CaseDetailApi(ApiView):
 
 
 class CaseTransitionApi(ApiView):
+    honours_if_match = True
     class CaseTransitionInput(serializers.Serializer):
         transition = serializers.ChoiceField(choices=CASE_TRANSITIONS)
         reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000,
@@ -178,6 +179,8 @@ class CaseEventListApi(ListApi):
 class EvidenceListCreateApi(ListApi):
     """List a case's evidence, or add text evidence (JSON). Files go to evidence/upload/."""
 
+    honours_if_match = True
+
     queryset = Evidence.objects.none()
     output_serializer_class = EvidenceOutputSerializer
     parser_classes = [BoundedJSONParser, BoundedFormParser]
@@ -212,6 +215,7 @@ class EvidenceListCreateApi(ListApi):
 
 
 class EvidenceUploadApi(ApiView):
+    honours_if_match = True
     parser_classes = [MultiPartParser]
 
     class EvidenceUploadInput(serializers.Serializer):
@@ -275,6 +279,7 @@ class ProposalListApi(ListApi):
 
 
 class ProposalCreateApi(ApiView):
+    honours_if_match = True
     class ProposalCreateInput(serializers.Serializer):
         kind = serializers.ChoiceField(choices=ProposalKind.choices)
         payload = serializers.DictField(
@@ -313,6 +318,7 @@ class ProposalDetailApi(ApiView):
 
 
 class ProposalApproveApi(ApiView):
+    honours_if_match = True
     class ProposalApproveInput(serializers.Serializer):
         note = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000)
         # The case version the approver saw (a later change is a 409 conflict), the
@@ -337,6 +343,7 @@ class ProposalApproveApi(ApiView):
 
 
 class ProposalRejectApi(ApiView):
+    honours_if_match = True
     class ProposalRejectInput(serializers.Serializer):
         note = serializers.CharField(max_length=5000, help_text="Why it is rejected (required).")
 
@@ -353,6 +360,7 @@ class ProposalRejectApi(ApiView):
 
 
 class ProposalWithdrawApi(ApiView):
+    honours_if_match = True
     @extend_schema(request=None, parameters=[IF_MATCH],
                    responses={200: ProposalOutputSerializer, **refusals(400, 403, 404, 409, 412, 422)},
                    summary="Withdraw a pending proposal (its proposer or a supervisor)")
@@ -384,6 +392,7 @@ class NoticeListApi(ListApi):
 
 
 class NoticeDraftApi(ApiView):
+    honours_if_match = True
     class NoticeDraftInput(serializers.Serializer):
         recipient = serializers.EmailField(required=False, allow_blank=True,
                                            help_text="Defaults to the complainant's email.")
@@ -406,6 +415,7 @@ class NoticeDraftApi(ApiView):
 
 
 class NoticeDetailApi(ApiView):
+    honours_if_match = True
     class NoticeEditInput(serializers.Serializer):
         recipient = serializers.EmailField(required=False)
         subject = serializers.CharField(max_length=300, required=False)
@@ -434,6 +444,7 @@ class NoticeDetailApi(ApiView):
 
 
 class NoticeSubmitApi(ApiView):
+    honours_if_match = True
     @extend_schema(request=None, parameters=[IF_MATCH],
                    responses={200: NoticeOutputSerializer, **refusals(400, 403, 404, 409, 412, 422)},
                    summary="Submit a draft notice for approval")
@@ -445,6 +456,7 @@ class NoticeSubmitApi(ApiView):
 
 
 class NoticeApproveApi(ApiView):
+    honours_if_match = True
     class NoticeApproveInput(serializers.Serializer):
         content_hash = serializers.CharField(max_length=64, help_text="The content_hash of the text you reviewed; "
                                                                       "if the notice changed since, 409 stale.")
@@ -467,6 +479,7 @@ class NoticeApproveApi(ApiView):
 
 
 class NoticeRejectApi(ApiView):
+    honours_if_match = True
     class NoticeRejectInput(serializers.Serializer):
         note = serializers.CharField(max_length=5000, help_text="Why it is rejected (required).")
 
@@ -483,6 +496,7 @@ class NoticeRejectApi(ApiView):
 
 
 class NoticeWithdrawApi(ApiView):
+    honours_if_match = True
     @extend_schema(request=None, parameters=[IF_MATCH],
                    responses={200: NoticeOutputSerializer, **refusals(400, 403, 404, 409, 412, 422)},
                    summary="Withdraw a notice that has not been sent")
@@ -494,6 +508,7 @@ class NoticeWithdrawApi(ApiView):
 
 
 class NoticeDispatchApi(ApiView):
+    honours_if_match = True
     @extend_schema(request=None, parameters=[IF_MATCH],
                    responses={202: NoticeOutputSerializer, **refusals(400, 403, 404, 409, 412, 422)},
                    summary="Send a notice a person approved (queued; sent exactly once by the worker)")

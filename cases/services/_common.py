@@ -77,9 +77,13 @@ def _require_tenant(actor: Actor, tenant_id: int) -> None:
 
 
 def _lock_case(case: Case | int) -> Case:
+    """The case row, locked for the change (it ranks before the audit head, ADR 0022). FOR NO KEY
+    UPDATE: it still excludes every other writer of the case, but not the foreign-key checks of rows
+    that merely reference it — a run step holding the case's audit head inserts such rows, and
+    waiting for them while it waits for the head was a deadlock."""
     case_id = case.pk if isinstance(case, Case) else case
     try:
-        return Case.objects.select_for_update().get(pk=case_id)
+        return Case.objects.select_for_update(no_key=True).get(pk=case_id)
     except Case.DoesNotExist:
         raise NotFound("No such case.") from None
 

@@ -13,16 +13,24 @@ layer sits above every domain app, so cases.api importing them points down, not 
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Mapping
+
 from django.conf import settings
 from django.db.models import QuerySet
+from django.http import HttpResponseNotModified
 from django_filters.rest_framework import DjangoFilterBackend
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.generics import GenericAPIView
 from rest_framework.permissions import SAFE_METHODS
+from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
 from core.api import PayloadTooLarge, PreconditionFailed, SyncParamsBackend, parse_updated_since
+from core.api_schema import declared_request_fields
+from core.db import retry_on_deadlock
 from core.ratelimit import rate_hit, set_rate_limit_headers
 from integrations.idempotency import (
     IdempotentReplay,
@@ -42,6 +50,9 @@ class ApiView(APIView):
     """An API view: unknown query parameters are a 400, unsafe requests honour Idempotency-Key."""
 
     query_params_allowed: tuple[str, ...] = ()
+    # True where every unsafe handler calls check_if_match on the versioned object it changes; on
+    # any other view an If-Match naming a tag cannot match (it gives no ETag): 412, nothing done.
+    honours_if_match = False
     _idempotency_record = None
 
     def allowed_query_params(self) -> set[str]:
@@ -53,6 +64,17 @@ class ApiView(APIView):
         if unknown:
             hint = f"Allowed: {', '.join(sorted(allowed))}." if allowed else "This operation takes none."
             raise ValidationError({name: [f"Unknown query parameter. {hint}"] for name in unknown})
+
+    def check_body_fields(self, request) -> None:
+        """Unknown body fields are refused like unknown query parameters: 400 naming each one. The
+        known fields are the ones the schema declares for this operation's body."""
+        allowed = declared_request_fields(self, request.method)
+        if allowed is None or not isinstance(request.data, Mapping):
+            return
+        unknown = sorted(set(request.data) - allowed - {"csrfmiddlewaretoken"})
+        if unknown:
+            hint = f"Allowed: {', '.join(sorted(allowed))}." if allowed else "This operation takes no body fields."
+            raise ValidationError({str(name): [f"Unknown field. {hint}"] for name in unknown})
 
     def check_text_in_url(self, request, kwargs) -> None:
         """A NUL or lone surrogate in the path matches no object (404) and in the query string is a
@@ -73,7 +95,22 @@ class ApiView(APIView):
             raise PayloadTooLarge(f"The request body is larger than the {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} "
                                   f"bytes the API accepts.")
         if request.method not in SAFE_METHODS:
+            if not self.honours_if_match:
+                refuse_unmatchable_if_match(request)
+            self.check_body_fields(request)
             self._idempotency_record = idempotency_begin(request)
+            self.retry_write_on_deadlock(request)
+
+    def retry_write_on_deadlock(self, request) -> None:
+        """Run this request's write handler under retry_on_deadlock. A write handler calls one
+        service, whose transaction is the whole change, so a deadlock or serialization failure
+        rolled everything back and the handler can run again (the Idempotency-Key record, taken
+        above, stays the same). DRF's dispatch looks the handler up after initial(), so the
+        wrapped method set on this per-request instance is the one it calls."""
+        name = request.method.lower()
+        handler = getattr(self, name, None)
+        if handler is not None:
+            setattr(self, name, retry_on_deadlock(handler))
 
     def handle_exception(self, exc):
         if isinstance(exc, IdempotentReplay):
@@ -88,6 +125,8 @@ class ApiView(APIView):
 
     def finalize_response(self, request, response, *args, **kwargs):
         response = super().finalize_response(request, response, *args, **kwargs)
+        if request.method in ("GET", "HEAD") and response.status_code == 200 and isinstance(response, Response):
+            return conditional_get(request, response)
         if self._idempotency_record is not None:
             idempotency_complete(self._idempotency_record, response)
             self._idempotency_record = None
@@ -170,22 +209,59 @@ def etag_for(obj) -> str:
         return f'"notice-{obj.pk}-v{obj.version}-{obj.status}-{obj.content_hash[:16]}"'
     if name == "Proposal":
         return f'"proposal-{obj.pk}-{obj.status}-c{obj.case_version}"'
+    if name == "WebhookEndpoint":
+        state = json.dumps([obj.url, sorted(obj.event_types or []), obj.description, obj.is_active,
+                            obj.updated_at.isoformat() if obj.updated_at else ""])
+        return f'"webhook-{obj.pk}-{hashlib.sha256(state.encode()).hexdigest()[:16]}"'
     raise TypeError(f"no ETag for {name}")
 
 
+def _tags(header: str) -> set[str]:
+    return {tag.strip() for tag in header.split(",")}
+
+
 def check_if_match(request, obj) -> None:
-    """412 when the request carries If-Match and none of its tags is the object's current ETag."""
+    """412 when the request carries If-Match and none of its tags is the object's current ETag.
+    Strong comparison (RFC 9110 §13.1.1): a weak tag `W/"..."` never matches."""
     header = request.headers.get("If-Match")
     if header is None or header.strip() == "*":
         return
-    tags = {tag.strip().removeprefix("W/") for tag in header.split(",")}
-    if etag_for(obj) not in tags:
+    if etag_for(obj) not in _tags(header):
         raise PreconditionFailed()
+
+
+def refuse_unmatchable_if_match(request) -> None:
+    """An If-Match naming tags, sent to something that gives no ETag, is false (RFC 9110
+    §13.1.1): 412, rather than doing the change the client made conditional."""
+    header = request.headers.get("If-Match")
+    if header is not None and header.strip() != "*":
+        raise PreconditionFailed("This resource gives no ETag, so If-Match cannot match; send If-Match only to "
+                                 "objects whose answers carry an ETag.")
 
 
 def with_etag(response, obj):
     response["ETag"] = etag_for(obj)
     return response
+
+
+def conditional_get(request, response: Response):
+    """Every 200 answer to a GET carries a strong ETag: the object's own (with_etag), or else a
+    hash of the rendered body (a list page, an object without a version). If-None-Match naming it
+    (or `*`) gets 304 with the ETag and no body."""
+    if not response.has_header("ETag"):
+        response.render()
+        response["ETag"] = f'"{hashlib.sha256(response.content).hexdigest()[:32]}"'
+    header = request.headers.get("If-None-Match")
+    if header is None:
+        return response
+    tags = {tag.removeprefix("W/") for tag in _tags(header)}  # If-None-Match compares weakly
+    if header.strip() != "*" and response["ETag"] not in tags:
+        return response
+    not_modified = HttpResponseNotModified()
+    for name in ("ETag", "Vary", "Cache-Control"):
+        if response.has_header(name):
+            not_modified[name] = response[name]
+    return not_modified
 
 
 # --- per-credential throttles ---------------------------------------------------------------------

@@ -10,7 +10,7 @@ from rest_framework.response import Response
 
 from core.api import BIGINT_MAX, PersonSerializer, refusals
 from core.errors import Forbidden, NotFound
-from integrations.api.base import ApiView, ListApi
+from integrations.api.base import ApiView, ListApi, check_if_match, with_etag
 from integrations.events import event_representation, feed_assign
 from integrations.models import DeliveryError, EventType, IntegrationEvent, WebhookDelivery, WebhookEndpoint
 from integrations.webhooks import (
@@ -204,6 +204,7 @@ class WebhookEndpointListCreateApi(ListApi):
 
 
 class WebhookEndpointDetailApi(ApiView):
+    honours_if_match = True
     class WebhookEndpointEditInput(serializers.Serializer):
         url = serializers.URLField(max_length=500, required=False)
         event_types = serializers.ListField(child=serializers.ChoiceField(choices=EventType.choices), min_length=1,
@@ -216,7 +217,8 @@ class WebhookEndpointDetailApi(ApiView):
                    summary="A webhook endpoint")
     def get(self, request, pk: int):
         _managed(request)
-        return Response(WebhookEndpointOutputSerializer(_endpoint(request, pk)).data)
+        endpoint = _endpoint(request, pk)
+        return with_etag(Response(WebhookEndpointOutputSerializer(endpoint).data), endpoint)
 
     @extend_schema(request=WebhookEndpointEditInput,
                    responses={200: WebhookEndpointOutputSerializer, **refusals(400, 403, 404, 409, 413, 415, 422)},
@@ -226,8 +228,9 @@ class WebhookEndpointDetailApi(ApiView):
         endpoint = _endpoint(request, pk)
         data = self.WebhookEndpointEditInput(data=request.data)
         data.is_valid(raise_exception=True)
+        check_if_match(request, endpoint)
         endpoint = webhook_endpoint_update(actor=request.user, endpoint=endpoint, **data.validated_data)
-        return Response(WebhookEndpointOutputSerializer(endpoint).data)
+        return with_etag(Response(WebhookEndpointOutputSerializer(endpoint).data), endpoint)
 
 
 class WebhookDeliveryListApi(ListApi):

@@ -37,7 +37,7 @@ def test_a_change_writes_its_event_and_delivery_in_the_same_transaction(analyst,
                                                                          django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
         case = make_case(actor=analyst)
-    event = IntegrationEvent.objects.get()
+    event = IntegrationEvent.objects.get(type="case.changed")  # and evidence.added: the complaint's text
     assert (event.type, event.data["case"], event.data["action"]) == ("case.changed", case.reference,
                                                                        "cases.case.created")
     delivery = WebhookDelivery.objects.get()
@@ -57,7 +57,8 @@ def test_unsubscribed_types_and_disabled_endpoints_get_nothing(analyst, supervis
     disabled, _ = webhook_endpoint_create(actor=supervisor, url=receiver.url, event_types=["case.changed"])
     WebhookEndpoint.objects.filter(pk=disabled.pk).update(is_active=False)
     make_case(actor=analyst)
-    assert IntegrationEvent.objects.count() == 1 and WebhookDelivery.objects.count() == 0
+    assert IntegrationEvent.objects.filter(type="case.changed").count() == 1
+    assert WebhookDelivery.objects.count() == 0
 
 
 def test_the_delivery_is_signed_and_a_receiver_can_verify_it(analyst, endpoint, receiver, settings):
@@ -186,8 +187,10 @@ def test_the_feed_serves_the_same_events_in_commit_order(api, analyst, superviso
     client = api(analyst)
     page = client.get("/api/v1/events/").json()
     assert [e["data"]["case"] for e in page["results"]][:1] == [first.reference]
-    assert [e["sequence"] for e in page["results"]] == [1, 2] and page["next_after"] == 2
-    assert client.get("/api/v1/events/?after=2").json() == {"results": [], "next_after": 2}
+    # Each case: case.changed, then evidence.added (the complaint's text is its first evidence).
+    assert [e["type"] for e in page["results"]] == ["case.changed", "evidence.added"] * 2
+    assert [e["sequence"] for e in page["results"]] == [1, 2, 3, 4] and page["next_after"] == 4
+    assert client.get("/api/v1/events/?after=4").json() == {"results": [], "next_after": 4}
     assert api(outsider).get("/api/v1/events/").json()["results"] == []
     assert_error(client.get("/api/v1/events/?after=-1"), 400, "invalid", fields={"after"})
     assert_error(client.get("/api/v1/events/?type=nope"), 400, "invalid", fields={"type"})
@@ -204,10 +207,10 @@ def test_an_event_that_commits_late_is_not_skipped_by_a_poller(api, analyst):
     low.delete()  # not yet visible (its transaction is still open)
     client = api(analyst)
     served = client.get("/api/v1/events/").json()
-    assert len(served["results"]) == 1 and served["next_after"] == 1
+    assert len(served["results"]) == 3 and served["next_after"] == 3  # each case: case.changed, evidence.added
     IntegrationEvent.objects.create(**kept)  # now it commits, with the lower id
     after = client.get(f"/api/v1/events/?after={served['next_after']}").json()["results"]
-    assert [(e["id"], e["sequence"]) for e in after] == [(f"evt_{kept['pk']}", 2)]
+    assert [(e["id"], e["sequence"]) for e in after] == [(f"evt_{kept['pk']}", 4)]
 
 
 def test_webhooks_are_managed_by_supervisors_and_admins(api, analyst, supervisor, receiver, settings):
