@@ -52,7 +52,7 @@ def _is_tenant_admin(user) -> bool:
     return user.is_active and user.is_staff and user.tenant_id is not None and user.role == Role.ADMIN
 
 
-def _is_tenant_staff(user) -> bool:
+def is_tenant_staff(user) -> bool:
     return user.is_active and user.is_staff and (user.is_superuser or user.tenant_id is not None)
 
 
@@ -72,10 +72,10 @@ class TenantAdmin(AuditedAdminMixin, admin.ModelAdmin):
         return tenant.users.count()
 
     def has_module_permission(self, request):
-        return _is_tenant_staff(request.user)
+        return is_tenant_staff(request.user)
 
     def has_view_permission(self, request, obj=None):
-        if not _is_tenant_staff(request.user):
+        if not is_tenant_staff(request.user):
             return False
         return obj is None or request.user.is_superuser or obj.pk == request.user.tenant_id
 
@@ -94,10 +94,10 @@ class TenantStaffPermissions:
     their own tenant's; only a superuser or a tenant admin adds."""
 
     def has_module_permission(self, request):
-        return _is_tenant_staff(request.user)
+        return is_tenant_staff(request.user)
 
     def has_view_permission(self, request, obj=None):
-        if not _is_tenant_staff(request.user):
+        if not is_tenant_staff(request.user):
             return False
         return obj is None or request.user.is_superuser or obj.tenant_id == request.user.tenant_id
 

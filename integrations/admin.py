@@ -8,7 +8,7 @@ from __future__ import annotations
 from django import forms
 from django.contrib import admin, messages
 
-from accounts.admin import _is_tenant_staff
+from accounts.admin import is_tenant_staff
 from core.errors import DomainError
 from integrations.models import EventType, IntegrationEvent, WebhookAttempt, WebhookDelivery, WebhookEndpoint
 from integrations.webhooks import (
@@ -21,7 +21,7 @@ from integrations.webhooks import (
 
 
 def _may_manage(user) -> bool:
-    return _is_tenant_staff(user) and user.tenant_id is not None and user.role in MANAGERS
+    return is_tenant_staff(user) and user.tenant_id is not None and user.role in MANAGERS
 
 
 class TenantScopedAdmin(admin.ModelAdmin):
@@ -32,10 +32,10 @@ class TenantScopedAdmin(admin.ModelAdmin):
         return qs if request.user.is_superuser else qs.filter(**{self.tenant_field: request.user.tenant_id})
 
     def has_module_permission(self, request):
-        return _is_tenant_staff(request.user)
+        return is_tenant_staff(request.user)
 
     def has_view_permission(self, request, obj=None):
-        return _is_tenant_staff(request.user)
+        return is_tenant_staff(request.user)
 
     def has_change_permission(self, request, obj=None):
         return False

@@ -43,7 +43,7 @@ def admission_order(tenant_id: int) -> list[int]:
     return order
 
 
-def _admit(run_id: int, worker_id: str) -> tuple[bool, int | None]:
+def admit_run(run_id: int, worker_id: str) -> tuple[bool, int | None]:
     """queued -> running if the run may start now; `worker_id` (the admitting worker, which runs
     the next step) then holds the lease: no separate claim, no second commit.
 
@@ -75,18 +75,18 @@ def _admit(run_id: int, worker_id: str) -> tuple[bool, int | None]:
         locked.lease_expires_at = now + timedelta(seconds=lease_seconds())
         locked.version += 1
         locked.save()
-        from runs.step_endings import _audit
+        from runs.step_endings import audit_run_event
 
-        _audit(locked, action="runs.run.admitted", actor_type=Actor.SYSTEM, actor_id="system:run-executor",
+        audit_run_event(locked, action="runs.run.admitted", actor_type=Actor.SYSTEM, actor_id="system:run-executor",
                payload={"queued_at": locked.queued_at.isoformat()})
     return True, (locked.version if first else None)
 
 
-def _pump(tenant_id: int) -> None:
+def pump_admissions(tenant_id: int) -> None:
     """Kick the queued runs that may start now (after a run left `running`)."""
-    from runs.step_endings import _enqueue
+    from runs.step_endings import enqueue_next_step
 
     for run_id in admission_order(tenant_id):
-        _enqueue(run_id)
+        enqueue_next_step(run_id)
 
 

@@ -47,7 +47,7 @@ from django.utils import timezone
 
 from core.actors import Actor
 from ops import metrics
-from runs.admission import _admit, _pump, admission_order
+from runs.admission import admission_order, admit_run, pump_admissions
 from runs.graph import NodeContext, NodeResult, UnknownGraph, get_graph
 from runs.leases import (
     LeaseLost,
@@ -83,12 +83,12 @@ from runs.state_cache import STATE_CACHE, CachedState
 from runs.step_commit import commit_in_one_statement
 from runs.step_endings import (
     StepOutcome,
-    _audit,
-    _commit_failed,
-    _commit_with_cancel,
-    _enqueue,
-    _finish_at_boundary,
-    _retry_or_fail,
+    audit_run_event,
+    commit_failed,
+    commit_with_cancel,
+    enqueue_next_step,
+    finish_at_boundary,
+    retry_or_fail,
 )
 from runs.step_rows import step_instance, write_buffered
 from runs.step_rows import step_values as step_row_values
@@ -116,12 +116,12 @@ def lease_reap_expired(*, now=None) -> list[int]:
     now = now or timezone.now()
     kicked = []
     for run_id, next_sequence in runs_to_reap(now).order_by("lease_expires_at").values_list("id", "next_sequence"):
-        _enqueue(run_id, expected_sequence=next_sequence)
+        enqueue_next_step(run_id, expected_sequence=next_sequence)
         kicked.append(run_id)
     for tenant_id in (AgentRun.objects.filter(status=RunStatus.QUEUED).order_by()
                       .values_list("tenant_id", flat=True).distinct()):
         for run_id in admission_order(tenant_id):
-            _enqueue(run_id)
+            enqueue_next_step(run_id)
             kicked.append(run_id)
     if kicked:
         logger.info("reaper re-enqueued runs %s", kicked)
@@ -182,7 +182,7 @@ def _run_step(*, run_id: int, worker_id: str, expected_sequence: int | None, enq
             return StepOutcome(run_id, "stale", run.status, detail=f"step {expected_sequence} is already done")
         admitted_version = None
         if run.status == RunStatus.QUEUED:
-            running, admitted_version = _admit(run_id, worker_id)
+            running, admitted_version = admit_run(run_id, worker_id)
             if not running:
                 # Read afresh rather than refresh_from_db: django_fsm's refresh_from_db unprotects
                 # the status field class-wide for a moment, which races with other threads.
@@ -247,10 +247,10 @@ def _execute_claimed(*, run: AgentRun, worker_id: str, enqueue: bool, keep_lease
     run_id = run.pk
     sequence = run.next_sequence
     if run.cancel_requested_at:
-        return _finish_at_boundary(run_id, worker_id, cancel=True)
+        return finish_at_boundary(run_id, worker_id, cancel=True)
     exhausted = _budget_exhausted(run)
     if exhausted:
-        return _finish_at_boundary(run_id, worker_id, error=exhausted, code="budget_exhausted")
+        return finish_at_boundary(run_id, worker_id, error=exhausted, code="budget_exhausted")
 
     loaded = _load_state(run, cached)
     state = loaded.state
@@ -258,7 +258,7 @@ def _execute_claimed(*, run: AgentRun, worker_id: str, enqueue: bool, keep_lease
         graph = get_graph(run.graph)
         node = graph.node(run.current_node)
     except UnknownGraph as exc:
-        return _finish_at_boundary(run_id, worker_id, error=str(exc), code="unknown_node")
+        return finish_at_boundary(run_id, worker_id, error=str(exc), code="unknown_node")
     attempt = int(run.retry_counts.get(str(sequence), 0)) + 1
     tracker = StateTracker(state)
     state.phase = node.phase
@@ -286,21 +286,21 @@ def _execute_claimed(*, run: AgentRun, worker_id: str, enqueue: bool, keep_lease
         raise
     except SoftTimeLimitExceeded:
         # The task's soft time limit: a slow provider, most likely. Give the step another chance.
-        return _retry_or_fail(run_id=run_id, worker_id=worker_id, ctx=ctx, started_at=started_at, enqueue=enqueue,
+        return retry_or_fail(run_id=run_id, worker_id=worker_id, ctx=ctx, started_at=started_at, enqueue=enqueue,
                               message=f"Step {sequence} ({node.name}) exceeded the task's time limit.")
     except StepRetry as exc:
-        return _retry_or_fail(run_id=run_id, worker_id=worker_id, ctx=ctx, message=str(exc), started_at=started_at,
+        return retry_or_fail(run_id=run_id, worker_id=worker_id, ctx=ctx, message=str(exc), started_at=started_at,
                               enqueue=enqueue)
     except StepFailed as exc:
-        return _commit_failed(run_id=run_id, worker_id=worker_id, ctx=ctx, message=str(exc), code=exc.code,
+        return commit_failed(run_id=run_id, worker_id=worker_id, ctx=ctx, message=str(exc), code=exc.code,
                               started_at=started_at)
     except UnknownGraph as exc:
-        return _commit_failed(run_id=run_id, worker_id=worker_id, ctx=ctx, message=str(exc), code="unknown_node",
+        return commit_failed(run_id=run_id, worker_id=worker_id, ctx=ctx, message=str(exc), code="unknown_node",
                               started_at=started_at)
     except Exception as exc:  # a bug in a node: fail the step with the error stored, don't hang the run
         logger.exception("node %s of run %s crashed", node.name, run_id)
         detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        return _commit_failed(run_id=run_id, worker_id=worker_id, ctx=ctx, message=f"Node {node.name} crashed: "
+        return commit_failed(run_id=run_id, worker_id=worker_id, ctx=ctx, message=f"Node {node.name} crashed: "
                               f"{detail}", code="node_error", started_at=started_at)
     try:
         return _commit_step(run=run, worker_id=worker_id, ctx=ctx, result=result, tracker=tracker, loaded=loaded,
@@ -314,7 +314,7 @@ def _execute_claimed(*, run: AgentRun, worker_id: str, enqueue: bool, keep_lease
         STATE_CACHE.drop(run_id)
         logger.exception("step %s of run %s could not be committed", sequence, run_id)
         detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        return _commit_failed(run_id=run_id, worker_id=worker_id, ctx=ctx, code="commit_error",
+        return commit_failed(run_id=run_id, worker_id=worker_id, ctx=ctx, code="commit_error",
                               message=f"Step {sequence} ({node.name}) could not be committed: {detail}",
                               started_at=started_at)
 
@@ -393,14 +393,14 @@ def _commit_ordinarily(*, run: AgentRun, worker_id: str, ctx: NodeContext, resul
                 run = _after_update(run, values, ctx)
                 step = step_instance(step_values, step_id)
             else:
-                run = _commit_with_cancel(run_id=run_id, worker_id=worker_id, sequence=sequence, values=values,
+                run = commit_with_cancel(run_id=run_id, worker_id=worker_id, sequence=sequence, values=values,
                                           now=now)
         else:
             if run_update_if_owned(run_id=run_id, worker_id=worker_id, sequence=sequence, status=RunStatus.RUNNING,
                                    version=run.version, values=values):
                 run = _after_update(run, values, ctx)
             else:
-                run = _commit_with_cancel(run_id=run_id, worker_id=worker_id, sequence=sequence, values=values,
+                run = commit_with_cancel(run_id=run_id, worker_id=worker_id, sequence=sequence, values=values,
                                           now=now)
         if step is None:
             step = step_instance(step_values, insert_returning_pk(Step, step_values))
@@ -408,16 +408,16 @@ def _commit_ordinarily(*, run: AgentRun, worker_id: str, ctx: NodeContext, resul
         written = write_buffered(run=run, step=step, ctx=ctx, with_outputs=True, check_abandoned=check_abandoned)
         for write in ctx.buffer.on_commit:
             write(step)
-        _audit(run, action="runs.step.completed", actor_type=Actor.AGENT, actor_id=ctx.actor.identifier,
+        audit_run_event(run, action="runs.step.completed", actor_type=Actor.AGENT, actor_id=ctx.actor.identifier,
                payload={**event_payload, **written})
         if run.status != RunStatus.RUNNING:
-            _audit(run, action=f"runs.run.{run.status}", decision=run.status,
+            audit_run_event(run, action=f"runs.run.{run.status}", decision=run.status,
                    payload={"steps": run.steps_used, "tokens": run.tokens_used, "reason": result.reason or run.error})
             tenant_id = run.tenant_id
-            transaction.on_commit(lambda: _pump(tenant_id))
+            transaction.on_commit(lambda: pump_admissions(tenant_id))
         elif enqueue and not keeps:
             next_sequence = run.next_sequence
-            transaction.on_commit(lambda: _enqueue(run_id, expected_sequence=next_sequence))
+            transaction.on_commit(lambda: enqueue_next_step(run_id, expected_sequence=next_sequence))
     # Committed: this worker's copy of the state is the run's state now.
     if run.status == RunStatus.RUNNING:
         STATE_CACHE.put(run_id, CachedState(sequence=sequence, state_hash=fields["state_hash"], state=state,
@@ -467,7 +467,7 @@ def run_steps(*, run_id: int, worker_id: str, expected_sequence: int | None = No
                            enqueue=not keep, keep_lease=keep)
         if outcome.action == "retry" and keep:
             # run_step enqueues a retry only when it hands off; with keep_lease it left it to us.
-            _enqueue(outcome.run_id, expected_sequence=outcome.sequence, countdown=outcome.retry_after)
+            enqueue_next_step(outcome.run_id, expected_sequence=outcome.sequence, countdown=outcome.retry_after)
         if outcome.action != "executed" or outcome.status != RunStatus.RUNNING or not keep:
             return outcome
         expected_sequence = outcome.sequence + 1

@@ -34,7 +34,7 @@ def provider_for_run(run: AgentRun):
     return providers.get_provider(run.provider_name or None)
 
 
-def _jsonable(value):
+def jsonable(value):
     return json.loads(json.dumps(value, default=str))
 
 
@@ -50,11 +50,11 @@ def call_model_for_node(*, ctx: NodeContext, schema, agent: str, extra_context: 
     ctx.heartbeat()
     built = build_context(run=run, agent=agent, state=ctx.state, case=ctx.case, instructions=instructions,
                           output_schema=schema, extra_context=extra_context, extra_source_refs=extra_source_refs)
-    context = _jsonable(built.context)
+    context = jsonable(built.context)
     record = {"run_id": run.pk, "sequence": ctx.sequence, "attempt": ctx.attempt, "agent": agent,
               "agent_version": ctx.node_def.version, "provider": getattr(ctx.provider, "name", ""),
               "model": getattr(ctx.provider, "model", ""), "output_schema": schema.__name__,
-              "messages": built.messages, "context": context, "source_refs": _jsonable(built.source_refs)}
+              "messages": built.messages, "context": context, "source_refs": jsonable(built.source_refs)}
     request = ModelRequest(agent=agent, output_schema=schema, messages=built.messages, context=context,
                            max_output_tokens=max_output_tokens)
     started = time.monotonic()

@@ -197,9 +197,9 @@ def run_cancel(*, actor, run: AgentRun, reason: str = "") -> AgentRun:
         _audit(locked, actor=actor, action="runs.run.cancelled", decision="cancelled", payload={"reason": reason})
         tenant_id = locked.tenant_id
         if was_running or locked.thread_id:
-            from runs.admission import _pump
+            from runs.admission import pump_admissions
 
-            transaction.on_commit(lambda: _pump(tenant_id))
+            transaction.on_commit(lambda: pump_admissions(tenant_id))
     run.refresh_from_db()
     return locked
 

@@ -102,7 +102,7 @@ def _upgrade_1_to_2(state: dict) -> dict:
 UPGRADES = {1: _upgrade_1_to_2}
 
 
-def _upgrade_owned(state: dict, to_version: int = CURRENT_SCHEMA_VERSION) -> dict:
+def upgrade_owned(state: dict, to_version: int = CURRENT_SCHEMA_VERSION) -> dict:
     """`upgrade` for a dict the caller owns: no copy when it is already at `to_version`. Every
     upgrade function builds new top-level containers, so the input is never modified."""
     version = int(state.get("schema_version", 1))
@@ -118,7 +118,7 @@ def _upgrade_owned(state: dict, to_version: int = CURRENT_SCHEMA_VERSION) -> dic
 def upgrade(state: dict, to_version: int = CURRENT_SCHEMA_VERSION) -> dict:
     """Bring a stored state dict to `to_version` (default: current), one version at a time. The
     argument is not modified (the result is a copy)."""
-    return _upgrade_owned(copy.deepcopy(state), to_version)
+    return upgrade_owned(copy.deepcopy(state), to_version)
 
 
 def load_state(state: dict) -> RunState:

@@ -31,9 +31,9 @@ from runs.state import (
     CURRENT_SCHEMA_VERSION,
     Chain,
     RunState,
-    _upgrade_owned,
     apply_delta_in_place,
     compose_into,
+    upgrade_owned,
 )
 from runs.state_lists import CheckpointChanged, LazyItems, append_only_fields
 
@@ -227,17 +227,17 @@ def _load_eagerly(run, sequence: int | None) -> tuple[dict, Chain]:
             compacted.pop("stored", None)
             if items:
                 compacted.setdefault("append", {}).update(items)
-            state = apply_delta_in_place(_upgrade_owned(state, to_version=version), compacted)
+            state = apply_delta_in_place(upgrade_owned(state, to_version=version), compacted)
             position = marker = seq
             continue
         if seq != position + 1:
             # A gap the compactions do not bridge (retention removed the row a compaction was
             # relative to): read every delta after `position` instead.
             return _load_deltas_after(run, state, position, marker, pending, pending_bytes, sequence)
-        state = apply_delta_in_place(_upgrade_owned(state, to_version=version), delta)
+        state = apply_delta_in_place(upgrade_owned(state, to_version=version), delta)
         pending, pending_bytes = _pend(pending, delta, version, pending_bytes, size)
         position = seq
-    return _upgrade_owned(state), Chain(sequence=position, marker=marker, pending=pending, pending_bytes=pending_bytes)
+    return upgrade_owned(state), Chain(sequence=position, marker=marker, pending=pending, pending_bytes=pending_bytes)
 
 
 def _pend(pending: dict | None, delta: dict, version: int, pending_bytes: int, size: int):
@@ -256,10 +256,10 @@ def _load_deltas_after(run, state, position, marker, pending, pending_bytes, seq
         rows = rows.filter(sequence__lte=sequence)
     for seq, version, delta, size in rows.order_by("sequence").values_list("sequence", "schema_version", "delta",
                                                                            "size_bytes"):
-        state = apply_delta_in_place(_upgrade_owned(state, to_version=version), delta)
+        state = apply_delta_in_place(upgrade_owned(state, to_version=version), delta)
         pending, pending_bytes = _pend(pending, delta, version, pending_bytes, size)
         position = seq
-    return _upgrade_owned(state), Chain(sequence=position, marker=marker, pending=pending, pending_bytes=pending_bytes)
+    return upgrade_owned(state), Chain(sequence=position, marker=marker, pending=pending, pending_bytes=pending_bytes)
 
 
 def load_chain(run, sequence: int | None = None, *, lazy: bool = True) -> tuple[dict, Chain]:

@@ -16,7 +16,7 @@ from django.utils import timezone
 from audit.services import audit_record
 from cases import policy
 from core.actors import Actor
-from runs.admission import _pump
+from runs.admission import pump_admissions
 from runs.graph import NodeContext
 from runs.leases import LeaseLost, handoff_deadline
 from runs.models import AgentRun, RunPhase, RunStatus, StepStatus
@@ -37,7 +37,7 @@ class StepOutcome:
     retry_after: int = 0
 
 
-def _enqueue(run_id: int, *, expected_sequence: int | None = None, countdown: int = 0) -> None:
+def enqueue_next_step(run_id: int, *, expected_sequence: int | None = None, countdown: int = 0) -> None:
     """Send a step to the broker (after commit). A broker error is logged, not raised: the step is
     already durable as the run row's hand-off deadline, and the reaper re-enqueues it once that
     passes (the run row is the outbox, runs.leases)."""
@@ -49,7 +49,7 @@ def _enqueue(run_id: int, *, expected_sequence: int | None = None, countdown: in
         logger.warning("could not enqueue step of run %s; the reaper will re-enqueue it", run_id, exc_info=True)
 
 
-def _audit(run: AgentRun, *, action: str, actor_type: str = Actor.AGENT, actor_id: str | None = None,
+def audit_run_event(run: AgentRun, *, action: str, actor_type: str = Actor.AGENT, actor_id: str | None = None,
            decision: str = "", payload: dict | None = None) -> None:
     audit_record(tenant_id=run.tenant_id, case_id=run.case_id, actor_type=actor_type,
                  actor_id=actor_id or run.audit_actor_id, action=action, target_type="run", target_id=run.pk,
@@ -65,7 +65,7 @@ def _lock_owned(run_id: int, worker_id: str, sequence: int) -> AgentRun:
     return run
 
 
-def _commit_with_cancel(*, run_id: int, worker_id: str, sequence: int, values: dict, now) -> AgentRun:
+def commit_with_cancel(*, run_id: int, worker_id: str, sequence: int, values: dict, now) -> AgentRun:
     """The step's UPDATE matched nothing: either the lease is gone (LeaseLost, the transaction rolls
     back) or a cancellation was requested while the step ran — then the step's work is kept and the
     run is cancelled at this step boundary."""
@@ -89,7 +89,7 @@ def _commit_with_cancel(*, run_id: int, worker_id: str, sequence: int, values: d
     return run
 
 
-def _commit_failed(*, run_id: int, worker_id: str, ctx: NodeContext, message: str, code: str,
+def commit_failed(*, run_id: int, worker_id: str, ctx: NodeContext, message: str, code: str,
                    started_at) -> StepOutcome:
     STATE_CACHE.drop(run_id)
     with transaction.atomic():
@@ -108,18 +108,18 @@ def _commit_failed(*, run_id: int, worker_id: str, ctx: NodeContext, message: st
         run.lease_owner, run.lease_expires_at = None, None
         run.version += 1
         run.save()
-        _audit(run, action="runs.step.failed", actor_type=Actor.AGENT, actor_id=ctx.actor.identifier,
+        audit_run_event(run, action="runs.step.failed", actor_type=Actor.AGENT, actor_id=ctx.actor.identifier,
                decision="failed", payload={"sequence": ctx.sequence, "node": ctx.node, "error": message, "code": code,
                                            "tool_calls": ctx.buffer.tool_call_ids})
-        _audit(run, action="runs.run.failed", decision="failed", payload={"error": message, "code": code})
-        transaction.on_commit(lambda: _pump(run.tenant_id))
+        audit_run_event(run, action="runs.run.failed", decision="failed", payload={"error": message, "code": code})
+        transaction.on_commit(lambda: pump_admissions(run.tenant_id))
     return StepOutcome(run_id, "failed", RunStatus.FAILED, sequence=ctx.sequence, detail=message)
 
 
-def _retry_or_fail(*, run_id: int, worker_id: str, ctx: NodeContext, message: str, started_at,
+def retry_or_fail(*, run_id: int, worker_id: str, ctx: NodeContext, message: str, started_at,
                    enqueue: bool) -> StepOutcome:
     if ctx.attempt > settings.ARBITER_RUN_MAX_STEP_RETRIES:
-        return _commit_failed(run_id=run_id, worker_id=worker_id, ctx=ctx, started_at=started_at, code="provider_error",
+        return commit_failed(run_id=run_id, worker_id=worker_id, ctx=ctx, started_at=started_at, code="provider_error",
                               message=f"{message} Gave up after {ctx.attempt} attempts.")
     backoff = settings.ARBITER_RUN_RETRY_BACKOFF_SECONDS * ctx.attempt
     STATE_CACHE.drop(run_id)
@@ -135,16 +135,16 @@ def _retry_or_fail(*, run_id: int, worker_id: str, ctx: NodeContext, message: st
         run.lease_expires_at = handoff_deadline(now, countdown=backoff)
         run.version += 1
         run.save()
-        _audit(run, action="runs.step.retried", actor_type=Actor.AGENT, actor_id=ctx.actor.identifier,
+        audit_run_event(run, action="runs.step.retried", actor_type=Actor.AGENT, actor_id=ctx.actor.identifier,
                decision="retry", payload={"sequence": ctx.sequence, "node": ctx.node, "attempt": ctx.attempt,
                                           "error": message, "retry_in_seconds": backoff})
         if enqueue:
-            transaction.on_commit(lambda: _enqueue(run_id, expected_sequence=ctx.sequence, countdown=backoff))
+            transaction.on_commit(lambda: enqueue_next_step(run_id, expected_sequence=ctx.sequence, countdown=backoff))
     return StepOutcome(run_id, "retry", RunStatus.RUNNING, sequence=ctx.sequence, detail=message,
                        retry_after=backoff)
 
 
-def _finish_at_boundary(run_id: int, worker_id: str, *, cancel: bool = False, error: str = "",
+def finish_at_boundary(run_id: int, worker_id: str, *, cancel: bool = False, error: str = "",
                         code: str = "") -> StepOutcome:
     """End a run between steps (cancellation requested, budget exhausted, unknown node)."""
     STATE_CACHE.drop(run_id)
@@ -164,8 +164,8 @@ def _finish_at_boundary(run_id: int, worker_id: str, *, cancel: bool = False, er
         run.lease_owner, run.lease_expires_at = None, None
         run.version += 1
         run.save()
-        _audit(run, action=f"runs.run.{run.status}", actor_type=Actor.SYSTEM, actor_id="system:run-executor",
+        audit_run_event(run, action=f"runs.run.{run.status}", actor_type=Actor.SYSTEM, actor_id="system:run-executor",
                decision=run.status, payload={"reason": run.error, "code": run.error_code,
                                              "steps": run.steps_used, "tokens": run.tokens_used})
-        transaction.on_commit(lambda: _pump(run.tenant_id))
+        transaction.on_commit(lambda: pump_admissions(run.tenant_id))
     return StepOutcome(run_id, "cancelled" if cancel else "failed", run.status, detail=run.error)

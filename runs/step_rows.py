@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.utils import timezone
 
 from runs.graph import NodeContext, PendingFinding
-from runs.model_calls import _jsonable
+from runs.model_calls import jsonable
 from runs.models import AgentRun, Artifact, Finding, ModelCall, Step, ToolCall, content_hash
 from runs.step_sql import insert_returning_pk
 
@@ -58,16 +58,16 @@ def write_buffered(*, run: AgentRun, step: Step | None, ctx: NodeContext, with_o
         finding = Finding.objects.create(
             tenant_id=run.tenant_id, case_id=run.case_id, run=run, step=step, agent=pending.agent, type=pending.type,
             summary=pending.summary, evidence_refs=pending.evidence_refs, confidence=pending.confidence,
-            contradicts_id=contradicts_id, data=_jsonable(pending.data))
+            contradicts_id=contradicts_id, data=jsonable(pending.data))
         pending.pk = finding.pk
         written["findings"].append(finding.pk)
     for pending in ctx.buffer.artifacts:
-        content = _jsonable(pending.content)
+        content = jsonable(pending.content)
         if pending.findings:
             content["finding_ids"] = [f.pk if isinstance(f, PendingFinding) else int(f) for f in pending.findings]
         artifact = Artifact.objects.create(
             tenant_id=run.tenant_id, case_id=run.case_id, run=run, step=step, kind=pending.kind, content=content,
-            content_hash=content_hash(content), source_refs=_jsonable(pending.source_refs),
+            content_hash=content_hash(content), source_refs=jsonable(pending.source_refs),
             schema_version=pending.schema_version, produced_by=pending.produced_by)
         pending.pk = artifact.pk
         written["artifacts"].append(artifact.pk)

@@ -27,7 +27,7 @@ logger = logging.getLogger(__name__)
 
 # --- shared checks --------------------------------------------------------------------------
 
-def _require_user(actor: Actor, what: str) -> User:
+def require_user(actor: Actor, what: str) -> User:
     if actor.is_agent:
         raise Forbidden(f"Agents cannot {what}; an authorised person must do it.")
     if not actor.is_user:
@@ -45,38 +45,38 @@ def is_service_account(actor: Actor) -> bool:
     return actor.is_user and bool(getattr(actor.user, "is_service_account", False))
 
 
-def _require_person(actor: Actor, what: str) -> User:
+def require_person(actor: Actor, what: str) -> User:
     """A decision needs a person signed in. Agents and the system are refused as before
     (Forbidden); an API key's service account is refused whatever its role (PersonRequired), so a
     leaked key, or two supervisor keys vouching for each other, can never decide."""
-    user = _require_user(actor, what)
+    user = require_user(actor, what)
     if is_service_account(actor):
         raise PersonRequired(f"Only a person signed in may {what}; an API key cannot, whatever its role. "
                              f"{WHAT_KEYS_MAY_DO}")
     return user
 
 
-def _require_decider(actor: Actor, roles: frozenset[str], what: str) -> User:
+def require_decider(actor: Actor, roles: frozenset[str], what: str) -> User:
     """A person (not a key) whose role is one of `roles`."""
-    _require_person(actor, what)
-    return _require_role(actor, roles, what)
+    require_person(actor, what)
+    return require_role(actor, roles, what)
 
 
-def _require_role(actor: Actor, roles: frozenset[str], what: str) -> User:
-    user = _require_user(actor, what)
+def require_role(actor: Actor, roles: frozenset[str], what: str) -> User:
+    user = require_user(actor, what)
     if user.role not in roles:
         allowed = ", ".join(sorted(roles))
         raise Forbidden(f"Your role ({user.role}) cannot {what}; this needs: {allowed}.")
     return user
 
 
-def _require_tenant(actor: Actor, tenant_id: int) -> None:
+def require_tenant(actor: Actor, tenant_id: int) -> None:
     """A user acting on another tenant's object learns nothing about it: 404, not 403."""
     if actor.is_user and actor.user.tenant_id != tenant_id:
         raise NotFound("Not found in your organisation; check the reference or link you used.")
 
 
-def _lock_case(case: Case | int) -> Case:
+def lock_case(case: Case | int) -> Case:
     """The case row, locked for the change (it ranks before the audit head, ADR 0022). FOR NO KEY
     UPDATE: it still excludes every other writer of the case, but not the foreign-key checks of rows
     that merely reference it — a run step holding the case's audit head inserts such rows, and
@@ -88,7 +88,7 @@ def _lock_case(case: Case | int) -> Case:
         raise NotFound("No such case.") from None
 
 
-def _check_expected_version(case: Case, expected_version: int | None) -> None:
+def check_expected_version(case: Case, expected_version: int | None) -> None:
     if expected_version is not None and case.version != expected_version:
         raise Conflict(
             f"{case.reference} changed while you were looking at it (you saw version {expected_version}, "
@@ -97,7 +97,7 @@ def _check_expected_version(case: Case, expected_version: int | None) -> None:
         )
 
 
-def _record(*, case: Case, actor: Actor, event_type: str, payload: dict, audit_action: str,
+def record_change(*, case: Case, actor: Actor, event_type: str, payload: dict, audit_action: str,
             target_type: str = "case", target_id=None, run_id: str = "", decision: str = "",
             evidence_refs: list | None = None) -> CaseEvent:
     """Write the CaseEvent and the AuditEvent of one committed change (caller holds the case lock).
@@ -160,26 +160,26 @@ def _stale_proposals_whose_preconditions_changed(*, case: Case, actor: Actor, ev
         )
 
 
-def _check_same_case(existing, case: Case, idempotency_key: str) -> None:
+def check_same_case(existing, case: Case, idempotency_key: str) -> None:
     """An idempotency key names one action on one case; reusing it elsewhere is a caller bug."""
     if existing.case_id != case.pk:
         raise Conflict(f"The idempotency key {idempotency_key!r} was already used for another case.")
 
 
-def _require_author(actor: Actor, *, roles: frozenset[str], tenant_id: int, what: str) -> None:
+def require_author(actor: Actor, *, roles: frozenset[str], tenant_id: int, what: str) -> None:
     """People with one of `roles` (in the object's tenant) and agents may do `what`; nobody else."""
     if actor.is_user:
-        _require_role(actor, roles, what)
-        _require_tenant(actor, tenant_id)
+        require_role(actor, roles, what)
+        require_tenant(actor, tenant_id)
     elif not actor.is_agent:
         raise Forbidden(f"Only people and agents {what}.")
 
 
-def _replayed(model, *, case: Case, idempotency_key: str | None):
+def replayed_object(model, *, case: Case, idempotency_key: str | None):
     """The object an earlier call with this idempotency key created on this case, or None."""
     if not idempotency_key:
         return None
     existing = model.objects.filter(tenant_id=case.tenant_id, idempotency_key=idempotency_key).first()
     if existing is not None:
-        _check_same_case(existing, case, idempotency_key)
+        check_same_case(existing, case, idempotency_key)
     return existing

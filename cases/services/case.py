@@ -28,13 +28,13 @@ from cases.models import (
 )
 from cases.reducer import case_state
 from cases.services._common import (
-    _check_expected_version,
-    _lock_case,
-    _record,
-    _require_person,
-    _require_role,
-    _require_tenant,
-    _require_user,
+    check_expected_version,
+    lock_case,
+    record_change,
+    require_person,
+    require_role,
+    require_tenant,
+    require_user,
 )
 from cases.services.deadlines import deadlines_on_transition, intake_deadlines, recompute_next_due
 from core.actors import Actor, coerce_actor
@@ -68,8 +68,8 @@ def case_create(*, actor, tenant: Tenant, title: str, received_at: date | None =
     becomes the first text evidence. Raises Forbidden for roles that cannot open cases, Invalid
     for bad input."""
     actor = coerce_actor(actor)
-    _require_role(actor, policy.CAN_CREATE_CASES, "open cases")
-    _require_tenant(actor, tenant.pk)
+    require_role(actor, policy.CAN_CREATE_CASES, "open cases")
+    require_tenant(actor, tenant.pk)
     unknown = set(fields) - set(CASE_INPUT_FIELDS)
     if unknown:
         raise Invalid(f"Unknown case fields: {', '.join(sorted(unknown))}.")
@@ -90,7 +90,7 @@ def case_create(*, actor, tenant: Tenant, title: str, received_at: date | None =
     intake_deadlines(case)  # due dates under the tenant's current deadline policy
     case.save()
     payload = case_state(case)
-    _record(case=case, actor=actor, event_type="case.created", payload=payload,
+    record_change(case=case, actor=actor, event_type="case.created", payload=payload,
             audit_action="cases.case.created")
     if narrative.strip():
         _evidence_create(case=case, actor=actor, title="Complaint narrative", text=narrative,
@@ -126,7 +126,7 @@ def _evidence_create(*, case: Case, actor: Actor, title: str, text: str | None =
                             source=source, added_by=actor.identifier)
     evidence.save()
     evidence_extraction_create(evidence=evidence)  # a PDF: pending row now, text read by the worker after commit
-    _record(case=case, actor=actor, event_type="evidence.added",
+    record_change(case=case, actor=actor, event_type="evidence.added",
             payload={"evidence_id": evidence.pk, "sha256": evidence.sha256, "title": title,
                      "size": evidence.size, "content_type": evidence.content_type},
             audit_action="cases.evidence.added", target_type="evidence", target_id=evidence.pk,
@@ -140,8 +140,8 @@ def evidence_add(*, actor, case: Case, title: str, text: str | None = None, uplo
     """Attach immutable evidence (text or an uploaded file) to a case. Checks the size limit and
     the content-type allow-list; raises Invalid with field messages when either is exceeded."""
     actor = coerce_actor(actor)
-    _require_role(actor, policy.CAN_ADD_EVIDENCE, "add evidence")
-    _require_tenant(actor, case.tenant_id)
+    require_role(actor, policy.CAN_ADD_EVIDENCE, "add evidence")
+    require_tenant(actor, case.tenant_id)
     errors: dict[str, list[str]] = {}
     if not (title or "").strip():
         errors["title"] = ["Give the evidence a title."]
@@ -158,7 +158,7 @@ def evidence_add(*, actor, case: Case, title: str, text: str | None = None, uplo
             errors["file"] = upload_errors
     if errors:
         raise Invalid("The evidence was not added.", fields=errors)
-    locked = _lock_case(case)
+    locked = lock_case(case)
     if locked.status == "closed":
         raise NotAllowed(f"{locked.reference} is closed; reopen it before adding evidence.")
     evidence = _evidence_create(case=locked, actor=actor, title=title.strip(), text=text, upload=upload,
@@ -171,7 +171,7 @@ def evidence_add(*, actor, case: Case, title: str, text: str | None = None, uplo
 TRANSITIONS_CONFIRMED_WITHOUT_NOTICE = frozenset({"decide", "close"})
 
 
-def _apply_transition(*, case: Case, actor: Actor, user: User, transition: str, reason: str,
+def apply_transition(*, case: Case, actor: Actor, user: User, transition: str, reason: str,
                       run_id: str = "", via_proposal: Proposal | None = None, confirm_reason: str = "") -> None:
     """Check and apply one FSM transition on a locked case, and record it (with the deadline
     clock's pause or resume where the case's deadline policy says so)."""
@@ -179,7 +179,7 @@ def _apply_transition(*, case: Case, actor: Actor, user: User, transition: str, 
         raise Invalid(f"Unknown transition {transition!r}.", fields={"transition": ["Unknown transition."]})
     method = getattr(case, transition)
     if transition in policy.PERSON_ONLY_TRANSITIONS:
-        _require_person(actor, f"{transition} a case")
+        require_person(actor, f"{transition} a case")
     if not policy.role_may_transition(user.role, transition):
         roles = ", ".join(sorted(policy.TRANSITION_ROLES[transition]))
         raise Forbidden(f"Your role ({user.role}) cannot {transition.replace('_', ' ')} a case; "
@@ -206,7 +206,7 @@ def _apply_transition(*, case: Case, actor: Actor, user: User, transition: str, 
         payload["resolution"] = reason
     if via_proposal is not None:
         payload["proposal_id"] = via_proposal.pk
-    _record(case=case, actor=actor, event_type="case.transitioned", payload=payload,
+    record_change(case=case, actor=actor, event_type="case.transitioned", payload=payload,
             audit_action="cases.case.transitioned", run_id=run_id, decision="allowed")
     deadlines_on_transition(case=case, actor=actor, source=source, target=case.status)
     if {source, case.status} & SETTLED_STATUSES:  # closure is met while decided or closed (the stored next_due)
@@ -240,11 +240,11 @@ def case_transition(*, actor, case: Case, transition: str, reason: str = "",
     no notice was ever sent needs `confirm_reason` (Invalid without it); the reason is recorded in
     the event and the audit as `confirmed_without_notice`."""
     actor = coerce_actor(actor)
-    user = _require_user(actor, "change a case's status")
-    _require_tenant(actor, case.tenant_id)
-    locked = _lock_case(case)
-    _check_expected_version(locked, expected_version)
-    _apply_transition(case=locked, actor=actor, user=user, transition=transition, reason=reason,
+    user = require_user(actor, "change a case's status")
+    require_tenant(actor, case.tenant_id)
+    locked = lock_case(case)
+    check_expected_version(locked, expected_version)
+    apply_transition(case=locked, actor=actor, user=user, transition=transition, reason=reason,
                       confirm_reason=confirm_reason)
     case.refresh_from_db()
     return locked
@@ -265,9 +265,9 @@ def case_take(*, actor, case: Case, expected_version: int | None = None) -> Case
     someone else's case stays a proposal a supervisor approves), and a case that changed since
     `expected_version` (Conflict)."""
     actor = coerce_actor(actor)
-    user = _require_role(actor, CAN_TAKE_CASES, "take cases")
-    _require_tenant(actor, case.tenant_id)
-    locked = _lock_case(case)
+    user = require_role(actor, CAN_TAKE_CASES, "take cases")
+    require_tenant(actor, case.tenant_id)
+    locked = lock_case(case)
     if locked.assignee_id == user.pk:
         raise NotAllowed(f"{locked.reference} is already assigned to you.")
     if locked.assignee_id is not None:
@@ -275,9 +275,9 @@ def case_take(*, actor, case: Case, expected_version: int | None = None) -> Case
                          f"reassignment on the case page; a supervisor approves it.")
     if locked.status == "closed":
         raise NotAllowed(f"{locked.reference} is closed; reopen it before taking it.")
-    _check_expected_version(locked, expected_version)
+    check_expected_version(locked, expected_version)
     locked.assignee_id = user.pk
-    _record(case=locked, actor=actor, event_type="case.assigned",
+    record_change(case=locked, actor=actor, event_type="case.assigned",
             payload={"team": locked.assigned_team, "assignee_id": user.pk, "taken": True},
             audit_action="cases.case.assigned", decision="allowed")
     case.refresh_from_db()

@@ -41,11 +41,11 @@ from cases.models import (
     is_settled,
 )
 from cases.services._common import (
-    _check_expected_version,
-    _lock_case,
-    _record,
-    _require_role,
-    _require_tenant,
+    check_expected_version,
+    lock_case,
+    record_change,
+    require_role,
+    require_tenant,
 )
 from core.actors import Actor, coerce_actor
 from core.errors import Conflict, Invalid, NotAllowed
@@ -137,8 +137,8 @@ def deadline_policy_create(*, actor, tenant: Tenant, recompute_open_cases: bool 
     Raises Forbidden, Invalid (field messages), Conflict (another version was created at the same
     time: reload and try again); nothing changes when it refuses."""
     actor = coerce_actor(actor)
-    _require_role(actor, CAN_MANAGE_DEADLINES, "change deadline policies")
-    _require_tenant(actor, tenant.pk)
+    require_role(actor, CAN_MANAGE_DEADLINES, "change deadline policies")
+    require_tenant(actor, tenant.pk)
     unknown = set(fields) - set(POLICY_FIELDS)
     if unknown:
         raise Invalid(f"Unknown deadline policy fields: {', '.join(sorted(unknown))}.")
@@ -161,7 +161,7 @@ def deadline_policy_create(*, actor, tenant: Tenant, recompute_open_cases: bool 
     if recompute_open_cases:
         open_cases = Case.objects.filter(tenant=tenant).exclude(status__in=sorted(SETTLED_STATUSES))
         for case_id in open_cases.order_by("pk").values_list("pk", flat=True):
-            _recompute(case=_lock_case(case_id), actor=actor, deadline_policy=new)
+            _recompute(case=lock_case(case_id), actor=actor, deadline_policy=new)
     return new
 
 
@@ -190,7 +190,7 @@ def _set_deadlines(*, case: Case, actor: Actor, cause: str, reason: str = "", ch
     new = deadline_values(case)
     if new == previous:
         return
-    _record(case=case, actor=actor, event_type="case.deadlines_changed",
+    record_change(case=case, actor=actor, event_type="case.deadlines_changed",
             payload={"cause": cause, "reason": reason, **new, "previous": previous, **(extra or {})},
             audit_action="cases.case.deadlines_changed", decision="allowed")
     recompute_next_due(case)
@@ -207,10 +207,10 @@ def case_deadlines_recompute(*, actor, case: Case, expected_version: int | None 
     """Recompute a case's due dates under the tenant's current deadline policy (supervisors and
     admins). Refuses a decided or closed case (NotAllowed)."""
     actor = coerce_actor(actor)
-    _require_role(actor, CAN_MANAGE_DEADLINES, "recompute deadlines")
-    _require_tenant(actor, case.tenant_id)
-    locked = _lock_case(case)
-    _check_expected_version(locked, expected_version)
+    require_role(actor, CAN_MANAGE_DEADLINES, "recompute deadlines")
+    require_tenant(actor, case.tenant_id)
+    locked = lock_case(case)
+    check_expected_version(locked, expected_version)
     if is_settled(locked.status):
         raise NotAllowed(f"{locked.reference} is {locked.status}; its deadlines are settled.")
     _recompute(case=locked, actor=actor, deadline_policy=deadline_policy_current(tenant_id=locked.tenant_id))
@@ -226,16 +226,16 @@ def case_deadline_extend(*, actor, case: Case, deadline: str, until: date, reaso
     deadline, a date not after the current one (Invalid); a decided or closed case (NotAllowed);
     a case changed since `expected_version` (Conflict)."""
     actor = coerce_actor(actor)
-    _require_role(actor, CAN_EXTEND_DEADLINES, "extend deadlines")
-    _require_tenant(actor, case.tenant_id)
+    require_role(actor, CAN_EXTEND_DEADLINES, "extend deadlines")
+    require_tenant(actor, case.tenant_id)
     fields = {key: field for key, field, _label in DEADLINES}
     if deadline not in fields:
         raise Invalid(f"Unknown deadline {deadline!r}; one of: {', '.join(fields)}.",
                       fields={"deadline": ["Unknown deadline."]})
     if not (reason or "").strip():
         raise Invalid("An extension needs a reason.", fields={"reason": ["Say why the date moves."]})
-    locked = _lock_case(case)
-    _check_expected_version(locked, expected_version)
+    locked = lock_case(case)
+    check_expected_version(locked, expected_version)
     if is_settled(locked.status):
         raise NotAllowed(f"{locked.reference} is {locked.status}; its deadlines are settled.")
     current = getattr(locked, fields[deadline])
@@ -298,7 +298,7 @@ def deadline_crossings_record(*, today: date | None = None) -> int:
 
 @transaction.atomic
 def _record_case_crossings(*, case_id: int, today: date, actor: Actor, policies: dict) -> int:
-    case = _lock_case(case_id)
+    case = lock_case(case_id)
     if case.tenant_id not in policies:
         policies[case.tenant_id] = deadline_policy_current(tenant_id=case.tenant_id)
     soon_days = policies[case.tenant_id].due_soon_days
@@ -311,7 +311,7 @@ def _record_case_crossings(*, case_id: int, today: date, actor: Actor, policies:
             continue
         if DeadlineCrossing.objects.filter(case=case, deadline=key, state=state, due=due).exists():
             continue
-        event = _record(case=case, actor=actor, event_type=f"deadline.{state}",
+        event = record_change(case=case, actor=actor, event_type=f"deadline.{state}",
                         payload={"deadline": key, "label": label, "due": due.isoformat(), "today": today.isoformat()},
                         audit_action=f"cases.deadline.{state}")
         try:

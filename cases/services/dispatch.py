@@ -21,9 +21,9 @@ from cases.models import (
     NoticeDispatch,
     NoticeStatus,
 )
-from cases.services._common import _lock_case, _record, _require_person, _require_role, _require_tenant
+from cases.services._common import lock_case, record_change, require_person, require_role, require_tenant
 from cases.services.deadlines import recompute_next_due
-from cases.services.notices import _lock_notice
+from cases.services.notices import lock_notice
 from core.actors import Actor, coerce_actor
 from core.errors import Conflict, Forbidden, Invalid, NotAllowed, PersonRequired
 
@@ -74,8 +74,8 @@ def _check_dispatchable(notice: Notice) -> Approval:
 
 def _check_dispatcher(actor: Actor, notice: Notice) -> None:
     if actor.is_user:
-        _require_role(actor, policy.CAN_DISPATCH_NOTICES, "send notices")
-        _require_tenant(actor, notice.tenant_id)
+        require_role(actor, policy.CAN_DISPATCH_NOTICES, "send notices")
+        require_tenant(actor, notice.tenant_id)
     elif actor.is_agent:
         raise Forbidden("Agents cannot send notices; an approved notice is sent by a person or the system.")
 
@@ -90,8 +90,8 @@ def notice_dispatch_request(*, actor, notice: Notice) -> Notice:
     per notice and dispatch attempt), and a duplicate task is a no-op."""
     actor = coerce_actor(actor)
     _check_dispatcher(actor, notice)
-    case = _lock_case(notice.case_id)
-    locked = _lock_notice(notice)
+    case = lock_case(notice.case_id)
+    locked = lock_notice(notice)
     approval = _check_dispatchable(locked)
     audit_record(
         tenant_id=case.tenant_id, case_id=case.pk, actor_type=actor.kind, actor_id=actor.identifier,
@@ -128,8 +128,8 @@ def notice_dispatch(*, actor, notice: Notice) -> Notice:
     _check_dispatcher(actor, notice)
 
     with transaction.atomic():
-        case = _lock_case(notice.case_id)
-        locked = _lock_notice(notice)
+        case = lock_case(notice.case_id)
+        locked = lock_notice(notice)
         approval = _check_dispatchable(locked)
         dispatch = NoticeDispatch.objects.filter(notice=locked).first()
         if dispatch is None:
@@ -143,7 +143,7 @@ def notice_dispatch(*, actor, notice: Notice) -> Notice:
         dispatch.save()
         locked.start_sending()
         locked.save()
-        _record(case=case, actor=actor, event_type="notice.sending",
+        record_change(case=case, actor=actor, event_type="notice.sending",
                 payload={"notice_id": locked.pk, "message_id": dispatch.message_id, "attempt": dispatch.attempts},
                 audit_action="cases.notice.dispatch_started", target_type="notice", target_id=locked.pk)
 
@@ -189,8 +189,8 @@ def _record_outcome(*, notice: Notice, actor: Actor, outcome: str, error: str) -
 
 def _record_outcome_once(*, notice: Notice, actor: Actor, outcome: str, error: str) -> Notice:
     with transaction.atomic():
-        case = _lock_case(notice.case_id)
-        locked = _lock_notice(notice)
+        case = lock_case(notice.case_id)
+        locked = lock_notice(notice)
         dispatch = NoticeDispatch.objects.select_for_update().get(notice=locked)
         if locked.status != NoticeStatus.SENDING:
             # notice_settle decided while we were sending (an operator judged us dead): theirs stands.
@@ -219,7 +219,7 @@ def _record_outcome_once(*, notice: Notice, actor: Actor, outcome: str, error: s
         dispatch.save()
         if locked.status == NoticeStatus.SENT:  # the acknowledgement and response are met now
             recompute_next_due(case, notice_sent=True)
-        _record(case=case, actor=actor, event_type=event_type,
+        record_change(case=case, actor=actor, event_type=event_type,
                 payload={"notice_id": locked.pk, "message_id": dispatch.message_id, "error": error},
                 audit_action=action, target_type="notice", target_id=locked.pk,
                 decision={"sent": "sent", "failed": "failed"}.get(outcome, "unknown"))
@@ -247,9 +247,9 @@ def notice_settle(*, actor, notice: Notice, outcome: str, reason: str, message_i
     still in progress, or one already recorded (NotAllowed)."""
     actor = coerce_actor(actor)
     if actor.is_user:
-        _require_person(actor, "settle a notice's delivery")
-        _require_role(actor, CAN_SETTLE_NOTICES, "settle a notice's delivery")
-        _require_tenant(actor, notice.tenant_id)
+        require_person(actor, "settle a notice's delivery")
+        require_role(actor, CAN_SETTLE_NOTICES, "settle a notice's delivery")
+        require_tenant(actor, notice.tenant_id)
     elif actor.is_agent:
         raise Forbidden("Agents cannot settle a notice's delivery; a person reads the mail log and decides.")
     fields = {}
@@ -265,8 +265,8 @@ def notice_settle(*, actor, notice: Notice, outcome: str, reason: str, message_i
         raise Invalid("The settlement is incomplete.", fields=fields)
 
     with transaction.atomic():
-        case = _lock_case(notice.case_id)
-        locked = _lock_notice(notice)
+        case = lock_case(notice.case_id)
+        locked = lock_notice(notice)
         dispatch = NoticeDispatch.objects.select_for_update().filter(notice=locked).first()
         previous = locked.status
         if previous not in NoticeStatus.unsettled() or dispatch is None:
@@ -293,7 +293,7 @@ def notice_settle(*, actor, notice: Notice, outcome: str, reason: str, message_i
         dispatch.save()
         if locked.status == NoticeStatus.SENT:
             recompute_next_due(case, notice_sent=True)
-        _record(case=case, actor=actor, event_type="notice.settled",
+        record_change(case=case, actor=actor, event_type="notice.settled",
                 payload={"notice_id": locked.pk, "outcome": outcome, "previous_status": previous, "reason": reason,
                          "message_id": message_id or dispatch.message_id,
                          "message_id_matches": (message_id or dispatch.message_id) == dispatch.message_id},

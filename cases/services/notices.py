@@ -21,14 +21,14 @@ from cases.models import (
 )
 from cases.notice_checker import check_notice
 from cases.services._common import (
-    _check_same_case,
-    _lock_case,
-    _record,
-    _replayed,
-    _require_author,
-    _require_decider,
-    _require_role,
-    _require_tenant,
+    check_same_case,
+    lock_case,
+    record_change,
+    replayed_object,
+    require_author,
+    require_decider,
+    require_role,
+    require_tenant,
 )
 from core.actors import Actor, coerce_actor
 from core.errors import Forbidden, Invalid, NotAllowed, Stale
@@ -61,7 +61,7 @@ def _validate_notice_content(*, recipient: str, subject: str, body: str) -> None
         raise Invalid("The notice is not valid.", fields=errors)
 
 
-def _lock_notice(notice: Notice) -> Notice:
+def lock_notice(notice: Notice) -> Notice:
     return Notice.objects.select_for_update().get(pk=notice.pk)
 
 
@@ -91,13 +91,13 @@ def notice_draft(*, actor, case: Case, subject: str, body: str, recipient: str =
     notice checker runs on the text (`consumer_request`: the request it must address, kept for
     later edits) and its flags are stored with the content hash and recorded in the event."""
     actor = coerce_actor(actor)
-    _require_author(actor, roles=policy.CAN_DRAFT_NOTICES, tenant_id=case.tenant_id, what="draft notices")
-    existing = _replayed(Notice, case=case, idempotency_key=idempotency_key)
+    require_author(actor, roles=policy.CAN_DRAFT_NOTICES, tenant_id=case.tenant_id, what="draft notices")
+    existing = replayed_object(Notice, case=case, idempotency_key=idempotency_key)
     if existing is not None:
         return existing
     recipient = (recipient or case.complainant_email or "").strip()
     _validate_notice_content(recipient=recipient, subject=subject, body=body)
-    locked = _lock_case(case)
+    locked = lock_case(case)
     if locked.status == "closed":
         raise NotAllowed(f"{locked.reference} is closed; no notice can be drafted.")
     notice = Notice(tenant_id=locked.tenant_id, case=locked, kind=kind, recipient=recipient,
@@ -112,9 +112,9 @@ def notice_draft(*, actor, case: Case, subject: str, body: str, recipient: str =
             notice.save()
     except IntegrityError:
         existing = Notice.objects.get(tenant_id=locked.tenant_id, idempotency_key=idempotency_key)
-        _check_same_case(existing, locked, idempotency_key)
+        check_same_case(existing, locked, idempotency_key)
         return existing
-    _record(case=locked, actor=actor, event_type="notice.drafted",
+    record_change(case=locked, actor=actor, event_type="notice.drafted",
             payload={"notice_id": notice.pk, "content_hash": notice.content_hash, "kind": kind,
                      "check_flags": _flag_codes(notice.check_flags)},
             audit_action="cases.notice.drafted", target_type="notice", target_id=notice.pk, run_id=run_id)
@@ -128,10 +128,10 @@ def notice_edit(*, actor, notice: Notice, subject: str | None = None, body: str 
     an approval covers the exact content (hash) the approver saw, nothing else. The notice
     checker runs again on the new text."""
     actor = coerce_actor(actor)
-    _require_role(actor, policy.CAN_DRAFT_NOTICES, "edit notices")
-    _require_tenant(actor, notice.tenant_id)
-    case = _lock_case(notice.case_id)
-    locked = _lock_notice(notice)
+    require_role(actor, policy.CAN_DRAFT_NOTICES, "edit notices")
+    require_tenant(actor, notice.tenant_id)
+    case = lock_case(notice.case_id)
+    locked = lock_notice(notice)
     new = {"recipient": locked.recipient if recipient is None else recipient.strip(),
            "subject": locked.subject if subject is None else subject.strip(),
            "body": locked.body if body is None else body}
@@ -154,7 +154,7 @@ def notice_edit(*, actor, notice: Notice, subject: str | None = None, body: str 
     _check(notice=locked, case=case)
     locked.save()
     voided = _void_approvals(notice=locked, reason="content edited")
-    _record(case=case, actor=actor, event_type="notice.edited",
+    record_change(case=case, actor=actor, event_type="notice.edited",
             payload={"notice_id": locked.pk, "old_hash": old_hash, "content_hash": locked.content_hash,
                      "previous_status": previous_status, "approvals_voided": voided,
                      "check_flags": _flag_codes(locked.check_flags), "replaced": replaced},
@@ -170,12 +170,12 @@ def notice_submit(*, actor, notice: Notice) -> Notice:
     submit it and approve over the flags with a reason."""
     actor = coerce_actor(actor)
     if actor.is_user:
-        _require_role(actor, policy.CAN_DRAFT_NOTICES, "submit notices")
-        _require_tenant(actor, notice.tenant_id)
+        require_role(actor, policy.CAN_DRAFT_NOTICES, "submit notices")
+        require_tenant(actor, notice.tenant_id)
     elif not actor.is_agent:
         raise Forbidden("Only people and agents submit notices.")
-    case = _lock_case(notice.case_id)
-    locked = _lock_notice(notice)
+    case = lock_case(notice.case_id)
+    locked = lock_notice(notice)
     if not can_proceed(locked.submit):
         raise NotAllowed(f"Only a draft can be submitted; this notice is {locked.get_status_display().lower()}.")
     if actor.is_agent:
@@ -188,7 +188,7 @@ def notice_submit(*, actor, notice: Notice) -> Notice:
     locked.submit()
     locked.submitted_by = actor.identifier
     locked.save()
-    _record(case=case, actor=actor, event_type="notice.submitted",
+    record_change(case=case, actor=actor, event_type="notice.submitted",
             payload={"notice_id": locked.pk, "content_hash": locked.content_hash},
             audit_action="cases.notice.submitted", target_type="notice", target_id=locked.pk,
             run_id=locked.run_id)
@@ -197,8 +197,8 @@ def notice_submit(*, actor, notice: Notice) -> Notice:
 
 
 def _check_notice_approver(*, actor: Actor, notice: Notice, verb: str) -> User:
-    user = _require_decider(actor, policy.CAN_APPROVE_NOTICES, f"{verb} notices")
-    _require_tenant(actor, notice.tenant_id)
+    user = require_decider(actor, policy.CAN_APPROVE_NOTICES, f"{verb} notices")
+    require_tenant(actor, notice.tenant_id)
     wrote_it = actor.identifier in {notice.drafted_by, notice.last_edited_by, notice.requested_by} or CaseEvent.objects.filter(
         case_id=notice.case_id, event_type__in=["notice.drafted", "notice.edited"], payload__notice_id=notice.pk,
         actor_id=actor.identifier).exists()
@@ -221,8 +221,8 @@ def notice_approve(*, actor, notice: Notice, content_hash: str, note: str = "", 
     without it the approval is refused (Invalid, field `override_reason`) and nothing changes."""
     actor = coerce_actor(actor)
     user = _check_notice_approver(actor=actor, notice=notice, verb="approve")
-    case = _lock_case(notice.case_id)
-    locked = _lock_notice(notice)
+    case = lock_case(notice.case_id)
+    locked = lock_notice(notice)
     user = _check_notice_approver(actor=actor, notice=locked, verb="approve")
     if locked.status != NoticeStatus.PENDING_APPROVAL:
         raise NotAllowed(f"Only a notice pending approval can be approved; this one is "
@@ -242,7 +242,7 @@ def notice_approve(*, actor, notice: Notice, content_hash: str, note: str = "", 
     locked.approve()
     locked.save()
     overridden = {"flags_overridden": _flag_codes(flags), "override_reason": override_reason} if flags else {}
-    _record(case=case, actor=actor, event_type="notice.approved",
+    record_change(case=case, actor=actor, event_type="notice.approved",
             payload={"notice_id": locked.pk, "approval_id": approval.pk, "content_hash": locked.content_hash,
                      **overridden},
             audit_action="cases.notice.approved", target_type="notice", target_id=locked.pk,
@@ -259,8 +259,8 @@ def notice_reject(*, actor, notice: Notice, note: str) -> Notice:
     user = _check_notice_approver(actor=actor, notice=notice, verb="reject")
     if not (note or "").strip():
         raise Invalid("Say why the notice is rejected.", fields={"note": ["A reason is required."]})
-    case = _lock_case(notice.case_id)
-    locked = _lock_notice(notice)
+    case = lock_case(notice.case_id)
+    locked = lock_notice(notice)
     if locked.status != NoticeStatus.PENDING_APPROVAL:
         raise NotAllowed(f"Only a notice pending approval can be rejected; this one is "
                          f"{locked.get_status_display().lower()}.")
@@ -269,7 +269,7 @@ def notice_reject(*, actor, notice: Notice, note: str) -> Notice:
                             case_version=case.version, policy_version=policy.POLICY_VERSION, note=note)
     locked.reject()
     locked.save()
-    _record(case=case, actor=actor, event_type="notice.rejected", payload={"notice_id": locked.pk, "note": note},
+    record_change(case=case, actor=actor, event_type="notice.rejected", payload={"notice_id": locked.pk, "note": note},
             audit_action="cases.notice.rejected", target_type="notice", target_id=locked.pk,
             run_id=locked.run_id, decision="rejected")
     notice.refresh_from_db()
@@ -280,16 +280,16 @@ def notice_reject(*, actor, notice: Notice, note: str) -> Notice:
 def notice_withdraw(*, actor, notice: Notice) -> Notice:
     """Withdraw a notice that has not been sent; its approvals are voided."""
     actor = coerce_actor(actor)
-    _require_role(actor, policy.CAN_DRAFT_NOTICES, "withdraw notices")
-    _require_tenant(actor, notice.tenant_id)
-    case = _lock_case(notice.case_id)
-    locked = _lock_notice(notice)
+    require_role(actor, policy.CAN_DRAFT_NOTICES, "withdraw notices")
+    require_tenant(actor, notice.tenant_id)
+    case = lock_case(notice.case_id)
+    locked = lock_notice(notice)
     if not can_proceed(locked.withdraw):
         raise NotAllowed(f"A notice that is {locked.get_status_display().lower()} cannot be withdrawn.")
     locked.withdraw()
     locked.save()
     _void_approvals(notice=locked, reason="withdrawn")
-    _record(case=case, actor=actor, event_type="notice.withdrawn", payload={"notice_id": locked.pk},
+    record_change(case=case, actor=actor, event_type="notice.withdrawn", payload={"notice_id": locked.pk},
             audit_action="cases.notice.withdrawn", target_type="notice", target_id=locked.pk)
     notice.refresh_from_db()
     return locked

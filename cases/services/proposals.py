@@ -26,18 +26,18 @@ from cases.models import (
     RiskLevel,
 )
 from cases.services._common import (
-    _check_expected_version,
-    _check_same_case,
-    _lock_case,
-    _record,
-    _replayed,
-    _require_author,
-    _require_decider,
-    _require_tenant,
-    _require_user,
+    check_expected_version,
+    check_same_case,
+    lock_case,
+    record_change,
+    replayed_object,
+    require_author,
+    require_decider,
+    require_tenant,
+    require_user,
     stale_reason_for,
 )
-from cases.services.case import _apply_transition
+from cases.services.case import apply_transition
 from core.actors import Actor, coerce_actor
 from core.errors import Forbidden, Invalid, NotAllowed, Stale
 
@@ -114,13 +114,13 @@ def proposal_create(*, actor, case: Case, kind: str, payload: dict, rationale: s
     call returns the proposal the first call created. `requested_by` names the person who asked an
     agent for this change; like the proposer, they cannot approve it."""
     actor = coerce_actor(actor)
-    _require_author(actor, roles=policy.CAN_PROPOSE, tenant_id=case.tenant_id, what="make proposals")
-    existing = _replayed(Proposal, case=case, idempotency_key=idempotency_key)
+    require_author(actor, roles=policy.CAN_PROPOSE, tenant_id=case.tenant_id, what="make proposals")
+    existing = replayed_object(Proposal, case=case, idempotency_key=idempotency_key)
     if existing is not None:
         return existing
     if not (rationale or "").strip():
         raise Invalid("A proposal needs a rationale.", fields={"rationale": ["Explain why."]})
-    locked = _lock_case(case)
+    locked = lock_case(case)
     if kind in (ProposalKind.RISK_LEVEL, ProposalKind.ASSIGNMENT):
         check_case_not_settled(locked, "risk level" if kind == ProposalKind.RISK_LEVEL else "assignment")
     clean = _validate_proposal(case=locked, kind=kind, payload=payload or {}, evidence_refs=list(evidence_refs))
@@ -138,9 +138,9 @@ def proposal_create(*, actor, case: Case, kind: str, payload: dict, rationale: s
     except IntegrityError:
         # A concurrent copy of this call won the idempotency key: return its proposal.
         existing = Proposal.objects.get(tenant_id=locked.tenant_id, idempotency_key=idempotency_key)
-        _check_same_case(existing, locked, idempotency_key)
+        check_same_case(existing, locked, idempotency_key)
         return existing
-    _record(case=locked, actor=actor, event_type="proposal.created",
+    record_change(case=locked, actor=actor, event_type="proposal.created",
             payload={"proposal_id": proposal.pk, "kind": kind, "payload": clean}, run_id=run_id,
             audit_action="cases.proposal.created", target_type="proposal", target_id=proposal.pk,
             evidence_refs=proposal.evidence_refs)
@@ -221,12 +221,12 @@ def proposal_approve(*, actor, proposal: Proposal, note: str = "", expected_vers
     (NotAllowed), a risk/assignment change on a decided or closed case and a change the case can
     no longer take (NotAllowed)."""
     actor = coerce_actor(actor)
-    user = _require_decider(actor, policy.CAN_APPROVE_PROPOSALS, "approve proposals")
-    _require_tenant(actor, proposal.tenant_id)
-    case = _lock_case(proposal.case_id)
+    user = require_decider(actor, policy.CAN_APPROVE_PROPOSALS, "approve proposals")
+    require_tenant(actor, proposal.tenant_id)
+    case = lock_case(proposal.case_id)
     locked = _lock_proposal(proposal)
     _check_proposal_decidable(proposal=locked, case=case, actor=actor, verb="approve")
-    _check_expected_version(case, expected_version)
+    check_expected_version(case, expected_version)
     if locked.kind in (ProposalKind.RISK_LEVEL, ProposalKind.ASSIGNMENT):
         check_case_not_settled(case, "risk level" if locked.kind == ProposalKind.RISK_LEVEL else "assignment")
     in_view = _evidence_in_view(case, evidence_seen)
@@ -240,7 +240,7 @@ def proposal_approve(*, actor, proposal: Proposal, note: str = "", expected_vers
     locked.decided_at = timezone.now()
     locked.decision_note = note
     locked.save()
-    _record(case=case, actor=actor, event_type="proposal.approved",
+    record_change(case=case, actor=actor, event_type="proposal.approved",
             payload={"proposal_id": locked.pk, "approval_id": approval.pk, "note": note,
                      "evidence_in_view": in_view},
             audit_action="cases.proposal.approved", target_type="proposal", target_id=locked.pk,
@@ -252,20 +252,20 @@ def proposal_approve(*, actor, proposal: Proposal, note: str = "", expected_vers
 
 def _apply_proposal(*, case: Case, proposal: Proposal, actor: Actor, user: User, confirm_reason: str = "") -> None:
     if proposal.kind == ProposalKind.STATUS_TRANSITION:
-        _apply_transition(case=case, actor=actor, user=user, transition=proposal.payload["transition"],
+        apply_transition(case=case, actor=actor, user=user, transition=proposal.payload["transition"],
                           reason=proposal.payload.get("reason") or proposal.rationale, run_id=proposal.run_id,
                           via_proposal=proposal, confirm_reason=confirm_reason)
     elif proposal.kind == ProposalKind.RISK_LEVEL:
         previous = case.risk_level
         case.risk_level = proposal.payload["risk_level"]
-        _record(case=case, actor=actor, event_type="case.risk_changed",
+        record_change(case=case, actor=actor, event_type="case.risk_changed",
                 payload={"from": previous, "to": case.risk_level, "proposal_id": proposal.pk},
                 audit_action="cases.case.risk_changed", run_id=proposal.run_id, decision="allowed",
                 evidence_refs=proposal.evidence_refs)
     elif proposal.kind == ProposalKind.ASSIGNMENT:
         case.assigned_team = proposal.payload.get("team", "")
         case.assignee_id = proposal.payload.get("assignee_id")
-        _record(case=case, actor=actor, event_type="case.assigned",
+        record_change(case=case, actor=actor, event_type="case.assigned",
                 payload={"team": case.assigned_team, "assignee_id": case.assignee_id,
                          "proposal_id": proposal.pk},
                 audit_action="cases.case.assigned", run_id=proposal.run_id, decision="allowed")
@@ -276,11 +276,11 @@ def proposal_reject(*, actor, proposal: Proposal, note: str) -> Proposal:
     """A supervisor (a person, never an API key) rejects a pending proposal with a reason. Same
     refusals as approval."""
     actor = coerce_actor(actor)
-    user = _require_decider(actor, policy.CAN_APPROVE_PROPOSALS, "reject proposals")
-    _require_tenant(actor, proposal.tenant_id)
+    user = require_decider(actor, policy.CAN_APPROVE_PROPOSALS, "reject proposals")
+    require_tenant(actor, proposal.tenant_id)
     if not (note or "").strip():
         raise Invalid("Say why the proposal is rejected.", fields={"note": ["A reason is required."]})
-    case = _lock_case(proposal.case_id)
+    case = lock_case(proposal.case_id)
     locked = _lock_proposal(proposal)
     _check_proposal_decidable(proposal=locked, case=case, actor=actor, verb="reject")
     Approval.objects.create(tenant_id=case.tenant_id, proposal=locked, approver=user,
@@ -291,7 +291,7 @@ def proposal_reject(*, actor, proposal: Proposal, note: str) -> Proposal:
     locked.decided_at = timezone.now()
     locked.decision_note = note
     locked.save()
-    _record(case=case, actor=actor, event_type="proposal.rejected", payload={"proposal_id": locked.pk,
+    record_change(case=case, actor=actor, event_type="proposal.rejected", payload={"proposal_id": locked.pk,
                                                                             "note": note},
             audit_action="cases.proposal.rejected", target_type="proposal", target_id=locked.pk,
             run_id=locked.run_id, decision="rejected")
@@ -303,9 +303,9 @@ def proposal_reject(*, actor, proposal: Proposal, note: str) -> Proposal:
 def proposal_withdraw(*, actor, proposal: Proposal) -> Proposal:
     """The proposer (or a supervisor) withdraws a pending proposal."""
     actor = coerce_actor(actor)
-    user = _require_user(actor, "withdraw proposals")
-    _require_tenant(actor, proposal.tenant_id)
-    case = _lock_case(proposal.case_id)
+    user = require_user(actor, "withdraw proposals")
+    require_tenant(actor, proposal.tenant_id)
+    case = lock_case(proposal.case_id)
     locked = _lock_proposal(proposal)
     if locked.proposer_id != actor.identifier and user.role != policy.SUPERVISOR:
         raise Forbidden("Only the proposer or a supervisor can withdraw a proposal.")
@@ -315,7 +315,7 @@ def proposal_withdraw(*, actor, proposal: Proposal) -> Proposal:
     locked.decided_by = user
     locked.decided_at = timezone.now()
     locked.save()
-    _record(case=case, actor=actor, event_type="proposal.withdrawn", payload={"proposal_id": locked.pk},
+    record_change(case=case, actor=actor, event_type="proposal.withdrawn", payload={"proposal_id": locked.pk},
             audit_action="cases.proposal.withdrawn", target_type="proposal", target_id=locked.pk)
     proposal.refresh_from_db()
     return locked

@@ -38,7 +38,7 @@ from web.forms import (
 )
 
 
-def _answer(request, case: Case, *, target: str, form: Form | None, call: Callable[[], str | tuple[int, str]],
+def answer_case_action(request, case: Case, *, target: str, form: Form | None, call: Callable[[], str | tuple[int, str]],
             form_key: str = "", field_map: dict[str, str] | None = None, anchor: str = ""):
     """Run `call` (one service call returning the message to show, or (level, message)) and answer for htmx or a
     plain post. A refusal leaves the database as it was; the page is re-read either way, so it
@@ -101,7 +101,7 @@ def case_transition(request, reference: str):
                                            confirm_reason=_confirm_reason(request))
         return f"{TRANSITION_LABELS[data['transition']]}: {updated.reference} is now {updated.get_status_display().lower()}."
 
-    return _answer(request, case, target=f"transition:{name}", form=form, call=call, anchor="#status")
+    return answer_case_action(request, case, target=f"transition:{name}", form=form, call=call, anchor="#status")
 
 
 @require_POST
@@ -118,7 +118,7 @@ def case_deadline_extend(request, reference: str):
                                       reason=data["reason"].strip(), expected_version=data["expected_version"])
         return f"Due date moved to {data['until']:%Y-%m-%d}; the reason is in the audit trail."
 
-    return _answer(request, case, target="deadline_extend", form=form, call=call)
+    return answer_case_action(request, case, target="deadline_extend", form=form, call=call)
 
 
 # --- evidence ---------------------------------------------------------------------------------
@@ -135,7 +135,7 @@ def evidence_add_text(request, reference: str):
                                          source=data["source"])
         return f"Evidence “{evidence.title}” added."
 
-    return _answer(request, case, target="evidence_text", form=form, call=call, anchor="#evidence")
+    return answer_case_action(request, case, target="evidence_text", form=form, call=call, anchor="#evidence")
 
 
 @require_POST
@@ -150,7 +150,7 @@ def evidence_upload(request, reference: str):
                                          source=data["source"])
         return f"File “{evidence.filename}” added as evidence."
 
-    return _answer(request, case, target="evidence_file", form=form, call=call, anchor="#evidence")
+    return answer_case_action(request, case, target="evidence_file", form=form, call=call, anchor="#evidence")
 
 
 # --- proposals --------------------------------------------------------------------------------
@@ -166,7 +166,7 @@ def proposal_create(request, reference: str):
                                             payload=form.payload(), rationale=form.cleaned_data["rationale"])
         return f"Proposal recorded against version {proposal.case_version}; a supervisor decides it."
 
-    return _answer(request, case, target="proposal_new", form=form, call=call,
+    return answer_case_action(request, case, target="proposal_new", form=form, call=call,
                    field_map=form.field_map(), anchor="#proposals")
 
 
@@ -176,7 +176,7 @@ def _proposal_action(request, reference: str, pk: int, *, form_key: str, form: F
     proposal = selectors.proposal_get_for_user(user=request.user, pk=pk)
     if proposal.case_id != case.pk:
         raise NotFound("No such proposal on this case.")
-    return _answer(request, case, target=f"proposal:{pk}", form=form, form_key=form_key,
+    return answer_case_action(request, case, target=f"proposal:{pk}", form=form, form_key=form_key,
                    call=lambda: call(proposal), anchor=f"#proposal-{pk}")
 
 
@@ -255,7 +255,7 @@ def notice_draft(request, reference: str):
                               body=data["body"])
         return "Notice drafted. Submit it for approval when it is ready."
 
-    return _answer(request, case, target="notice_new", form=form, call=call, anchor="#notices")
+    return answer_case_action(request, case, target="notice_new", form=form, call=call, anchor="#notices")
 
 
 def _notice_action(request, reference: str, pk: int, *, form_key: str, form: Form | None,
@@ -264,7 +264,7 @@ def _notice_action(request, reference: str, pk: int, *, form_key: str, form: For
     notice = selectors.notice_get_for_user(user=request.user, pk=pk)
     if notice.case_id != case.pk:
         raise NotFound("No such notice on this case.")
-    return _answer(request, case, target=f"notice:{pk}", form=form, form_key=form_key,
+    return answer_case_action(request, case, target=f"notice:{pk}", form=form, form_key=form_key,
                    call=lambda: call(notice), anchor=f"#notice-{pk}")
 
 

@@ -38,7 +38,7 @@ from web.case_page import Outcome, case_page_context
 from web.errors import add_to_form, error_context, status_for
 from web.keyset import keyset_page
 from web.live import run_progress
-from web.views.actions import _answer  # the case page's one way to answer an action
+from web.views.actions import answer_case_action  # the case page's one way to answer an action
 from web.views.cases import is_partial
 
 RUNS_PER_PAGE = 25
@@ -209,7 +209,7 @@ def _tell_how_it_ended(request, run: AgentRun) -> None:
 @member_required
 def case_analyse(request, reference: str):
     """"Analyse with agents": start a case_analysis run (runs.services.run_start), answered like
-    every case-page action (web.views.actions._answer)."""
+    every case-page action (web.views.actions.answer_case_action)."""
     case = _case(request, reference)
 
     def call():
@@ -225,7 +225,7 @@ def case_analyse(request, reference: str):
             text += "; it starts as soon as a worker picks it up."
         return text + " The agents propose; nothing changes on the case until a person approves."
 
-    return _answer(request, case, target="runs_new", form=None, call=call, anchor="#agents")
+    return answer_case_action(request, case, target="runs_new", form=None, call=call, anchor="#agents")
 
 
 # --- run list ----------------------------------------------------------------------------------------
