@@ -106,6 +106,7 @@ def pane_for(*, user, row: Row, usernames: dict[int, str]) -> dict:
     by_id = {e.pk: e for e in evidence}
     reasons = agent_reasons(tenant_id=row.case.tenant_id, proposals=row.items, evidence_ids=set(by_id))
     for proposal in row.items:
+        proposal.run_number = int(proposal.run_id) if str(proposal.run_id or "").isdigit() else None
         proposal.change = proposal_change(proposal, usernames)
         proposal.stale_words = stale_words(proposal, usernames)
         proposal.rationale_short, proposal.rationale_detail = rationale_parts(
