@@ -153,6 +153,13 @@
   // now selected (the next one), so the next key acts on it.
   document.addEventListener("htmx:afterSettle", function (event) {
     var target = event.detail && event.detail.target;
+    var config = event.detail && event.detail.requestConfig;
+    var source = config && config.elt;
+    // A row shown in the pane (j/k or a click on it): the focus stays on the row, in the list.
+    if (target && target.id === "review-pane" && source && source.matches && source.matches("[data-row-link]")) {
+      source.focus({ preventScroll: true });
+      return;
+    }
     if (!target || target.id !== "workspace") { return; }
     var said = document.querySelector("#workspace [data-said]");
     focusList();

@@ -84,7 +84,13 @@ def wait_decided(page, said: str) -> None:
 
 
 def focus_is_in_the_list(page) -> bool:
-    return page.evaluate("!!(document.activeElement && document.activeElement.closest('.workspace-list'))")
+    """Waits (up to 5 s) for the focus to settle in the list after a swap (wait_for_function would
+    evaluate a string, which the page's CSP refuses)."""
+    for _ in range(50):
+        if page.evaluate("!!(document.activeElement && document.activeElement.closest('.workspace-list'))"):
+            return True
+        page.wait_for_timeout(100)
+    return False
 
 
 def test_a_supervisor_decides_a_morning_keyboard_only_in_one_page_load(new_page, analyst, supervisor, agent):
