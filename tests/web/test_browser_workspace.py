@@ -43,7 +43,7 @@ def shot(page, name: str) -> None:
 
 
 def a_morning(*, analyst, agent) -> dict:
-    """Pending work: one agent run's proposals (siblings), three single proposals, three notices."""
+    """Pending work: one agent run's proposals (siblings), three single proposals, five notices."""
     run_case = make_case(actor=analyst, title="Card charged twice for one purchase",
                          narrative="I was charged $1,250 twice for one purchase and the bank refused to refund me.")
     drive(run_services.run_start(actor=analyst, case=run_case))
@@ -54,7 +54,7 @@ def a_morning(*, analyst, agent) -> dict:
         singles.append(services.proposal_create(actor=agent, case=case, kind="risk_level",
                                                 payload={"risk_level": level}, rationale="Assessed from the narrative."))
     notices = []
-    for n in range(3):
+    for n in range(5):
         case = make_case(actor=analyst, title=f"Letter needed {n}", narrative="")
         notice = services.notice_draft(actor=analyst, case=case, subject=f"About your complaint {n}",
                                        body="We are looking into your complaint.")
@@ -104,6 +104,17 @@ def test_a_supervisor_decides_a_morning_keyboard_only_in_one_page_load(new_page,
     page.evaluate("window.__samePage = true")
     shot(page, "workspace-1440")
     keys = Keys(page)
+    # Enter reads the selected item (the focus moves into the pane), Esc comes back to the list;
+    # "/" goes to the search box.
+    page.locator(".review-row.is-selected [data-row-link]").focus()
+    keys.press("Enter")
+    assert page.evaluate("document.activeElement.id") == "review-pane"
+    keys.press("Escape")
+    assert focus_is_in_the_list(page)
+    keys.press("/")
+    assert page.evaluate("document.activeElement.name") == "q"
+    keys.press("Escape")
+    assert focus_is_in_the_list(page)
     # The oldest row first: the agent run's group. "a" opens its approval, Enter confirms all of them.
     assert page.locator("#review-pane").get_by_text(f"{len(work['group'])} proposals from one agent run").is_visible()
     keys.press("a")
@@ -138,9 +149,10 @@ def test_a_supervisor_decides_a_morning_keyboard_only_in_one_page_load(new_page,
     page.locator(".empty-list").wait_for()
     shot(page, "workspace-done-1440")
 
-    decided = len(work["group"]) + 3 + 3
-    assert decided >= 8
+    decided = len(work["group"]) + 3 + 5
+    assert decided >= 10
     assert keys.count <= 40, keys.count
+    print(f"decided {decided} items with {keys.count} keystrokes and {len(loads)} page loads after the first")
     assert loads == [] and page.evaluate("window.__samePage === true")
     statuses = set(Proposal.objects.filter(pk__in=[p.pk for p in work["group"] + work["singles"][:2]])
                    .values_list("status", flat=True))
