@@ -117,6 +117,8 @@ def test_a_supervisor_decides_a_morning_keyboard_only_in_one_page_load(new_page,
     assert focus_is_in_the_list(page)
     # The oldest row first: the agent run's group. "a" opens its approval, Enter confirms all of them.
     assert page.locator("#review-pane").get_by_text(f"{len(work['group'])} proposals from one agent run").is_visible()
+    # The quote the agent cites is marked in its evidence, in context.
+    assert "charged $1,250 twice" in page.locator("#review-pane .evidence-context mark").first.inner_text()
     keys.press("a")
     shot(page, "workspace-approve-open-1440")
     keys.press("Enter")
