@@ -9,6 +9,9 @@
   "use strict";
 
   var pendingG = 0;
+  // While a decision is on its way, the item in the pane is the one being decided: keys wait for
+  // the answer rather than act on it a second time.
+  var deciding = false;
 
   function typing(target) {
     if (!target || !target.tagName) { return false; }
@@ -57,6 +60,9 @@
     var details = pane && pane.querySelector('details[data-decide="' + kind + '"]');
     if (!details) { return false; }
     pane.querySelectorAll("details[data-decide]").forEach(function (other) { other.open = other === details; });
+    // A key pressed right after a swap may come before htmx has wired the new form: wire it now
+    // (idempotent), so Enter posts it in place rather than as a page load.
+    if (window.htmx) { window.htmx.process(details); }
     var first = details.querySelector("[data-decide-first]") || details.querySelector("[data-decide-submit]");
     if (first) { first.focus(); }
     return true;
@@ -121,6 +127,7 @@
     if (pendingG && key === "i") { pendingG = 0; goInbox(); event.preventDefault(); return; }
     pendingG = 0;
     if (key === "g") { pendingG = window.setTimeout(function () { pendingG = 0; }, 1500); return; }
+    if (deciding && workspace()) { event.preventDefault(); return; }
     if (workspace() && onWorkspaceKey(event, key)) { event.preventDefault(); }
   });
 
@@ -137,6 +144,17 @@
     var chosen = target.closest("[data-row-link], [data-row-review]");
     if (chosen) { markSelected(chosen.closest(".review-row")); }
   }, true);
+
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var target = event.detail && event.detail.target;
+    if (target && target.id === "workspace") { deciding = true; }
+  });
+  ["htmx:afterSwap", "htmx:responseError", "htmx:sendError"].forEach(function (name) {
+    document.addEventListener(name, function (event) {
+      var target = event.detail && event.detail.target;
+      if (target && target.id === "workspace") { deciding = false; }
+    });
+  });
 
   // A row chosen with the phone's Review button: its pane is below the list, so it comes into view.
   document.addEventListener("htmx:afterSwap", function (event) {
@@ -161,6 +179,12 @@
       return;
     }
     if (!target || target.id !== "workspace") { return; }
+    // A key pressed between the swap and now (a fast "a") already put the focus somewhere in the
+    // new workspace: leave it there. Otherwise the focused element was swapped out: back to the list.
+    // (The event's target is the swapped-out element; the new one is looked up by id.)
+    var fresh = document.getElementById("workspace");
+    var active = document.activeElement;
+    if (fresh && active && active !== document.body && active !== fresh && fresh.contains(active)) { return; }
     var said = document.querySelector("#workspace [data-said]");
     focusList();
     if (!selectedRow() && said) { said.setAttribute("tabindex", "-1"); said.focus(); }

@@ -172,8 +172,9 @@ def _answer(request, params: QueryDict, *, following: str, said: list[tuple[int,
         for level, text in said:
             messages.add_message(request, level, text)
         query = params.copy()
-        query["item"] = following
-        return redirect(reverse("web:review_inbox") + "?" + query.urlencode())
+        if following:
+            query["item"] = following
+        return redirect(reverse("web:review_inbox") + ("?" + query.urlencode() if query else ""))
     context, _ = workspace_context(request, params, selected=following)
     context["said"] = [{"level": "error" if level == messages.ERROR else "success", "text": text}
                        for level, text in said]
