@@ -103,6 +103,11 @@ def test_a_supervisor_decides_a_morning_keyboard_only_in_one_page_load(new_page,
     page.on("load", lambda: loads.append(page.url))
     page.evaluate("window.__samePage = true")
     shot(page, "workspace-1440")
+    # Dense: every row of this morning (9) fits in the first screen at 1440×900, columns in view.
+    assert page.evaluate("""() => Array.from(document.querySelectorAll('.review-row'))
+        .filter(r => r.getBoundingClientRect().bottom <= window.innerHeight).length""") >= 8
+    assert page.evaluate("""() => { const list = document.querySelector('.workspace-list');
+        return list.scrollWidth <= list.clientWidth; }""")
     keys = Keys(page)
     # Enter reads the selected item (the focus moves into the pane), Esc comes back to the list;
     # "/" goes to the search box.
