@@ -235,3 +235,24 @@ def test_the_queue_shows_at_least_12_rows_at_1440_by_900(new_page, analyst):
     assert page.evaluate("""() => { const wrap = document.querySelector('#case-results .table-wrap');
         return wrap.scrollWidth <= wrap.clientWidth; }""")
     assert page.locator("#case-results th", has_text="Updated").is_visible()
+
+
+def test_the_notifications_page_and_the_bell(new_page, analyst, supervisor, agent):
+    from axe_playwright_python.sync_playwright import Axe
+
+    case = make_case(actor=analyst, title="Fee charged twice", narrative="")
+    proposal = services.proposal_create(actor=analyst, case=case, kind="risk_level", payload={"risk_level": "high"},
+                                        rationale="Large loss.")
+    services.proposal_reject(actor=supervisor, proposal=proposal, note="Not shown in the evidence.")
+    page = new_page(width=1440, height=900)
+    log_in(page, "analyst")
+    page.locator("#bell-count .bell-count", has_text="1").wait_for()  # the poll counts it
+    page.get_by_role("link", name="Notifications").click()
+    page.wait_for_url("**/notifications/all/")
+    shot(page, "notifications-1440")
+    assert not serious(Axe(), page)
+    page.get_by_role("button", name="Mark all read").click()
+    page.wait_for_url("**/notifications/all/")
+    assert page.locator(".notification-list .is-unread").count() == 0
+    page.get_by_role("link", name=f"Proposal P{proposal.pk}", exact=False).click()
+    page.wait_for_url(f"**/cases/{case.reference}/#proposal-{proposal.pk}")
