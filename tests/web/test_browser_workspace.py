@@ -256,3 +256,19 @@ def test_the_notifications_page_and_the_bell(new_page, analyst, supervisor, agen
     assert page.locator(".notification-list .is-unread").count() == 0
     page.get_by_role("link", name=f"Proposal P{proposal.pk}", exact=False).click()
     page.wait_for_url(f"**/cases/{case.reference}/#proposal-{proposal.pk}")
+
+
+def test_at_390_the_queue_is_cards_with_take_on_screen(new_page, analyst):
+    for n in range(3):
+        make_case(actor=analyst, title=f"Card statement question {n} about a duplicated charge", narrative="")
+    page = new_page(width=390, height=844)
+    log_in(page, "analyst")
+    page.locator("#case-results").scroll_into_view_if_needed()
+    shot(page, "queue-390")
+    take = page.locator("#case-results tbody tr").first.get_by_role("button", name="Take")
+    take.scroll_into_view_if_needed()
+    box = take.bounding_box()
+    assert box and box["x"] >= 0 and box["x"] + box["width"] <= 390
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    assert page.evaluate("""() => { const wrap = document.querySelector('#case-results .table-wrap');
+        return wrap.scrollWidth <= wrap.clientWidth; }""")  # no sideways scroll inside the list either
