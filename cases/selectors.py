@@ -221,13 +221,18 @@ INBOX_SECTIONS = ("decide", "approved", "rejected")
 
 
 def review_inbox_for_user(*, user, section: str = "decide", kind: str | None = None,
-                          risk_level: str | None = None, proposer_type: str | None = None) -> dict:
+                          risk_level: str | None = None, proposer_type: str | None = None,
+                          search: str | None = None) -> dict:
     """The review inbox, by section (oldest first; callers page them):
 
     - "decide": pending proposals and notices pending approval (what waits for a decision);
     - "approved": notices approved (or failed to send) and not yet sent;
     - "rejected": proposals and notices rejected that this person made, drafted or asked for —
-      theirs to fix (a rejected notice can be edited and resubmitted).
+      theirs to fix (a rejected notice can be edited and resubmitted);
+    - "overdue": what waits for a decision on a case with a due date before today;
+    - "unknown": notices whose delivery nobody recorded (unknown, or sending), to settle.
+
+    `search` keeps items whose case reference, title or company contains it.
 
     `kind` narrows proposals to one ProposalKind ("notice" keeps only notices, and any proposal
     kind drops notices), `risk_level` to cases at that risk, `proposer_type` to agent or user."""
@@ -242,9 +247,20 @@ def review_inbox_for_user(*, user, section: str = "decide", kind: str | None = N
             Q(proposer_id=me) | Q(requested_by=me) | Q(proposed_by_user_id=getattr(user, "pk", None)))
         notices = notices.filter(status=NoticeStatus.REJECTED).filter(
             Q(drafted_by=me) | Q(last_edited_by=me) | Q(requested_by=me))
+    elif section == "unknown":
+        proposals = proposals.none()
+        notices = notices.filter(status__in=NoticeStatus.unsettled())
     else:
         proposals = proposals.filter(status=ProposalStatus.PENDING)
         notices = notices.filter(status=NoticeStatus.PENDING_APPROVAL)
+        if section == "overdue":
+            today = timezone.localdate()
+            proposals, notices = proposals.filter(case__next_due__lt=today), notices.filter(case__next_due__lt=today)
+    if search and search.strip():
+        words = search.strip()
+        matches = Q(case__reference__icontains=words) | Q(case__title__icontains=words) \
+            | Q(case__company__icontains=words)
+        proposals, notices = proposals.filter(matches), notices.filter(matches)
     if kind == "notice":
         proposals = proposals.none()
     elif kind:

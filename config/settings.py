@@ -91,6 +91,13 @@ AUTH_USER_MODEL = "accounts.User"
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
+# PBKDF2-SHA256 at an iteration count measured here (docs/adr/0023-login-fast.md): a login costs one
+# hash. Stored hashes at any count keep working and are re-hashed at this count on the next login.
+ARBITER_PASSWORD_ITERATIONS = env_int("ARBITER_PASSWORD_ITERATIONS", 150_000, minimum=100_000)
+PASSWORD_HASHERS = [  # the same algorithm name as Django's PBKDF2 hasher, which it replaces
+    "accounts.hashers.ConfiguredPBKDF2PasswordHasher",
+    "django.contrib.auth.hashers.PBKDF2SHA1PasswordHasher",
+]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "web:case_list"
 LOGOUT_REDIRECT_URL = "login"

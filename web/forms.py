@@ -75,7 +75,9 @@ class CaseFilterForm(forms.Form):
 
     @property
     def sort_value(self) -> str:
-        return (self.cleaned_data.get("sort") if hasattr(self, "cleaned_data") else "") or DEFAULT_SORT
+        """The sort asked for, else the view's own: Overdue lists the most overdue first."""
+        data = getattr(self, "cleaned_data", {})
+        return data.get("sort") or ("due" if data.get("view") == "overdue" else DEFAULT_SORT)
 
     @property
     def is_filtered(self) -> bool:

@@ -43,3 +43,15 @@ class CaseWords(models.Model):
 
     def __str__(self) -> str:
         return f"words of case {self.case_id}"
+
+
+class NotificationsRead(models.Model):
+    """Until when one person has read their notifications (web.notifications lists what happened to
+    their runs, proposals and notices; what came after `read_until` is unread). Written only by
+    web.services.notifications_mark_read."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    read_until = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"notifications of {self.user_id} read until {self.read_until:%Y-%m-%d %H:%M}"

@@ -4,10 +4,11 @@ preference, not case state: it is not audited and changes nothing anyone else se
 from __future__ import annotations
 
 from django.db import IntegrityError, transaction
+from django.db.models.functions import Greatest
 from django.http import QueryDict
 
 from core.errors import Invalid, NotFound
-from web.models import SavedView
+from web.models import NotificationsRead, SavedView
 
 SAVED_VIEWS_PER_USER = 30
 QUERY_KEYS_DROPPED = ("after", "before", "page", "saved")
@@ -68,3 +69,12 @@ def saved_view_delete(*, user, pk: int) -> None:
 
 def saved_views_for_user(*, user):
     return SavedView.objects.filter(user=user).order_by("name", "id")
+
+
+def notifications_mark_read(*, user, until) -> None:
+    """Mark `user`'s notifications read up to `until` (the time of the list they saw, so one that
+    arrived since stays unread). Never moves the mark back: a stale page cannot unread anything."""
+    mark, created = NotificationsRead.objects.get_or_create(user=user, defaults={"read_until": until})
+    if not created:
+        # One conditional UPDATE: two tabs marking at once keep the later of the two times.
+        NotificationsRead.objects.filter(pk=mark.pk).update(read_until=Greatest("read_until", until))

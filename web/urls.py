@@ -3,7 +3,7 @@ routes here, and a link in templates/web/_nav.html."""
 
 from django.urls import path
 
-from web.views import actions, audit, cases, live, memory, queue, review, runs, threads
+from web.views import actions, audit, cases, live, memory, queue, review, review_decide, runs, threads
 
 app_name = "web"
 
@@ -16,6 +16,8 @@ urlpatterns = [
     path("cases/<str:reference>/take/", queue.case_take, name="case_take"),
     path("cases/<str:reference>/live/notices/", live.case_live_notices, name="case_live_notices"),
     path("notifications/", live.notifications, name="notifications"),
+    path("notifications/all/", live.notification_list, name="notification_list"),
+    path("notifications/read/", live.notifications_read, name="notifications_read"),
     path("cases/<str:reference>/audit/", audit.case_audit, name="case_audit"),
     path("cases/<str:reference>/transitions/", actions.case_transition, name="case_transition"),
     path("cases/<str:reference>/evidence/text/", actions.evidence_add_text, name="evidence_add_text"),
@@ -55,6 +57,8 @@ urlpatterns = [
     path("memory/<int:pk>/confirm/", memory.memory_confirm, name="memory_confirm"),
     path("memory/<int:pk>/forget/", memory.memory_forget, name="memory_forget"),
     path("review/", review.review_inbox, name="review_inbox"),
+    path("review/decide/", review_decide.review_decide, name="review_decide"),
+    path("review/notices/<int:pk>/settle/", review_decide.review_settle, name="review_settle"),
     path("audit/", audit.audit_timeline, name="audit_timeline"),
     path("audit/export.<str:fmt>", audit.audit_export, name="audit_export"),
 ]

@@ -44,6 +44,8 @@
     if (!trigger || (trigger.type !== "submit" && trigger.type !== "click")) { return; }
     var target = event.detail.target;
     if (document.getElementById("action-error")) { return; }
+    // The review workspace places the focus itself (static/js/keys.js): back in its list.
+    if (target && target.closest && target.closest("[data-review-workspace], #review-pane")) { return; }
     var marked = document.querySelector("[data-focus-after-swap]");
     var flash = document.querySelector("#flash .flash");
     var next = marked || flash || (target && target.id ? target : null);

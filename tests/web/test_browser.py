@@ -62,6 +62,7 @@ def test_an_analyst_adds_evidence_and_triages_a_case(new_page, analyst):
 
 
 def test_a_supervisor_approves_an_agent_proposal_from_the_inbox(new_page, analyst, supervisor, agent):
+    """Decided in place, in the review workspace's reading pane; the case page then shows it applied."""
     case = make_case(actor=analyst, title="Identity theft: accounts opened in my name")
     proposal = services.proposal_create(actor=agent, case=case, kind="risk_level", payload={"risk_level": "high"},
                                         rationale="The narrative alleges identity theft (rule FRAUD-ID).")
@@ -70,15 +71,17 @@ def test_a_supervisor_approves_an_agent_proposal_from_the_inbox(new_page, analys
     page.get_by_role("link", name="Review").click()
     row = page.locator("tr", has_text=case.reference)
     assert "risk_assessor 1.0" in row.inner_text() and "agent" in row.inner_text().lower()
-    row.get_by_role("link", name="Review").click()
-    page.wait_for_url(f"**/cases/{case.reference}/#proposal-{proposal.pk}")
+    pane = page.locator("#review-pane")
+    change = pane.locator(f"#pane-proposal-{proposal.pk} h3").inner_text()
+    assert "Risk level: Unassessed" in change and change.endswith("High")
+    pane.locator("summary", has_text="Approve").click()
+    pane.get_by_role("button", name="Confirm: approve").click()
+    page.locator("#workspace [data-said]", has_text=f"Approved: P{proposal.pk}").wait_for()
+    assert page.url.endswith("/review/")  # no page load: the workspace was swapped in place
 
-    item = page.locator(f"#proposal-{proposal.pk}")
-    item.get_by_role("button", name="Approve and apply").click()
-    page.locator(f"#proposal-{proposal.pk} .badge", has_text="Applied").wait_for()
+    page.goto(f"/cases/{case.reference}/")
     assert "Risk: High" in page.locator(".case-meta").inner_text()
     assert "Risk level: Unassessed → High" in page.locator("#timeline").inner_text()
-
     proposal.refresh_from_db()
     case.refresh_from_db()
     assert proposal.status == ProposalStatus.APPLIED and case.risk_level == "high"
@@ -143,19 +146,15 @@ def test_a_supervisor_approves_two_sibling_proposals_from_the_review_inbox(new_p
     page = new_page()
     log_in(page, "supervisor")
     page.get_by_role("link", name="Review", exact=True).first.click()  # the navigation link
-    for proposal, applied_text in ((risk, "Risk: High"), (review, "Under review")):
-        page.wait_for_url("**/review/")
-        row = page.locator(f'tr:has(a[href$="#proposal-{proposal.pk}"])')
-        row.get_by_role("link", name="Review").click()
-        page.wait_for_url(f"**/cases/{case.reference}/#proposal-{proposal.pk}")
-        item = page.locator(f"#proposal-{proposal.pk}")
-        assert "Stale" not in item.inner_text()
-        item.get_by_role("button", name="Approve and apply").click()
-        page.locator(f"#proposal-{proposal.pk} .badge", has_text="Applied").wait_for()
-        assert applied_text in page.locator(".case-meta").inner_text()
-        page.goto("/review/")
-
-    assert "No proposal is waiting." in page.content()
+    page.wait_for_url("**/review/")
+    row = page.locator(f'tr[data-row-key="g{risk.pk}"]')
+    assert "2 from one run" in row.inner_text()
+    pane = page.locator("#review-pane")
+    assert "Stale" not in pane.inner_text() and "out of date" not in pane.inner_text()
+    pane.locator("summary", has_text="Approve these 2").click()
+    pane.get_by_role("button", name="Confirm: approve these 2").click()
+    page.locator("#workspace [data-said]", has_text="Approved:").wait_for()
+    assert "Nothing is waiting for a decision." in page.content()
     risk.refresh_from_db()
     review.refresh_from_db()
     case.refresh_from_db()

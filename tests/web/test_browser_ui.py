@@ -97,9 +97,12 @@ def test_sorting_the_queue_by_due_date(new_page, analyst):
     page.locator("#case-results th", has_text="Due").get_by_role("link").click()
     page.locator('#case-results th[aria-sort="ascending"]', has_text="Due").wait_for()
     assert queue_references(page) == [cases[90], cases[30], cases[5]]  # soonest (most overdue) first
+    # The Sort control follows the header's sort, and the Overdue view keeps it (one URL state).
+    assert page.get_by_label("Sort by").input_value() == "due"
     page.get_by_role("link", name="Overdue").click()
-    page.wait_for_url("**/?view=overdue")
+    page.wait_for_url("**/?sort=due&view=overdue")
     assert cases[90] in queue_references(page)
+    assert page.get_by_label("Sort by").input_value() == "due"
 
 
 def test_taking_a_case_moves_the_focus_to_its_message(new_page, analyst):

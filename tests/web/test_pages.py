@@ -240,7 +240,8 @@ def test_review_inbox_lists_pending_proposals_and_notices(client, supervisor, an
     services.notice_submit(actor=analyst, notice=notice)
     html = page(client, supervisor, reverse("web:review_inbox")).content.decode()
     assert "risk_assessor 1.0 <span class=\"tag\">agent</span>" in html and "Risk level → High" in html
-    assert "We received your complaint" in html and "version 2 <span class=\"muted small\">(current)</span>" in html
+    # One list (the proposal first: it is older), the selected one read in the pane beside it.
+    assert "We received your complaint" in html and "against version 2" in html
 
 
 def test_review_inbox_keeps_a_proposal_whose_preconditions_hold(client, supervisor, analyst, agent, case):
@@ -258,7 +259,7 @@ def test_review_inbox_is_tenant_scoped(client, outsider, agent, case):
     services.proposal_create(actor=agent, case=case, kind="risk_level", payload={"risk_level": "high"},
                              rationale="Secret rationale of the first tenant.")
     html = page(client, outsider, reverse("web:review_inbox")).content.decode()
-    assert "Secret rationale" not in html and "No proposal is waiting." in html
+    assert "Secret rationale" not in html and "Nothing is waiting for a decision." in html
 
 
 # --- audit ------------------------------------------------------------------------------------

@@ -234,3 +234,36 @@ def test_a_hand_edited_due_cursor_is_a_400_with_the_first_page(client, analyst, 
     assert response.status_code == 400
     assert "changed by hand" in response.content.decode()
     assert [c.title for c in response.context["page"]] == ["Only"]
+
+
+def test_overdue_lists_the_most_overdue_first_unless_another_sort_is_chosen(client, analyst):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    today = timezone.localdate()
+    later = make_case(actor=analyst, title="Late", narrative="", received_at=today - timedelta(days=100))
+    oldest = make_case(actor=analyst, title="Very late", narrative="", received_at=today - timedelta(days=300))
+    assert listed(client, analyst, "/?view=overdue") == [oldest.reference, later.reference]
+    assert listed(client, analyst, "/?view=overdue&sort=created") == [later.reference, oldest.reference]
+
+
+def test_quick_view_links_keep_the_search_filters_and_sort(client, analyst):
+    make_case(actor=analyst, title="Any", narrative="")
+    client.force_login(analyst)
+    html = client.get("/?q=fee&risk_level=high&sort=due&after=abc&saved=3").content.decode()
+    assert 'href="?q=fee&amp;risk_level=high&amp;sort=due&amp;view=overdue"' in html
+    assert 'href="?q=fee&amp;risk_level=high&amp;sort=due"' in html  # "All cases"
+
+
+def test_a_header_sort_answered_by_htmx_brings_the_sort_control_and_quick_views_along(client, analyst):
+    make_case(actor=analyst, title="Any", narrative="")
+    client.force_login(analyst)
+    html = client.get("/?sort=due", HTTP_HX_REQUEST="true", HTTP_HX_TARGET="case-results").content.decode()
+    control = html[html.index('<div id="sort-control" hx-swap-oob="true">'):]
+    control = control[:control.index("</select>")]
+    assert '<option value="due" selected>' in control and control.count(" selected") == 1
+    assert '<ul id="quick-view-links" hx-swap-oob="true">' in html and 'href="?sort=due&amp;view=mine"' in html
+    # The page itself (no htmx) shows the same choice, without out-of-band copies.
+    page = client.get("/?view=overdue").content.decode()
+    assert '<option value="due" selected>' in page and "hx-swap-oob" not in page

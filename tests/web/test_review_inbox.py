@@ -16,6 +16,13 @@ def get(client, user, url):
     return client.get(url)
 
 
+def pane(client, user, notice) -> str:
+    """The reading pane of the workspace with `notice` selected: where its text and diff are shown."""
+    html = get(client, user, reverse("web:review_inbox") + f"?item=n{notice.pk}").content.decode()
+    item = html[html.index('id="review-pane"'):]
+    return item[:item.index("</section>")]
+
+
 def test_a_rejected_then_revised_notice_is_shown_with_a_diff_against_the_rejected_text(client, analyst, supervisor,
                                                                                        case):
     notice = services.notice_draft(actor=analyst, case=case, subject="Your complaint",
@@ -27,15 +34,13 @@ def test_a_rejected_then_revised_notice_is_shown_with_a_diff_against_the_rejecte
     services.notice_edit(actor=analyst, notice=notice, subject="Your complaint <ref>", recipient="new@example.org",
                          body="We will reply within 30 days & <b>sooner</b>.\nRegards")
     services.notice_submit(actor=analyst, notice=notice)
-    html = get(client, supervisor, reverse("web:review_inbox")).content.decode()
-    item = html[html.index(f'id="inbox-notice-{notice.pk}"'):]
-    item = item[:item.index("</li>")]
+    item = pane(client, supervisor, notice)
     assert ("We will reply within <del>15</del><ins>30</ins> <del>days.</del><ins>days &amp; &lt;b&gt;sooner&lt;/b&gt;."
             "</ins>\nRegards") in item
     assert "20 days" not in item  # the intermediate draft nobody reviewed
     assert "Changes since version 1, the text supervisor rejected" in item
-    assert "(was “Your complaint”)" in item and "Your complaint &lt;ref&gt;" in item
-    assert "to new@example.org (was to consumer@example.org)" in item
+    assert "Subject was “Your complaint”" in item and "Your complaint &lt;ref&gt;" in item
+    assert "To new@example.org (was to consumer@example.org)" in item
     assert "<b>" not in item
 
 
@@ -47,11 +52,10 @@ def test_a_first_version_shows_no_diff_even_after_an_earlier_notice_on_the_case(
     second = services.notice_draft(actor=analyst, case=case, subject="Your complaint",
                                    body="We will reply within 30 days.")
     services.notice_submit(actor=analyst, notice=second)
-    html = get(client, supervisor, reverse("web:review_inbox")).content.decode()
-    item = html[html.index(f'id="inbox-notice-{second.pk}"'):]
-    item = item[:item.index("</li>")]
+    item = pane(client, supervisor, second)
     assert "We will reply within 30 days." in item and "<del>" not in item and "<ins>" not in item
     assert "Changes since" not in item
+    html = get(client, supervisor, reverse("web:review_inbox")).content.decode()
     assert f'id="inbox-notice-{first.pk}"' not in html  # rejected: not waiting for a decision
 
 
@@ -67,9 +71,7 @@ def test_a_notice_edited_before_texts_were_kept_says_so(client, analyst, supervi
                              case_version=last.case_version, actor_type="user", actor_id=f"user:{analyst.pk}",
                              policy_version=last.policy_version)
     services.notice_submit(actor=analyst, notice=notice)
-    html = get(client, supervisor, reverse("web:review_inbox")).content.decode()
-    item = html[html.index(f'id="inbox-notice-{notice.pk}"'):]
-    assert "revised before earlier texts were kept" in item[:item.index("</li>")]
+    assert "revised before earlier texts were kept" in pane(client, supervisor, notice)
 
 
 def test_rejected_section_lists_your_rejected_notices_with_the_reason(client, analyst, analyst_b, supervisor, case):
@@ -80,7 +82,7 @@ def test_rejected_section_lists_your_rejected_notices_with_the_reason(client, an
     assert f'id="inbox-notice-{mine.pk}"' in html and "Name the refund amount." in html
     assert "Fix it on the case" in html
     html = get(client, analyst_b, reverse("web:review_inbox") + "?section=rejected").content.decode()
-    assert f'id="inbox-notice-{mine.pk}"' not in html and "None of your notices was rejected." in html
+    assert f'id="inbox-notice-{mine.pk}"' not in html and "None of your proposals or notices was rejected." in html
 
 
 def test_approved_section_lists_notices_not_yet_sent(client, analyst, supervisor, case):

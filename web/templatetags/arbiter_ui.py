@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from django import template
+from django.utils import timezone
 from django.utils.html import format_html
 
 from web.forms import TRANSITION_LABELS
@@ -142,3 +143,16 @@ def notices_in_flight_filter(notices) -> bool:
     from web.live import notices_in_flight
 
     return notices_in_flight(notices)
+
+
+@register.filter
+def age(value) -> str:
+    """A short age for dense lists: "12 min", "5 h", "3 d" (the exact time is in the title)."""
+    if not value:
+        return ""
+    seconds = max(0, int((timezone.now() - value).total_seconds()))
+    if seconds < 3600:
+        return f"{seconds // 60} min"
+    if seconds < 86400:
+        return f"{seconds // 3600} h"
+    return f"{seconds // 86400} d"

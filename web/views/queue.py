@@ -14,7 +14,7 @@ from django.views.decorators.http import require_POST
 from django.views.decorators.vary import vary_on_headers
 
 from cases import policy, selectors, services
-from cases.selectors import CASE_SORTS
+from cases.selectors import CASE_SORTS, QUICK_VIEWS
 from cases.services.case import CAN_TAKE_CASES
 from core.errors import DomainError, Invalid
 from web import services as web_services
@@ -59,6 +59,21 @@ def _sort_links(request, current: str) -> dict[str, dict]:
     return links
 
 
+def _view_links(request) -> dict[str, str]:
+    """Per quick view: its URL, keeping the search, filters and sort of this one (a quick view
+    changes the view only; a chosen page or saved view does not carry over)."""
+    query = request.GET.copy()
+    for key in ("after", "before", "view", "saved"):
+        query.pop(key, None)
+    links = {}
+    for value in ("", *QUICK_VIEWS):
+        linked = query.copy()
+        if value:
+            linked["view"] = value
+        links[value] = f"?{linked.urlencode()}"
+    return links
+
+
 def queue_context(request, *, form: CaseFilterForm) -> tuple[dict, int]:
     status = 200
     notes = []
@@ -85,7 +100,8 @@ def queue_context(request, *, form: CaseFilterForm) -> tuple[dict, int]:
         "form": form, "page": page, "query": query.urlencode(), "total": total,
         "total_is_capped": total > COUNT_LIMIT, "count_limit": COUNT_LIMIT, "notes": notes,
         "is_filtered": form.is_filtered, "sort": sort, "sort_links": _sort_links(request, sort),
-        "view": view or "", "may_take": may_take(request.user), "today": timezone.localdate(),
+        "view": view or "", "view_links": _view_links(request), "may_take": may_take(request.user),
+        "today": timezone.localdate(),
         "may_decide": request.user.role in (policy.CAN_APPROVE_PROPOSALS | policy.CAN_APPROVE_NOTICES),
     }, status
 

@@ -1,0 +1,67 @@
+"""A person's notifications, read from what the records already say (no second copy to keep in
+step): runs they started that ended, decisions on proposals they made or asked an agent for, and
+decisions on notices they drafted — newest first, each linking to the exact object. What happened
+after their read mark (web.models.NotificationsRead) is unread."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import Q
+from django.urls import reverse
+
+from cases import selectors
+from cases.models import Approval, ProposalStatus
+from core.actors import Actor
+from runs import selectors as run_selectors
+from runs.models import RunStatus
+from web.models import NotificationsRead
+
+ENDED = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.WAITING)
+RUN_WORDS = {RunStatus.COMPLETED: "finished", RunStatus.FAILED: "failed", RunStatus.CANCELLED: "was cancelled",
+             RunStatus.WAITING: "is waiting for a person"}
+
+
+@dataclass(frozen=True)
+class Notification:
+    at: datetime
+    text: str
+    url: str
+    is_unread: bool = False
+
+
+def read_until(user) -> datetime | None:
+    return NotificationsRead.objects.filter(user=user).values_list("read_until", flat=True).first()
+
+
+def notifications_for_user(*, user, limit: int = 30) -> list[Notification]:
+    """The newest `limit` notifications of `user` (three queries, each capped at `limit`)."""
+    me = Actor.for_user(user).identifier
+    found: list[Notification] = []
+    for run in run_selectors.run_list_for_user(user=user).filter(started_by_user=user, status__in=ENDED) \
+            .order_by("-updated_at")[:limit]:
+        where = f" of {run.case.reference}" if run.case else ""
+        found.append(Notification(at=run.updated_at, url=reverse("web:run_detail", args=[run.pk]),
+                                  text=f"Your run R{run.pk}{where} {RUN_WORDS.get(run.status, run.status)}."))
+    proposals = selectors.proposal_list_for_user(user=user).filter(
+        Q(proposer_id=me) | Q(requested_by=me), decided_at__isnull=False,
+        status__in=[ProposalStatus.APPLIED, ProposalStatus.REJECTED]).order_by("-decided_at")[:limit]
+    for proposal in proposals:
+        verb = "approved and applied" if proposal.status == ProposalStatus.APPLIED else "rejected"
+        url = reverse("web:case_detail", args=[proposal.case.reference]) + f"#proposal-{proposal.pk}"
+        found.append(Notification(at=proposal.decided_at, url=url,
+                                  text=f"Proposal P{proposal.pk} ({proposal.summary}) on {proposal.case.reference} "
+                                       f"was {verb}."))
+    notices = selectors.notice_list_for_user(user=user).filter(drafted_by=me).values_list("pk", flat=True)
+    for approval in Approval.objects.filter(tenant_id=user.tenant_id, notice_id__in=notices) \
+            .select_related("notice__case", "approver").order_by("-created_at")[:limit]:
+        notice = approval.notice
+        url = reverse("web:case_detail", args=[notice.case.reference]) + f"#notice-{notice.pk}"
+        found.append(Notification(at=approval.created_at, url=url,
+                                  text=f"Your notice “{notice.subject}” on {notice.case.reference} was "
+                                       f"{approval.decision} by {approval.approver.username}."))
+    found.sort(key=lambda n: n.at, reverse=True)
+    mark = read_until(user)
+    return [Notification(at=n.at, text=n.text, url=n.url, is_unread=mark is None or n.at > mark)
+            for n in found[:limit]]
