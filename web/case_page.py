@@ -264,7 +264,8 @@ def _cite_quotes(request: HttpRequest, *, case: Case, proposals: list, evidence:
         proposal.cited_quotes = quotes[proposal.pk] = found.quotes if found is not None else []
         if found is not None and found.reasons and proposal.kind == ProposalKind.RISK_LEVEL:
             # An agent's risk proposal says first, in words, what the level rests on.
-            proposal.rationale_short = f"{proposal.change['to']} risk because of: {'; '.join(found.reasons)}."
+            proposal.rationale_short = (f"{proposal.change['to']} risk because of: "
+                                       f"{'; '.join(r.rstrip('.') for r in found.reasons)}.")
             proposal.rationale_detail = proposal.rationale
     marked, quote_note = _marked_quote(request, quotes)
     evidence_by_id = {e.pk: e for e in evidence}
