@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from datetime import datetime
 
 import django_filters
@@ -29,6 +30,7 @@ from rest_framework.parsers import FormParser, JSONParser
 from rest_framework.response import Response
 
 from core.errors import DomainError
+from core.outages import REQUEST_OUTAGES, outage_kind, outage_response
 
 # Largest values the database columns hold (PostgreSQL integer / bigint; SQLite holds 64 bits).
 INT_MAX = 2**31 - 1
@@ -360,6 +362,12 @@ def handler404(request, exception=None):
 
 
 def handler500(request):
+    # Django calls this inside its `except`: an outage raised outside any view (a session saved to
+    # an unreachable database by its middleware) is still a 503, not a 500.
+    kind = outage_kind(sys.exc_info()[1])
+    if kind is not None:
+        REQUEST_OUTAGES[kind].failed(sys.exc_info()[1])
+        return outage_response(request, kind)
     if is_api_request(request):
         return json_error("server_error", "The server failed to answer; the error was logged. Retry later.", 500)
     return django_defaults.server_error(request)
