@@ -29,6 +29,11 @@ def _configure_filesystem_transport(sender, **kwargs):
 
 app.autodiscover_tasks()
 import ops.celery_signals  # noqa: E402,F401  (issue 13: JSON logs with run/step ids, task metrics)
+from core.outages import OutageLogFilter  # noqa: E402
+
+# A periodic task failing on a database or broker outage: one warning per outage, not a traceback
+# per attempt (installed before the pool forks, so its processes inherit it).
+logging.getLogger("celery.app.trace").addFilter(OutageLogFilter())
 
 # --- Worker start-up and heartbeat (issue 12, outbox/heartbeat.py) -------------------------------
 # On start-up a worker records its heartbeat and relays whatever the outbox holds (work committed

@@ -69,6 +69,28 @@ class OutageLog:
             logger.warning("%s works again after %s failure(s) over %.0f s", self.what, failures, lasted)
 
 
+class OutageLogFilter(logging.Filter):
+    """For the worker's task-failure logger (celery.app.trace): a periodic task that fails because
+    the database or broker is down is one warning per outage (per task name), not an ERROR with a
+    traceback every time beat sends it. Any other failure passes through untouched."""
+
+    def __init__(self):
+        super().__init__()
+        self.outages: dict[str, OutageLog] = {}
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if outage_kind(exc) is None:
+            return True
+        data = getattr(record, "data", None)
+        task = (data.get("name") if isinstance(data, dict) else None) or "?"
+        with self._lock:
+            log = self.outages.setdefault(task, OutageLog(f"task {task}"))
+        log.failed(exc)
+        return False
+
+
 REQUEST_OUTAGES = {kind: OutageLog(f"requests: the {kind}") for kind in ("database", "broker", "service")}
 WHAT = {"database": "the database", "broker": "the task broker", "service": "a service Arbiter depends on"}
 

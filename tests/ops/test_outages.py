@@ -115,3 +115,22 @@ def test_a_programming_error_is_not_mistaken_for_an_outage():
     assert outages.outage_kind(ValueError("bad")) is None
     assert outages.outage_kind(OperationalError("server closed the connection unexpectedly")) == "database"
     assert outages.outage_kind(BrokerOperationalError("refused")) == "broker"
+
+
+def test_a_periodic_task_failing_on_an_outage_is_one_warning_not_a_traceback_per_attempt(caplog):
+    import sys
+
+    from core.outages import OutageLogFilter
+
+    trace = logging.getLogger("test.celery.app.trace")
+    trace.addFilter(OutageLogFilter())
+    with caplog.at_level(logging.INFO):
+        for error in [OperationalError("server closed the connection unexpectedly")] * 4 + [ValueError("a bug")]:
+            try:
+                raise error
+            except Exception:
+                trace.error("Task %(name)s raised unexpected", {"name": "outbox.tasks.outbox_relay_task"},
+                            exc_info=sys.exc_info(), extra={"data": {"name": "outbox.tasks.outbox_relay_task"}})
+    records = [(r.levelname, r.getMessage().split(":")[0], bool(r.exc_info)) for r in caplog.records]
+    assert records == [("WARNING", "task outbox.tasks.outbox_relay_task failing", False),
+                       ("ERROR", "Task outbox.tasks.outbox_relay_task raised unexpected", True)]
