@@ -3,7 +3,6 @@ Redis or RabbitMQ by URL."""
 
 import logging
 import os
-import socket
 from time import monotonic
 
 from celery import Celery
@@ -30,7 +29,7 @@ class QuickStopFilesystemTransport(FilesystemTransport):
         while True:
             try:
                 return super().drain_events(connection, timeout=min(0.25, max(deadline - monotonic(), 0.01)))
-            except socket.timeout:
+            except TimeoutError:  # socket.timeout: a drain that found nothing
                 # The flags hold an exit code once set (0 for a warm shutdown, and 0 == False):
                 # compare by identity, as celery's own maybe_shutdown does.
                 asked = any(flag is not None and flag is not False

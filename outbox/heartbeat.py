@@ -40,8 +40,7 @@ class WorkerHeartbeatThread(threading.Thread):
         self.worker_name = name
         self.stopping = threading.Event()
         self.last_heartbeat = 0.0
-        self.outages = {what: OutageLog(f"worker {name}: {what}")
-                        for what in ("heartbeat", "outbox relay", *settings.ARBITER_WORKER_DUTIES)}
+        self.outages: dict[str, OutageLog] = {}
 
     def _attempt(self, what: str, call) -> None:
         try:
@@ -50,10 +49,13 @@ class WorkerHeartbeatThread(threading.Thread):
             if outage_kind(exc) is None:
                 logger.exception("worker %s: %s failed", self.worker_name, what)
             else:
-                self.outages[what].failed(exc)
+                self._outage(what).failed(exc)
             connections.close_all()
         else:
-            self.outages[what].succeeded()
+            self._outage(what).succeeded()
+
+    def _outage(self, what: str) -> OutageLog:
+        return self.outages.setdefault(what, OutageLog(f"worker {self.worker_name}: {what}"))
 
     def tick(self, *, starting: bool = False) -> None:
         from outbox.services import outbox_relay, worker_heartbeat_record
