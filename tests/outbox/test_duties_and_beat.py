@@ -59,6 +59,7 @@ def test_two_workers_ticking_together_do_the_duty_once(recorded_duty):
     assert len(recorded_duty) == 2 and DutyTurn.objects.get().taken_by == "celery@b"
 
 
+@pytest.mark.django_db(transaction=True)  # the thread closes broken connections, as in a worker
 def test_a_database_outage_in_the_heartbeat_thread_is_one_warning_then_one_line_when_it_ends(
         recorded_duty, monkeypatch, caplog):
     thread = WorkerHeartbeatThread("celery@a")
@@ -82,6 +83,7 @@ def test_a_database_outage_in_the_heartbeat_thread_is_one_warning_then_one_line_
     assert any("heartbeat works again after 5 failure(s)" in r.getMessage() for r in caplog.records)
 
 
+@pytest.mark.django_db(transaction=True)  # the scheduler closes stale connections, as in beat
 def test_beats_scheduler_records_its_heartbeat(settings):
     scheduler = HeartbeatScheduler.__new__(HeartbeatScheduler)  # its heartbeat alone, no schedule file
     scheduler.beat_name, scheduler.last_heartbeat = "beat@host", 0.0
