@@ -2,6 +2,7 @@
 formatter as Django's (ops/logging.py). Everything else is on the command line (scripts/run_local.py)."""
 
 import os
+from pathlib import Path
 
 from ops.logging import logging_config
 
@@ -10,3 +11,12 @@ logconfig_dict = logging_config(level=os.environ.get("LOG_LEVEL") or "INFO",
                                 fmt=os.environ.get("LOG_FORMAT") or ("console" if _debug else "json"))
 # One line per request is written by ops.middleware.RequestContextMiddleware, with the request id.
 accesslog = None
+# gunicorn 27's control socket defaults to ~/.gunicorn/gunicorn.ctl: one path for every instance of
+# the same user on the host, so a second instance takes over (or breaks) the first one's. Each
+# instance gets its own, in its var/ folder (ARBITER_VAR_DIR), unless GUNICORN_CONTROL_SOCKET says
+# otherwise. A Unix socket path is limited to ~107 bytes: a longer one is refused loudly.
+_var_dir = Path(os.environ.get("ARBITER_VAR_DIR") or Path(__file__).resolve().parent.parent / "var")
+control_socket = os.environ.get("GUNICORN_CONTROL_SOCKET") or str(_var_dir / "gunicorn.ctl")
+if len(control_socket.encode()) > 107:
+    raise SystemExit(f"gunicorn control socket path too long for a Unix socket ({control_socket}); "
+                     f"set GUNICORN_CONTROL_SOCKET to a shorter path")

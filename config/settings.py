@@ -260,7 +260,7 @@ ARBITER_CONTEXT_EVIDENCE_TOKENS = env_int("ARBITER_CONTEXT_EVIDENCE_TOKENS", 600
 # (one redactor, core.redaction, for evidence, case fields, messages, memory ...).
 ARBITER_CONTEXT_REDACTOR = env_str("ARBITER_CONTEXT_REDACTOR", "core.redaction.redact_personal_data")
 ARBITER_MEMORY_DEFAULT_TTL_DAYS = env_int("ARBITER_MEMORY_DEFAULT_TTL_DAYS", 180, minimum=1)
-ARBITER_REAP_INTERVAL_SECONDS = env_int("ARBITER_REAP_INTERVAL_SECONDS", 10, minimum=1)
+ARBITER_REAP_INTERVAL_SECONDS = env_int("ARBITER_REAP_INTERVAL_SECONDS", 3, minimum=1)
 # Per-task time limits (seconds): a step holds a lease of ARBITER_RUN_LEASE_SECONDS, so the hard
 # limit stays below it plus the reap interval.
 ARBITER_RUN_STEP_SOFT_TIME_LIMIT = env_int("ARBITER_RUN_STEP_SOFT_TIME_LIMIT", 110, minimum=1)
@@ -282,8 +282,10 @@ ARBITER_RUN_STEP_SLICE_SECONDS = env_int("ARBITER_RUN_STEP_SLICE_SECONDS", 20, m
 # While a step runs, its worker renews the run's heartbeat this often; a lease whose heartbeat is
 # older than ..._TIMEOUT_SECONDS belongs to a dead worker: another worker may take the run over and
 # the reaper re-enqueues it (well before the lease itself expires).
-ARBITER_RUN_HEARTBEAT_SECONDS = env_int("ARBITER_RUN_HEARTBEAT_SECONDS", 5, minimum=1)
-ARBITER_RUN_HEARTBEAT_TIMEOUT_SECONDS = env_int("ARBITER_RUN_HEARTBEAT_TIMEOUT_SECONDS", 20, minimum=2)
+# Defaults: a run resumes well under 20 s after its worker is SIGKILLed mid-step (the trade-off:
+# docs/adr/0021-i24-keeps-serving.md).
+ARBITER_RUN_HEARTBEAT_SECONDS = env_int("ARBITER_RUN_HEARTBEAT_SECONDS", 2, minimum=1)
+ARBITER_RUN_HEARTBEAT_TIMEOUT_SECONDS = env_int("ARBITER_RUN_HEARTBEAT_TIMEOUT_SECONDS", 8, minimum=2)
 # A running run with no lease whose next step has not started this many seconds after it was handed
 # off (its message was lost) is re-enqueued by the reaper: the run row is the step's outbox.
 ARBITER_RUN_REENQUEUE_AFTER_SECONDS = env_int("ARBITER_RUN_REENQUEUE_AFTER_SECONDS", 15, minimum=1)
@@ -688,3 +690,23 @@ CORS_ALLOW_HEADERS = ["accept", "authorization", "content-type", "idempotency-ke
 CORS_EXPOSE_HEADERS = ["etag", "location", "retry-after", "idempotent-replayed", "arbiter-api-version"]
 SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"] = [*SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"],
                                                 "core.api_schema.forbid_unknown_body_fields"]
+
+# --- Keeps serving when parts fail (docs/adr/0021-i24-keeps-serving.md) ------------------------
+# Periodic duties every worker's heartbeat thread offers to do, one worker per interval (a
+# compare-and-set on a DutyTurn row): the runs of a dead worker resume even with beat down.
+# name -> (dotted path of a function taking no arguments, interval in seconds).
+ARBITER_WORKER_DUTIES = {
+    "reap-expired-run-leases": ("runs.executor.lease_reap_expired", ARBITER_REAP_INTERVAL_SECONDS),
+}
+# Beat's reaper is now only a second path: every 30 s (not every interval, a message each time).
+CELERY_BEAT_SCHEDULE["reap-expired-run-leases"]["schedule"] = float(max(ARBITER_REAP_INTERVAL_SECONDS, 30))
+# Beat refreshes its heartbeat row this often; older than MISSING_AFTER, /readyz says `degraded`
+# (still 200), drift_report lists beat_missing, arbiter_beat_heartbeat_age_seconds shows it.
+ARBITER_BEAT_HEARTBEAT_SECONDS = env_int("ARBITER_BEAT_HEARTBEAT_SECONDS", 10, minimum=1)
+ARBITER_BEAT_MISSING_AFTER_SECONDS = env_int("ARBITER_BEAT_MISSING_AFTER_SECONDS", 60, minimum=2)
+if ARBITER_BEAT_MISSING_AFTER_SECONDS <= ARBITER_BEAT_HEARTBEAT_SECONDS:
+    raise ImproperlyConfigured("ARBITER_BEAT_MISSING_AFTER_SECONDS must exceed ARBITER_BEAT_HEARTBEAT_SECONDS.")
+CELERY_BEAT_SCHEDULER = "outbox.beat:HeartbeatScheduler"
+# A request that meets a database or broker outage answers 503 with this Retry-After (seconds).
+ARBITER_OUTAGE_RETRY_AFTER_SECONDS = env_int("ARBITER_OUTAGE_RETRY_AFTER_SECONDS", 10, minimum=1)
+MIDDLEWARE = [*MIDDLEWARE, "core.outages.OutageMiddleware"]

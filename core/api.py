@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from datetime import datetime
 
 import django_filters
@@ -32,6 +33,7 @@ from rest_framework.response import Response
 
 from core.db import is_lock_conflict
 from core.errors import Busy, DomainError
+from core.outages import REQUEST_OUTAGES, outage_kind, outage_response
 from core.ratelimit import set_rate_limit_headers
 
 # Largest values the database columns hold (PostgreSQL integer / bigint; SQLite holds 64 bits).
@@ -411,6 +413,12 @@ def handler404(request, exception=None):
 
 
 def handler500(request):
+    # Django calls this inside its `except`: an outage raised outside any view (a session saved to
+    # an unreachable database by its middleware) is still a 503, not a 500.
+    kind = outage_kind(sys.exc_info()[1])
+    if kind is not None:
+        REQUEST_OUTAGES[kind].failed(sys.exc_info()[1])
+        return outage_response(request, kind)
     if is_api_request(request):
         return json_error("server_error", "The server failed to answer; the error was logged. Retry later.", 500)
     return django_defaults.server_error(request)

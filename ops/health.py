@@ -3,6 +3,9 @@
 /healthz: the process is up and serving (no dependency is touched; never fails while it can answer).
 /readyz: this instance can do its work: every registered readiness check passes. 200 with the
 results when all pass, 503 naming the failing ones otherwise. Each check is bounded in time.
+A check registered with `degrades=True` (beat's heartbeat: the hourly jobs wait, but requests and
+runs are served) never makes it 503: when it fails, /readyz answers 200 with status `degraded`
+and the reason, so a load balancer keeps the instance while an operator sees what is missing.
 
 Checks are pluggable: `register_readiness_check(name, function)` (a function returning None when
 ready, or raising / returning a message when not), typically from an app's AppConfig.ready(). The
@@ -22,15 +25,19 @@ from django.http import JsonResponse
 # Hook names for the checks other apps provide (the outbox app: its lag and the worker heartbeat).
 READINESS_WORKER_HEARTBEAT = "worker_heartbeat"
 READINESS_OUTBOX_LAG = "outbox_lag"
+READINESS_BEAT_HEARTBEAT = "beat_heartbeat"
 
 ReadinessCheck = Callable[[], "str | None"]
 _CHECKS: dict[str, ReadinessCheck] = {}
+_DEGRADING: set[str] = set()
 
 
-def register_readiness_check(name: str, check: ReadinessCheck) -> None:
+def register_readiness_check(name: str, check: ReadinessCheck, *, degrades: bool = False) -> None:
     """Add (or replace) a readiness check. It returns None when ready, a short reason when not,
-    or raises; it must answer within ARBITER_READYZ_TIMEOUT_SECONDS."""
+    or raises; it must answer within ARBITER_READYZ_TIMEOUT_SECONDS. With `degrades`, its failure
+    makes /readyz `degraded` (still 200) instead of 503."""
     _CHECKS[name] = check
+    (_DEGRADING.add if degrades else _DEGRADING.discard)(name)
 
 
 def registered_checks() -> dict[str, ReadinessCheck]:
@@ -86,7 +93,8 @@ def _bounded(check: ReadinessCheck, timeout: float) -> str | None:
     return outcome.get("problem")
 
 
-def run_checks() -> tuple[bool, dict[str, dict]]:
+def run_checks() -> tuple[str, dict[str, dict]]:
+    """("ready" | "degraded" | "not ready", each check's result)."""
     results: dict[str, dict] = {}
     timeout = settings.ARBITER_READYZ_TIMEOUT_SECONDS
     for name, check in registered_checks().items():
@@ -95,10 +103,14 @@ def run_checks() -> tuple[bool, dict[str, dict]]:
         results[name] = {"ok": not problem, "ms": int((time.monotonic() - started) * 1000)}
         if problem:
             results[name]["error"] = str(problem)[:300]
+            if name in _DEGRADING:
+                results[name]["degrades_only"] = True
     missing = [name for name in settings.ARBITER_READYZ_CHECKS if name not in _CHECKS]
     for name in missing:
         results[name] = {"ok": False, "ms": 0, "error": "no such check is registered"}
-    return all(result["ok"] for result in results.values()), results
+    if not all(result["ok"] or result.get("degrades_only") for result in results.values()):
+        return "not ready", results
+    return ("ready" if all(result["ok"] for result in results.values()) else "degraded"), results
 
 
 def healthz_response() -> JsonResponse:
@@ -106,8 +118,7 @@ def healthz_response() -> JsonResponse:
 
 
 def readyz_response() -> JsonResponse:
-    ready, results = run_checks()
-    response = JsonResponse({"status": "ready" if ready else "not ready", "checks": results},
-                            status=200 if ready else 503)
+    status, results = run_checks()
+    response = JsonResponse({"status": status, "checks": results}, status=503 if status == "not ready" else 200)
     response["Cache-Control"] = "no-store"
     return response

@@ -25,6 +25,8 @@ TOOL_SECONDS = Histogram("arbiter_tool_seconds", "Latency of agent tool executio
 LEASE_EXPIRIES = Counter("arbiter_run_lease_expiries_total", "Run leases found expired and reaped")
 OUTBOX_LAG = Gauge("arbiter_outbox_lag_seconds", "Age of the oldest undelivered outbox message",
                    multiprocess_mode="max")
+BEAT_HEARTBEAT_AGE = Gauge("arbiter_beat_heartbeat_age_seconds",
+                           "Seconds since Celery beat was last seen (-1: never seen)", multiprocess_mode="max")
 APPROVALS = Counter("arbiter_approvals_total", "Decisions on proposals and notices", ["kind", "decision"])
 DISPATCHES = Counter("arbiter_notice_dispatches_total", "Notice send attempts", ["outcome"])
 DEADLINE_CROSSINGS = Counter("arbiter_deadline_crossings_total", "Case deadlines found crossed", ["rule"])
@@ -59,6 +61,10 @@ def leases_expired(count: int) -> None:
 
 def outbox_lag(seconds: float) -> None:
     OUTBOX_LAG.set(max(seconds, 0.0))
+
+
+def beat_heartbeat_age(seconds: float) -> None:
+    BEAT_HEARTBEAT_AGE.set(seconds)
 
 
 def decision(*, kind: str, decision: str) -> None:

@@ -17,6 +17,7 @@ import time
 import uuid
 
 import structlog
+from django.db import InterfaceError, OperationalError
 
 from core.client_address import client_address
 from ops.logging import bind, get_logger
@@ -35,8 +36,13 @@ def request_id_from(request) -> str:
 
 
 def _user_ids(request) -> dict:
-    user = getattr(request, "user", None)
-    if user is None or not getattr(user, "is_authenticated", False):
+    try:
+        user = getattr(request, "user", None)
+        if user is None or not getattr(user, "is_authenticated", False):
+            return {}
+    except (OperationalError, InterfaceError):
+        # The user's session could not be loaded: the database is down. Logging context is not
+        # worth failing for; the view meets the same outage and answers 503 (core.outages).
         return {}
     return {"user_id": user.pk, "tenant_id": getattr(user, "tenant_id", None)}
 

@@ -5,6 +5,8 @@
 - dispatch_requested_not_started: an approved notice whose dispatch was requested (audit event
   cases.notice.dispatch_requested) that long ago, with no NoticeDispatch row — the request's task
   never ran;
+- beat_missing: celery beat's heartbeat is older than ARBITER_BEAT_MISSING_AFTER_SECONDS: the
+  workers still recover runs, but beat's hourly and daily jobs wait;
 - notice_unsettled: a notice `unknown`, or `sending` past ARBITER_NOTICE_SENDING_STUCK_SECONDS, that
   an operator must settle (manage.py notice_settle, or the admin action)."""
 
@@ -81,3 +83,12 @@ def check_notice_unsettled(*, tenant_id: int | None = None) -> list:
             f"{notice.pk} --sent --message-id '{message_id}' --reason ... (or --failed --reason ...).",
             [f"notice:{notice.pk}", f"case:{notice.case.reference}"]))
     return found
+
+
+def check_beat_missing(*, tenant_id: int | None = None) -> list:
+    """Beat serves every tenant: reported whatever `tenant_id` says. A beat that never ran on this
+    database is not drift (a fresh install, tests); /readyz says so as `degraded`."""
+    from outbox.health import beat_missing
+
+    reason = beat_missing(never_seen_is_missing=False)
+    return [_finding("beat_missing", f"{reason[0].upper()}{reason[1:]}.", ["beat"])] if reason else []

@@ -60,3 +60,32 @@ class WorkerHeartbeat(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} (seen {self.last_seen_at:%Y-%m-%d %H:%M:%S})"
+
+
+class DutyTurn(models.Model):
+    """Whose turn it is to do a periodic duty (reaping expired run leases ...): every worker may do
+    it, one per interval. A worker takes the turn with a compare-and-set on `due_at`
+    (outbox.services.duty_turn_take), so of all the workers that look at once, exactly one does it."""
+
+    name = models.CharField(max_length=100, unique=True)
+    due_at = models.DateTimeField(help_text="The next turn may be taken from this moment on.")
+    taken_by = models.CharField(max_length=255, blank=True)
+    taken_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} (next due {self.due_at:%Y-%m-%d %H:%M:%S})"
+
+
+class BeatHeartbeat(models.Model):
+    """One row per Celery beat (its host), refreshed by beat's scheduler on every tick: a beat that
+    died is visible (/readyz `degraded`, drift_report, a metric) instead of silently missing."""
+
+    name = models.CharField(max_length=255, unique=True)
+    pid = models.PositiveIntegerField(default=0)
+    last_seen_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-last_seen_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} (seen {self.last_seen_at:%Y-%m-%d %H:%M:%S})"

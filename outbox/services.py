@@ -22,7 +22,7 @@ from django.db.models import F
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from outbox.models import OutboxMessage, WorkerHeartbeat
+from outbox.models import BeatHeartbeat, DutyTurn, OutboxMessage, WorkerHeartbeat
 
 logger = logging.getLogger(__name__)
 
@@ -184,6 +184,40 @@ def worker_heartbeat_record(*, name: str, pid: int, starting: bool = False) -> N
                 WorkerHeartbeat.objects.create(name=name, pid=pid, started_at=now, last_seen_at=now)
         except IntegrityError:  # another thread of the same node created it: it is alive either way
             WorkerHeartbeat.objects.filter(name=name).update(last_seen_at=now, stopped_at=None)
+
+
+def duty_turn_take(*, name: str, interval_seconds: int, holder: str, now=None) -> bool:
+    """Take this interval's turn at a periodic duty; True when the caller should do it now.
+
+    A compare-and-set (UPDATE ... WHERE due_at <= now, moving due_at one interval on): of the
+    workers that ask at the same moment exactly one updates the row, so the duty runs once per
+    interval whatever the number of workers. The first turn ever creates the row; a worker that
+    loses that race to the unique name simply did not get the turn. A worker that dies while doing
+    its duty costs one interval: the next turn is due by then."""
+    now = now or timezone.now()
+    next_due = now + timedelta(seconds=interval_seconds)
+    if DutyTurn.objects.filter(name=name, due_at__lte=now).update(due_at=next_due, taken_by=holder[:255],
+                                                                  taken_at=now):
+        return True
+    if DutyTurn.objects.filter(name=name).exists():
+        return False
+    try:
+        with transaction.atomic():
+            DutyTurn.objects.create(name=name, due_at=next_due, taken_by=holder[:255], taken_at=now)
+    except IntegrityError:
+        return False
+    return True
+
+
+def beat_heartbeat_record(*, name: str, pid: int) -> None:
+    """Celery beat says it is alive (outbox.beat's scheduler, on its ticks). One row per beat."""
+    now = timezone.now()
+    if not BeatHeartbeat.objects.filter(name=name).update(pid=pid, last_seen_at=now):
+        try:
+            with transaction.atomic():
+                BeatHeartbeat.objects.create(name=name, pid=pid, last_seen_at=now)
+        except IntegrityError:  # created meanwhile by the same beat: it is alive either way
+            BeatHeartbeat.objects.filter(name=name).update(pid=pid, last_seen_at=now)
 
 
 def worker_heartbeat_stopped(*, name: str) -> None:

@@ -43,6 +43,7 @@ CHECKS: dict[str, str] = {
     "outbox_backlog": "outbox.drift.check_outbox_backlog",
     "dispatch_requested_not_started": "outbox.drift.check_dispatch_requested",
     "notice_unsettled": "outbox.drift.check_notice_unsettled",
+    "beat_missing": "outbox.drift.check_beat_missing",
 }
 
 RISK_ARTIFACT_KINDS = ("adjudication", "risk_assessment")

@@ -13,7 +13,9 @@ side by side until Ctrl-C:
 Each child's output goes to this terminal with a prefix and to var/log/<name>.log. Ctrl-C or
 SIGTERM stops them all and exits 0; so does the death of the process that started this one
 (`make`, when only make's own process is killed); if one child dies on its own, the others are
-stopped and this exits 1 naming it. Settings come from the environment like everywhere else
+stopped and this exits 1 naming it — except under `--serve`, where a worker or beat that dies is
+started again (after 1, 2, 4 ... at most 30 s; back to 1 s once it has run for a minute) while the
+web keeps serving; only the web's own death stops everything. Settings come from the environment like everywhere else
 (DATABASE_URL, CELERY_BROKER_URL, ... see .env.example): the same script runs against PostgreSQL
 and Redis. With HOST=0.0.0.0 (other machines) and DEBUG, ALLOWED_HOSTS defaults to "*".
 
@@ -37,6 +39,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 STOP_GRACE_SECONDS = 15
 READY_TIMEOUT_SECONDS = 60
+# `--serve`: a worker or beat that dies is restarted after RESTART_BACKOFF_SECONDS[n] for its n-th
+# restart in a row (the last value repeats); a child that ran RESTART_RESET_SECONDS starts over.
+RESTART_BACKOFF_SECONDS = (1, 2, 4, 8, 16, 30)
+RESTART_RESET_SECONDS = 60
+RESTARTABLE_UNDER_SERVE = ("worker", "beat")
+
+try:  # loaded once, here: a child restarted while threads run must not load libraries after fork
+    import ctypes
+
+    _LIBC = ctypes.CDLL("libc.so.6", use_errno=True)
+except OSError:  # not Linux
+    _LIBC = None
 
 
 def log(message: str) -> None:
@@ -159,13 +173,10 @@ def wait_for_port(host: str, port: int, timeout: float, children: list[Child], s
 
 def _die_with_parent() -> None:
     """Runs in the child before exec: if this launcher is killed outright (SIGKILL, no chance to
-    clean up), Linux sends the child SIGTERM instead of leaving it running on its own."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except Exception:  # not Linux: nothing to do
-        pass
+    clean up), Linux sends the child SIGTERM instead of leaving it running on its own. Only a C
+    call on a library loaded before any fork: safe in a child forked while threads run."""
+    if _LIBC is not None:
+        _LIBC.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 class Child:
@@ -180,6 +191,15 @@ class Child:
                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
                                         bufsize=1, start_new_session=True, preexec_fn=_die_with_parent)
         self.thread: threading.Thread | None = None
+        self.started_at = time.monotonic()
+
+    def restarted(self) -> Child:
+        """A new process with the same command and log (the old one has exited)."""
+        if self.thread is not None:
+            self.thread.join(timeout=2)  # the old output is forwarded to the end first
+        child = Child(self.name, self.argv, self.log_path)
+        child.start_forwarding()
+        return child
 
     def start_forwarding(self) -> None:
         self.thread = threading.Thread(target=self._forward, name=f"forward-{self.name}", daemon=True)
@@ -223,6 +243,37 @@ def stop_all(children: list[Child]) -> None:
         child.process.wait()
         if child.thread is not None:
             child.thread.join(timeout=2)
+
+
+def supervise(children: list[Child], stopping: threading.Event, *, restartable: tuple[str, ...]) -> int:
+    """Watch the children until a stop is asked (0) or one that may not be restarted dies (1).
+    A dead child named in `restartable` is started again after a backoff; `children` is updated
+    in place, so stop_all stops whichever process is current."""
+    failures: dict[str, int] = {}
+    restart_at: dict[str, float] = {}
+    while not stopping.is_set():
+        for index, child in enumerate(children):
+            if child.process.poll() is None:
+                if time.monotonic() - child.started_at >= RESTART_RESET_SECONDS:
+                    failures.pop(child.name, None)
+                continue
+            if child.name not in restartable:
+                log(f"{child.name} exited on its own with code {child.process.returncode}; stopping the others. "
+                    f"Its log: {child.log_path}")
+                return 1
+            if child.name not in restart_at:
+                count = failures.get(child.name, 0)
+                delay = RESTART_BACKOFF_SECONDS[min(count, len(RESTART_BACKOFF_SECONDS) - 1)]
+                failures[child.name] = count + 1
+                restart_at[child.name] = time.monotonic() + delay
+                log(f"{child.name} exited on its own with code {child.process.returncode}; restarting it in "
+                    f"{delay}s (restart {count + 1} in a row); the others keep running. Its log: {child.log_path}")
+            elif time.monotonic() >= restart_at[child.name]:
+                del restart_at[child.name]
+                children[index] = child.restarted()
+                log(f"restarted {child.name} (pid {children[index].process.pid})")
+        stopping.wait(0.5)
+    return 0
 
 
 def serve_banner(info: dict, url: str) -> None:
@@ -333,16 +384,7 @@ def main(argv: list[str] | None = None) -> int:
     elif not stopping.is_set() and all(child.process.poll() is None for child in children):
         log(f"the web server did not answer on port {port} within {READY_TIMEOUT_SECONDS}s; see the log above")
 
-    exit_code = 0
-    while not stopping.is_set():
-        dead = next((child for child in children if child.process.poll() is not None), None)
-        if dead is not None:
-            log(f"{dead.name} exited on its own with code {dead.process.returncode}; stopping the others. "
-                f"Its log: {dead.log_path}")
-            exit_code = 1
-            break
-        stopping.wait(0.5)
-
+    exit_code = supervise(children, stopping, restartable=RESTARTABLE_UNDER_SERVE if serve else ())
     stop_all(children)
     log("stopped" if exit_code == 0 else "stopped after a failure")
     return exit_code

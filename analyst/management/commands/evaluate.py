@@ -5,10 +5,37 @@ blanked) in a throwaway tenant, inside one transaction that is rolled back — r
 read or touched. See analyst/evaluation.py for the split and what is measured."""
 
 import json
+import sqlite3
+import tempfile
 from pathlib import Path
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from django.db import connections
+
+
+def use_private_sqlite_copy(directory: str) -> Path | None:
+    """On a SQLite file, switch the default connection to a copy of the database in `directory`.
+
+    The evaluation is one transaction rolled back at the end; on SQLite that transaction holds the
+    database's single write lock for its whole length (minutes), so the web, worker and beat of a
+    `make run` beside it would wait and then fail with "database is locked". Nothing it writes is
+    kept anyway, so it runs on a private copy (SQLite's online backup: consistent under WAL while
+    others write). Returns the copy's path, or None when nothing was switched (PostgreSQL, where
+    row locks keep the evaluation out of everyone's way, or an in-memory database)."""
+    connection = connections["default"]
+    if connection.vendor != "sqlite" or connection.is_in_memory_db():
+        return None
+    copy = Path(directory) / "evaluate.sqlite3"
+    source, target = sqlite3.connect(connection.settings_dict["NAME"]), sqlite3.connect(copy)
+    try:
+        source.backup(target)
+    finally:
+        source.close()
+        target.close()
+    connection.close()
+    connection.settings_dict["NAME"] = str(copy)
+    return copy
 
 
 class Command(BaseCommand):
@@ -43,7 +70,12 @@ class Command(BaseCommand):
         provider = options["provider"] or settings.ARBITER_MODEL_PROVIDER
         self.stdout.write(f"Evaluating {len(chosen)} complaint(s) from {path} ({options['split']} split) "
                           f"with provider {provider}; everything is rolled back afterwards.")
-        outcomes = evaluate_rows(chosen, provider=options["provider"])
+        with tempfile.TemporaryDirectory(prefix="arbiter-evaluate-") as directory:
+            if use_private_sqlite_copy(directory):
+                self.stdout.write("SQLite: evaluating on a private copy of the database, so the processes "
+                                  "beside this one keep writing.")
+            outcomes = evaluate_rows(chosen, provider=options["provider"])
+            connections["default"].close()
         data = report(outcomes, split=options["split"], provider=provider,
                       threshold=getattr(settings, "ARBITER_TRIAGE_MIN_CONFIDENCE", None))
         for line in format_report(data):

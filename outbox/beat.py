@@ -1,0 +1,50 @@
+"""Celery beat's scheduler with a heartbeat (CELERY_BEAT_SCHEDULER points here).
+
+Beat is no longer needed for recovery (every worker reaps expired leases and relays the outbox),
+but it still runs the hourly and daily jobs; a beat that died must be visible. On its ticks,
+at most every ARBITER_BEAT_HEARTBEAT_SECONDS, this scheduler refreshes beat's BeatHeartbeat row;
+/readyz reports `degraded`, drift_report lists it and arbiter_beat_heartbeat_age_seconds grows
+once the row is older than ARBITER_BEAT_MISSING_AFTER_SECONDS. A database outage costs beat
+nothing: it is logged once (core.outages.OutageLog) and the next tick tries again."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+from celery.beat import PersistentScheduler
+from django.conf import settings
+from django.db import close_old_connections, connections
+
+from core.outages import OutageLog, outage_kind
+
+
+class HeartbeatScheduler(PersistentScheduler):
+    def __init__(self, *args, **kwargs):
+        self.beat_name = f"beat@{socket.gethostname()}"
+        self.last_heartbeat = 0.0
+        self.outage = OutageLog(f"{self.beat_name}: heartbeat")
+        super().__init__(*args, **kwargs)
+
+    def tick(self, *args, **kwargs):
+        interval = settings.ARBITER_BEAT_HEARTBEAT_SECONDS
+        if time.monotonic() - self.last_heartbeat >= interval:
+            self.last_heartbeat = time.monotonic()
+            self.record_heartbeat()
+        # Wake at least once per heartbeat interval, whatever the schedule's next entry.
+        return min(super().tick(*args, **kwargs), interval)
+
+    def record_heartbeat(self) -> None:
+        from outbox.services import beat_heartbeat_record
+
+        close_old_connections()
+        try:
+            beat_heartbeat_record(name=self.beat_name, pid=os.getpid())
+        except Exception as exc:
+            if outage_kind(exc) is None:
+                raise
+            self.outage.failed(exc)
+            connections.close_all()
+        else:
+            self.outage.succeeded()
