@@ -23,6 +23,10 @@ if not SECRET_KEY:
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
+# Every app and every middleware, in one place each. Order matters for the middleware: the
+# request passes them top to bottom (metrics and request context first, then the probes that must
+# answer before ALLOWED_HOSTS is checked, the API version header and CORS before security, static
+# files and the CSP right after it) and the response bottom to top.
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
@@ -43,10 +47,25 @@ INSTALLED_APPS = [
     "agents",
     "analyst",
     "web",
+    "drf_spectacular_sidecar",  # the API docs' JS and CSS served from here (no CDN)
+    "csp",
+    "axes",  # login lockout
+    "django_prometheus",
+    "ops",
+    "outbox",
+    "integrations",
+    "corsheaders",
 ]
 
 MIDDLEWARE = [
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
+    "ops.middleware.RequestContextMiddleware",
+    "ops.middleware.HealthProbeMiddleware",
+    "core.api_headers.ApiVersionHeaderMiddleware",
+    "corsheaders.middleware.CorsMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -54,6 +73,10 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "web.errors.DomainErrorMiddleware",
+    "axes.middleware.AxesMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
+    "core.outages.OutageMiddleware",  # a database or broker outage is a 503, not a 500
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -224,10 +247,8 @@ CELERY_BEAT_SCHEDULE_FILENAME = env_str("CELERY_BEAT_SCHEDULE_FILENAME", str(VAR
 # --- Browser UI and API docs (web/, cases/api/) --------------------------------------------
 # Domain errors raised while a browser page is rendered map to a page (409/403/404/400) in one
 # place, web.errors.DomainErrorMiddleware; the REST API maps them in core.api.exception_handler.
-MIDDLEWARE = [*MIDDLEWARE, "web.errors.DomainErrorMiddleware"]
 # Swagger UI (/api/docs/) is served from drf-spectacular-sidecar's bundled static files, so the
 # API docs work offline: no CDN, no external URL.
-INSTALLED_APPS = [*INSTALLED_APPS, "drf_spectacular_sidecar"]
 SPECTACULAR_SETTINGS = {
     **SPECTACULAR_SETTINGS,
     "SWAGGER_UI_DIST": "SIDECAR",
@@ -417,7 +438,6 @@ if env_bool("CSP_REPORT_ONLY", False):
     CONTENT_SECURITY_POLICY = None
 else:
     CONTENT_SECURITY_POLICY = _csp
-INSTALLED_APPS = [*INSTALLED_APPS, "csp"]
 TEMPLATES[0]["OPTIONS"]["context_processors"].append("csp.context_processors.nonce")
 
 # --- Login throttling and lockout (django-axes) --------------------------------------
@@ -426,7 +446,6 @@ TEMPLATES[0]["OPTIONS"]["context_processors"].append("csp.context_processors.non
 # AXES_COOLOFF_MINUTES; the lockout is written to the audit ledger (ops/security.py).
 from datetime import timedelta  # noqa: E402
 
-INSTALLED_APPS = [*INSTALLED_APPS, "axes"]
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 AXES_ENABLED = env_bool("AXES_ENABLED", True)
 AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5, minimum=1)
@@ -441,17 +460,6 @@ AXES_LOCKOUT_CALLABLE = "ops.security.lockout_response"  # 429 + Retry-After; {c
 # included), then /healthz and /readyz (answered before host checks and the HTTPS redirect).
 # WhiteNoise serves STATIC_ROOT (`manage.py collectstatic`) from the app server; CSP sits right
 # inside the security middleware; axes must be last (before Prometheus' closing half).
-INSTALLED_APPS = [*INSTALLED_APPS, "django_prometheus", "ops"]
-MIDDLEWARE = [
-    "django_prometheus.middleware.PrometheusBeforeMiddleware",
-    "ops.middleware.RequestContextMiddleware",
-    "ops.middleware.HealthProbeMiddleware",
-    *MIDDLEWARE,
-]
-_security_index = MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1
-MIDDLEWARE[_security_index:_security_index] = ["whitenoise.middleware.WhiteNoiseMiddleware",
-                                               "csp.middleware.CSPMiddleware"]
-MIDDLEWARE += ["axes.middleware.AxesMiddleware", "django_prometheus.middleware.PrometheusAfterMiddleware"]
 # Structured logs (ops/logging.py): json (one object per line) or console; both carry request_id,
 # user_id, tenant_id, case, run_id and step where known, in the web and in the worker.
 LOG_FORMAT = env_str("LOG_FORMAT", "console" if DEBUG else "json")
@@ -500,7 +508,6 @@ if OPENAI_REASONING_EFFORT not in ("", "minimal", "low", "medium", "high"):
     raise ImproperlyConfigured(f"OPENAI_REASONING_EFFORT={OPENAI_REASONING_EFFORT!r}: use minimal, low, medium, "
                                "high, or leave it empty to not send it.")
 # --- No work lost, no email sent twice (outbox/, cases email states; ADR 0012) ---------
-INSTALLED_APPS = [*INSTALLED_APPS, "outbox"]
 # Tasks are written to the outbox in the transaction of the change that needs them and relayed to
 # the broker after the commit, then by beat every RELAY_INTERVAL seconds and by every worker's
 # heartbeat thread; a publish that fails is retried with backoff (2, 4 ... 60 s).
@@ -539,7 +546,6 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 }
 # --- REST API for integrations (core/api.py, accounts API keys, integrations/) ---------
 # One block, so parallel branches merge: it replaces the REST_FRAMEWORK defaults above.
-INSTALLED_APPS = [*INSTALLED_APPS, "integrations"]
 # HTTP Basic auth for the API is off unless this is set (API keys are the machine credential;
 # django-axes locks out repeated failed passwords when it is on).
 ARBITER_API_BASIC_AUTH = env_bool("ARBITER_API_BASIC_AUTH", False)
@@ -671,11 +677,6 @@ REST_FRAMEWORK = {**REST_FRAMEWORK, "DEFAULT_CONTENT_NEGOTIATION_CLASS": "core.n
 # Every answer under /api/ names the API version (core.api_headers). CORS for browser clients on
 # other origins: only the origins listed (comma-separated, e.g. "https://app.example.com"); none
 # by default. Credentials (cookies) are never shared cross-origin: such clients send API keys.
-INSTALLED_APPS = [*INSTALLED_APPS, "corsheaders"]
-MIDDLEWARE.insert(MIDDLEWARE.index("django.middleware.security.SecurityMiddleware"),
-                  "corsheaders.middleware.CorsMiddleware")
-MIDDLEWARE.insert(MIDDLEWARE.index("corsheaders.middleware.CorsMiddleware"),
-                  "core.api_headers.ApiVersionHeaderMiddleware")
 CORS_ALLOWED_ORIGINS = env_list("ARBITER_CORS_ALLOWED_ORIGINS", [])
 from urllib.parse import urlsplit  # noqa: E402
 
@@ -709,4 +710,3 @@ if ARBITER_BEAT_MISSING_AFTER_SECONDS <= ARBITER_BEAT_HEARTBEAT_SECONDS:
 CELERY_BEAT_SCHEDULER = "outbox.beat:HeartbeatScheduler"
 # A request that meets a database or broker outage answers 503 with this Retry-After (seconds).
 ARBITER_OUTAGE_RETRY_AFTER_SECONDS = env_int("ARBITER_OUTAGE_RETRY_AFTER_SECONDS", 10, minimum=1)
-MIDDLEWARE = [*MIDDLEWARE, "core.outages.OutageMiddleware"]
