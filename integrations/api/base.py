@@ -18,10 +18,11 @@ import json
 from collections.abc import Mapping
 
 from django.conf import settings
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.db.models import QuerySet
 from django.http import HttpResponseNotModified
 from django_filters.rest_framework import DjangoFilterBackend
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.exceptions import NotFound, ParseError, ValidationError
 from rest_framework.generics import GenericAPIView
 from rest_framework.permissions import SAFE_METHODS
 from rest_framework.response import Response
@@ -115,6 +116,15 @@ class ApiView(APIView):
     def handle_exception(self, exc):
         if isinstance(exc, IdempotentReplay):
             return exc.response
+        # Django refuses an oversized body while it parses it (reading request.data): the API's own
+        # error shape, not Django's bare 400 with a traceback in the log.
+        if isinstance(exc, RequestDataTooBig):
+            exc = PayloadTooLarge(f"The request body is larger than the {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} "
+                                  f"bytes the API accepts.")
+        elif isinstance(exc, TooManyFieldsSent | TooManyFilesSent):
+            exc = ParseError(f"The request body has more fields or files than the API accepts "
+                             f"({settings.DATA_UPLOAD_MAX_NUMBER_FIELDS} fields, "
+                             f"{settings.DATA_UPLOAD_MAX_NUMBER_FILES} files).")
         return super().handle_exception(exc)
 
     def raise_uncaught_exception(self, exc):

@@ -270,3 +270,24 @@ def test_nul_in_the_address_is_a_json_refusal_not_a_database_error(api, analyst,
     """PostgreSQL refuses NUL in text: it must never reach a query."""
     response = api(analyst).get(url)
     assert response.status_code == status and response["Content-Type"] == "application/json"
+
+
+# --- bodies Django refuses while it parses them -----------------------------------------------
+
+def test_a_form_body_with_more_fields_than_allowed_is_a_400_in_the_api_shape(api, analyst, case, settings, caplog):
+    settings.DATA_UPLOAD_MAX_NUMBER_FIELDS = 5
+    body = "&".join(f"f{i}=x" for i in range(20))
+    with assert_nothing_changed(case):
+        response = post_raw(api(analyst), f"/api/v1/cases/{case.reference}/evidence/", body,
+                            content_type="application/x-www-form-urlencoded")
+    body = assert_error(response, 400, "parse_error")
+    assert "more fields or files" in body["detail"]
+    assert not [record for record in caplog.records if record.exc_info]  # no traceback in the log
+
+
+def test_a_multipart_body_with_more_fields_than_allowed_is_a_400_in_the_api_shape(api, analyst, case, settings):
+    settings.DATA_UPLOAD_MAX_NUMBER_FIELDS = 5
+    with assert_nothing_changed(case):
+        response = api(analyst).post(f"/api/v1/cases/{case.reference}/evidence/upload/",
+                                     {f"f{i}": "x" for i in range(20)}, format="multipart")
+    assert_error(response, 400, "parse_error")
