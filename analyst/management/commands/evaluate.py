@@ -70,12 +70,17 @@ class Command(BaseCommand):
         provider = options["provider"] or settings.ARBITER_MODEL_PROVIDER
         self.stdout.write(f"Evaluating {len(chosen)} complaint(s) from {path} ({options['split']} split) "
                           f"with provider {provider}; everything is rolled back afterwards.")
+        connection = connections["default"]
+        original_name = connection.settings_dict["NAME"]
         with tempfile.TemporaryDirectory(prefix="arbiter-evaluate-") as directory:
-            if use_private_sqlite_copy(directory):
+            copy = use_private_sqlite_copy(directory)
+            if copy is not None:
                 self.stdout.write("SQLite: evaluating on a private copy of the database, so the processes "
                                   "beside this one keep writing.")
             outcomes = evaluate_rows(chosen, provider=options["provider"])
-            connections["default"].close()
+            if copy is not None:  # let go of the copy before its folder goes; back to the real database
+                connection.close()
+                connection.settings_dict["NAME"] = original_name
         data = report(outcomes, split=options["split"], provider=provider,
                       threshold=getattr(settings, "ARBITER_TRIAGE_MIN_CONFIDENCE", None))
         for line in format_report(data):
