@@ -2,7 +2,10 @@
 switching the append-only triggers off for a moment. Used to prove audit_verify finds it."""
 
 from contextlib import contextmanager
+from io import StringIO
 
+from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.db import connection
 
 from audit.triggers import SQLITE_FORWARD, SQLITE_REVERSE
@@ -61,3 +64,14 @@ def raw_execute(sql: str, params=()) -> int:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.rowcount
+
+
+def verify(*args):
+    """`manage.py audit_verify` in-process: its output, or CommandError carrying stdout and stderr."""
+    out, err = StringIO(), StringIO()
+    try:
+        call_command("audit_verify", *args, stdout=out, stderr=err)
+    except CommandError as exc:
+        exc.stdout, exc.stderr = out.getvalue(), err.getvalue()
+        raise
+    return out.getvalue()

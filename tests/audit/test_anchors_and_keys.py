@@ -17,20 +17,10 @@ from audit.keys import parse_key_ring
 from audit.models import AuditEvent, AuditVerifiedHead
 from audit.tasks import audit_anchor_task
 from cases import services
-from tests.audit.tampering import raw_execute, triggers_disabled
+from tests.audit.tampering import raw_execute, triggers_disabled, verify
 from tests.factories import make_case
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def verify(*args):
-    out, err = StringIO(), StringIO()
-    try:
-        call_command("audit_verify", *args, stdout=out, stderr=err)
-    except CommandError as exc:
-        exc.stdout, exc.stderr = out.getvalue(), err.getvalue()
-        raise
-    return out.getvalue()
 
 
 @pytest.fixture

@@ -5,11 +5,9 @@ the keys is carried over by a keyed cut-over event per stream."""
 
 import hashlib
 import json
-from io import StringIO
 from types import SimpleNamespace
 
 import pytest
-from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection, transaction
 
@@ -18,20 +16,10 @@ from audit.hashing import CUT_OVER_ACTION, HASHED_FIELDS, event_hash
 from audit.models import AuditEvent, AuditStreamHead, AuditVerifiedHead
 from audit.services import audit_event_values, audit_record
 from cases import services
-from tests.audit.tampering import raw_execute, triggers_disabled
+from tests.audit.tampering import raw_execute, triggers_disabled, verify
 from tests.factories import make_case
 
 KEY_0, KEY_1 = b"0" * 32, b"1" * 32
-
-
-def verify(*args):
-    out, err = StringIO(), StringIO()
-    try:
-        call_command("audit_verify", *args, stdout=out, stderr=err)
-    except CommandError as exc:
-        exc.stdout, exc.stderr = out.getvalue(), err.getvalue()
-        raise
-    return out.getvalue()
 
 
 def events_of(stream):

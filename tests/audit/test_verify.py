@@ -3,28 +3,16 @@ To tamper, the tests switch the append-only trigger off for a moment, as an atta
 database rights could (tests/audit/tampering.py)."""
 
 import hashlib
-from io import StringIO
 
 import pytest
-from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import DatabaseError, transaction
 
 from audit.hashing import event_hash
 from audit.models import AuditEvent
 from cases import services
-from tests.audit.tampering import raw_execute, triggers_disabled
+from tests.audit.tampering import raw_execute, triggers_disabled, verify
 from tests.factories import make_case
-
-
-def verify(*args):
-    out, err = StringIO(), StringIO()
-    try:
-        call_command("audit_verify", *args, stdout=out, stderr=err)
-    except CommandError as exc:
-        exc.stdout, exc.stderr = out.getvalue(), err.getvalue()
-        raise
-    return out.getvalue()
 
 
 @pytest.fixture
