@@ -46,6 +46,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from core.actors import Actor
+from core.db import is_lock_conflict
 from ops import metrics
 from runs.admission import admission_order, admit_run, pump_admissions
 from runs.graph import NodeContext, NodeResult, UnknownGraph, get_graph
@@ -302,6 +303,16 @@ def _execute_claimed(*, run: AgentRun, worker_id: str, enqueue: bool, keep_lease
         detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         return commit_failed(run_id=run_id, worker_id=worker_id, ctx=ctx, message=f"Node {node.name} crashed: "
                               f"{detail}", code="node_error", started_at=started_at)
+    return _commit_or_retry(run=run, worker_id=worker_id, ctx=ctx, node=node, result=result, tracker=tracker,
+                            loaded=loaded, started_at=started_at, enqueue=enqueue, keep_lease=keep_lease,
+                            untouched=untouched)
+
+
+def _commit_or_retry(*, run: AgentRun, worker_id: str, ctx: NodeContext, node, result: NodeResult,
+                     tracker: StateTracker, loaded: CachedState, started_at, enqueue: bool, keep_lease: bool,
+                     untouched: bool) -> StepOutcome:
+    """Commit the step; a lock conflict runs it again, any other refusal at commit fails it."""
+    run_id, sequence = run.pk, ctx.sequence
     try:
         return _commit_step(run=run, worker_id=worker_id, ctx=ctx, result=result, tracker=tracker, loaded=loaded,
                             started_at=started_at, enqueue=enqueue, keep_lease=keep_lease,
@@ -309,9 +320,17 @@ def _execute_claimed(*, run: AgentRun, worker_id: str, enqueue: bool, keep_lease
     except LeaseLost:
         raise
     except Exception as exc:
+        STATE_CACHE.drop(run_id)
+        if is_lock_conflict(exc):
+            # A deadlock or serialization failure rolled the whole commit back: nothing of the step
+            # is written, so it runs again (bounded by ARBITER_RUN_MAX_STEP_RETRIES), like a
+            # retryable provider error: only a conflict that outlasts the retries fails the run.
+            logger.warning("step %s of run %s met a lock conflict at commit; it will run again", sequence, run_id)
+            return retry_or_fail(run_id=run_id, worker_id=worker_id, ctx=ctx, started_at=started_at, enqueue=enqueue,
+                                 message=f"Step {sequence} ({node.name}) met a database lock conflict at commit "
+                                         f"and will run again.")
         # A write the node asked for at commit (ctx.on_commit) refused, or an output did not fit:
         # the commit rolled back as a whole; fail the step rather than retry it forever.
-        STATE_CACHE.drop(run_id)
         logger.exception("step %s of run %s could not be committed", sequence, run_id)
         detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         return commit_failed(run_id=run_id, worker_id=worker_id, ctx=ctx, code="commit_error",

@@ -340,3 +340,50 @@ def test_run_step_accepts_a_run_id_given_as_text(case, analyst):
     outcome = run_step(run_id=str(run.pk), worker_id="w-text", enqueue=False)
     assert outcome.action == "executed"
     assert outcome.run_id == run.pk
+
+
+class _Deadlock(Exception):
+    sqlstate = "40P01"
+
+
+def test_a_deadlock_at_commit_runs_the_step_again_instead_of_failing_the_run(loop_run, monkeypatch, settings):
+    from django.db import OperationalError
+
+    from runs import executor
+
+    settings.ARBITER_RUN_RETRY_BACKOFF_SECONDS = 0
+    run = loop_run(n=2, enqueue=False)
+    commit = executor._commit_step
+    calls = []
+
+    def deadlock_once(**kwargs):
+        calls.append(kwargs["ctx"].sequence)
+        if len(calls) == 1:
+            raise OperationalError("deadlock detected") from _Deadlock()
+        return commit(**kwargs)
+
+    monkeypatch.setattr(executor, "_commit_step", deadlock_once)
+    outcome = run_step(run_id=run.pk, worker_id="w1", enqueue=False)
+    assert outcome.action == "retry" and outcome.sequence == 1
+    run.refresh_from_db()
+    assert run.status == RunStatus.RUNNING and run.error_code == "retrying" and "lock conflict" in run.error
+    assert not Step.objects.filter(run=run).exists()  # nothing of the step was written
+    run = drive(run)
+    assert run.status == RunStatus.COMPLETED and calls[:2] == [1, 1]
+    assert list(Step.objects.filter(run=run).values_list("sequence", "attempt")) == [(1, 2), (2, 1)]
+
+
+def test_a_lock_conflict_that_outlasts_the_retries_fails_the_run_with_the_reason(loop_run, monkeypatch, settings):
+    from django.db import OperationalError
+
+    from runs import executor
+
+    settings.ARBITER_RUN_MAX_STEP_RETRIES = 1
+    settings.ARBITER_RUN_RETRY_BACKOFF_SECONDS = 0
+
+    def always(**kwargs):
+        raise OperationalError("could not serialize access") from _Deadlock()
+
+    monkeypatch.setattr(executor, "_commit_step", always)
+    run = drive(loop_run(n=2, enqueue=False))
+    assert run.status == RunStatus.FAILED and "lock conflict" in run.error and "Gave up after 2 attempts" in run.error
