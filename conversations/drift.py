@@ -1,4 +1,4 @@
-"""Drift check (registered in runs.drift.CHECKS): an assistant answer that cites a case status or version the case no
+"""Drift check (registered in ops.drift.CHECKS): an assistant answer that cites a case status or version the case no
 longer has.
 
 Only the latest citing answer of each thread is checked: it is what the thread currently
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from django.db.models import F, OuterRef, Q, Subquery
 
 from conversations.models import Message, MessageRole
+from ops.drift import DriftFinding
 
 CHECK_NAME = "conversation_cited_facts"
 
@@ -53,3 +54,11 @@ def cited_fact_drift(*, tenant_id: int | None = None, thread_id: int | None = No
         "pk", "thread_id", "sequence", "thread__case_id", "thread__case__reference", "cited_case_status",
         "cited_case_version", "thread__case__status", "thread__case__version", "run_id")
     return [CitedFactDrift(*row) for row in rows]
+
+
+def check_conversation_cited_facts(*, tenant_id: int | None = None) -> list[DriftFinding]:
+    """The drift report's check: every thread whose latest citing answer no longer matches its case."""
+    return [DriftFinding(CHECK_NAME, item.description,
+                         [f"message:{item.message_id}", f"thread:{item.thread_id}", f"case:{item.case_reference}"]
+                         + ([f"run:{item.run_id}"] if item.run_id else []))
+            for item in cited_fact_drift(tenant_id=tenant_id)]

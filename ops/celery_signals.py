@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import logging.config
 import time
+from collections.abc import Callable
 
 import structlog
 from celery import signals
@@ -43,15 +44,27 @@ def _carry_request_id(headers=None, **kwargs) -> None:
         headers.setdefault(REQUEST_ID_HEADER, request_id)
 
 
-def _run_ids(run_id) -> dict:
-    from runs.models import AgentRun
+# What the apps above ops tell about their tasks, registered from their AppConfig.ready(): the ids
+# a run_id names (for the log context and for metrics at postrun), and what a run step's return
+# value means for the run metrics. Registered, not imported, so ops stays below the run engine.
+_RUN_LOOKUP: list[Callable[[int], dict]] = []
+_RUN_STEP_OBSERVER: list[Callable[[dict, str], None]] = []
 
-    row = (AgentRun.objects.filter(pk=int(run_id))
-           .values("tenant_id", "case_id", "graph", "next_sequence", "status").first())
-    if row is None:
+
+def register_run_lookup(lookup: Callable[[int], dict]) -> None:
+    """`lookup(run_id)` → {"run_id", "tenant_id", "case_id", "step", "graph", "status_before"}."""
+    _RUN_LOOKUP[:] = [lookup]
+
+
+def register_run_step_observer(observer: Callable[[dict, str], None]) -> None:
+    """`observer(info, retval)` after a run step task: `info` is what the lookup returned at prerun."""
+    _RUN_STEP_OBSERVER[:] = [observer]
+
+
+def _run_ids(run_id) -> dict:
+    if not _RUN_LOOKUP:
         return {"run_id": int(run_id)}
-    return {"run_id": int(run_id), "tenant_id": row["tenant_id"], "case_id": row["case_id"],
-            "step": row["next_sequence"], "graph": row["graph"], "status_before": row["status"]}
+    return _RUN_LOOKUP[0](int(run_id))
 
 
 @signals.task_prerun.connect(weak=False)
@@ -98,14 +111,8 @@ def _observe(name: str, entry: dict, retval) -> None:
     from ops import metrics
 
     if name == RUN_STEP_TASK and isinstance(retval, str):
-        info = entry["info"]
-        graph = info.get("graph", "unknown")
-        if retval in ("executed", "failed", "cancelled") and info.get("run_id"):
-            from runs.models import AgentRun
-
-            status = AgentRun.objects.filter(pk=info["run_id"]).values_list("status", flat=True).first()
-            if status in ("completed", "failed", "cancelled") and status != info.get("status_before"):
-                metrics.run_finished(graph=graph, status=status)
+        for observer in _RUN_STEP_OBSERVER:
+            observer(entry["info"], retval)
     elif name == REAP_TASK and isinstance(retval, int):
         metrics.leases_expired(retval)
     elif name == DISPATCH_TASK and isinstance(retval, str):

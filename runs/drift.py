@@ -1,22 +1,12 @@
-"""Drift checks (`manage.py drift_report`): where a projection (an artifact, a run's belief, a memory, a pending
-decision) no longer matches the domain. `manage.py drift_report` runs every registered check.
-
-Registry: CHECKS maps a check name to the dotted path of a function
-    check(*, tenant_id: int | None) -> Iterable[DriftFinding | object with .description]
-Another app adds its check with one line here (paths are imported lazily, so runs does not import
-conversations at load time). A result that is not a DriftFinding is wrapped: its `description` is
-the message and its `*_id` / `case_reference` attributes name the objects involved.
-"""
+"""The run engine's drift checks (registered in ops.drift.CHECKS): what runs recorded — a risk level in an
+artifact, a notice believed sent, a memory, an approval under an old policy — against what the cases say now."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.db.models import OuterRef, Subquery
 from django.utils import timezone
-from django.utils.module_loading import import_string
 
 from cases import policy
 from cases.models import (
@@ -29,37 +19,14 @@ from cases.models import (
     ProposalKind,
     ProposalStatus,
 )
+from ops.drift import DriftFinding
 from runs.memory import domain_facts_claimed
 from runs.models import Artifact, MemoryRecord, MemoryStatus, ToolCall, ToolCallStatus
-
-CHECKS: dict[str, str] = {
-    "artifact_risk_vs_case": "runs.drift.check_artifact_risk",
-    "notice_believed_sent": "runs.drift.check_notice_belief",
-    "memory_vs_domain": "runs.drift.check_memory",
-    "old_policy_version": "runs.drift.check_policy_version",
-    "conversation_cited_facts": "runs.drift.check_conversation_cited_facts",
-    # The outbox's checks (outbox/drift.py): work written but not relayed, dispatches asked for but never
-    # started, notices whose delivery is unknown.
-    "outbox_backlog": "outbox.drift.check_outbox_backlog",
-    "dispatch_requested_not_started": "outbox.drift.check_dispatch_requested",
-    "notice_unsettled": "outbox.drift.check_notice_unsettled",
-    "beat_missing": "outbox.drift.check_beat_missing",
-}
 
 RISK_ARTIFACT_KINDS = ("adjudication", "risk_assessment")
 # A dispatch `sending` for longer than this is not in progress any more: its outcome is unknown.
 SENDING_STALE_AFTER = timedelta(minutes=15)
 
-
-@dataclass(frozen=True)
-class DriftFinding:
-    check: str
-    message: str
-    objects: list[str] = field(default_factory=list)
-
-    def __str__(self) -> str:
-        objects = f" [{', '.join(self.objects)}]" if self.objects else ""
-        return f"{self.check}: {self.message}{objects}"
 
 
 def _scoped(qs, tenant_id: int | None):
@@ -165,32 +132,3 @@ def check_policy_version(*, tenant_id: int | None = None) -> list[DriftFinding]:
             f"not sent yet; policy {current} is in force. Have it re-approved before sending.",
             [f"approval:{approval.pk}", f"notice:{approval.notice_id}"]))
     return found
-
-
-def check_conversation_cited_facts(*, tenant_id: int | None = None) -> list[DriftFinding]:
-    """An assistant answer whose cited case status/version no longer matches (conversations.drift)."""
-    from conversations.drift import CHECK_NAME, cited_fact_drift
-
-    return [DriftFinding(CHECK_NAME, item.description,
-                         [f"message:{item.message_id}", f"thread:{item.thread_id}", f"case:{item.case_reference}"]
-                         + ([f"run:{item.run_id}"] if item.run_id else []))
-            for item in cited_fact_drift(tenant_id=tenant_id)]
-
-
-def _normalise(name: str, item) -> DriftFinding:
-    if isinstance(item, DriftFinding):
-        return item
-    objects = [f"{attr[:-3]}:{getattr(item, attr)}" for attr in sorted(vars(item)) if attr.endswith("_id")
-               and getattr(item, attr) not in (None, "")]
-    return DriftFinding(name, str(getattr(item, "description", item)), objects)
-
-
-def run_drift_checks(*, tenant_id: int | None = None, only: Iterable[str] | None = None) -> list[DriftFinding]:
-    selected = CHECKS if only is None else {name: CHECKS[name] for name in only}
-    found: list[DriftFinding] = []
-    for name, path in selected.items():
-        found.extend(_normalise(name, item) for item in import_string(path)(tenant_id=tenant_id))
-    return found
-
-
-__all__ = ["CHECKS", "DriftFinding", "run_drift_checks"]

@@ -18,7 +18,7 @@ from outbox import services
 from outbox.beat import HeartbeatScheduler
 from outbox.heartbeat import WorkerHeartbeatThread
 from outbox.models import BeatHeartbeat, DutyTurn
-from runs.drift import run_drift_checks
+from ops.drift import run_drift_checks
 
 pytestmark = pytest.mark.django_db
 

@@ -20,7 +20,7 @@ from cases import services as case_services
 from outbox import services
 from outbox.models import OutboxMessage, WorkerHeartbeat
 from outbox.selectors import worker_status
-from runs.drift import run_drift_checks
+from ops.drift import run_drift_checks
 from runs.models import AgentRun
 from tests.factories import make_case
 
@@ -318,7 +318,7 @@ def test_drift_report_names_old_outbox_rows_and_requested_dispatches_that_never_
     settings.ARBITER_OUTBOX_DRIFT_AFTER_SECONDS = 60
     past = timezone.now() - timedelta(minutes=5)
     OutboxMessage.objects.update(created_at=past)
-    with mock.patch("outbox.drift.timezone.now", return_value=timezone.now() + timedelta(minutes=5)):
+    with mock.patch("cases.drift.timezone.now", return_value=timezone.now() + timedelta(minutes=5)):
         found = run_drift_checks(only=["outbox_backlog", "dispatch_requested_not_started"])
     checks = sorted(f.check for f in found)
     assert checks == ["dispatch_requested_not_started", "outbox_backlog"], found

@@ -11,7 +11,7 @@ from django.utils import timezone
 from cases import services as case_services
 from cases.models import NoticeDispatch, Proposal
 from runs import services
-from runs.drift import CHECKS, run_drift_checks
+from ops.drift import CHECKS, run_drift_checks
 from runs.models import EffectType, MemoryRecord, MemoryStatus, ToolCall, ToolCallStatus
 from tests.runs.conftest import drive
 
@@ -100,5 +100,5 @@ def test_pending_proposals_and_approvals_under_an_old_policy(analyst, supervisor
 
 
 def test_the_conversation_check_is_registered_and_runs(case):
-    assert CHECKS["conversation_cited_facts"] == "runs.drift.check_conversation_cited_facts"
+    assert CHECKS["conversation_cited_facts"] == "conversations.drift.check_conversation_cited_facts"
     assert run_drift_checks(only=["conversation_cited_facts"]) == []

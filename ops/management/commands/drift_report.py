@@ -1,12 +1,12 @@
 """manage.py drift_report [--tenant SLUG] [--check NAME ...]
 
-Runs the drift checks registered in runs.drift.CHECKS, prints each finding with the objects it
+Runs the drift checks registered in ops.drift.CHECKS, prints each finding with the objects it
 involves, and exits 1 when it found drift (0 when none), so it can gate a deploy or page someone."""
 
 from django.core.management.base import BaseCommand, CommandError
 
 from accounts.models import Tenant
-from runs.drift import CHECKS, run_drift_checks
+from ops.drift import CHECKS, run_drift_checks
 
 
 class Command(BaseCommand):
