@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import date
 
 from django.conf import settings
+from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 from django.db.models.functions import Coalesce, Least
 from django_fsm import ConcurrentTransitionMixin, FSMField, FSMFieldMixin, transition
@@ -846,3 +847,24 @@ class DeadlineCrossing(models.Model):
 
     def __str__(self) -> str:
         return f"{self.case_id} {self.deadline} {self.state} {self.due}"
+
+
+class CaseWords(models.Model):
+    """The words of one case for the case search: its reference, title, company and product and its
+    complaint narrative, as one tsvector. PostgreSQL only: database triggers keep it (created by web
+    migrations 0003 and 0004, where the table got its name; never written from Python), and its GIN
+    index finds the cases that have every word in one lookup. The tsvector is stored out of line
+    (TOAST), so the rows the lookup visits are small. On SQLite the table stays empty and the search
+    matches substrings instead."""
+
+    case = models.OneToOneField("cases.Case", on_delete=models.DO_NOTHING, primary_key=True, db_constraint=False,
+                                related_name="+")
+    tenant_id = models.BigIntegerField()
+    words = SearchVectorField()
+
+    class Meta:
+        db_table = "web_casewords"
+        default_permissions = ()
+
+    def __str__(self) -> str:
+        return f"words of case {self.case_id}"

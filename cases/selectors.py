@@ -28,6 +28,7 @@ from cases.models import (
     STATUS_RANK,
     Case,
     CaseEvent,
+    CaseWords,
     Evidence,
     Notice,
     NoticeStatus,
@@ -77,11 +78,9 @@ QUICK_VIEWS = ("mine", "decide", "overdue", "unassigned")
 def _search_filter(qs: QuerySet[Case], *, tenant_id, search: str) -> QuerySet[Case]:
     """Every word must match the reference, title, company, product or narrative (each word may
     match a different one). PostgreSQL: one GIN lookup in the per-case words the web app's
-    triggers keep (web.models.CaseWords); elsewhere a case-insensitive substring match per word."""
+    triggers keep (CaseWords); elsewhere a case-insensitive substring match per word."""
     words = search.split()[:SEARCH_MAX_WORDS]
     if connection.vendor == "postgresql":
-        from web.models import CaseWords  # the search document is the UI's; cases does not depend on web
-
         query = SearchQuery(" ".join(words), config=SEARCH_CONFIG, search_type="plain")
         matching = CaseWords.objects.filter(tenant_id=tenant_id, words=query).values_list("case_id", flat=True)
         # One bounded read first (the planner serves a LIMIT well either way: the GIN index for rare

@@ -1,8 +1,7 @@
-"""What the browser UI keeps: saved views of the case queue (named filter sets, per person), and
-on PostgreSQL the queue's search document per case."""
+"""What the browser UI keeps: saved views of the case queue (named filter sets, per person) and
+how far each person has read their notifications."""
 
 from django.conf import settings
-from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 
 
@@ -23,26 +22,6 @@ class SavedView(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.user_id})"
-
-
-class CaseWords(models.Model):
-    """The words of one case for the queue's search: its reference, title, company and product and
-    its complaint narrative, as one tsvector. PostgreSQL only: database triggers keep it (web
-    migration 0003; never written from Python), and its GIN index finds the cases that have every
-    word in one lookup. The tsvector is stored out of line (TOAST), so the rows the lookup visits
-    are small. On SQLite the table stays empty and the search matches substrings instead."""
-
-    case = models.OneToOneField("cases.Case", on_delete=models.DO_NOTHING, primary_key=True, db_constraint=False,
-                                related_name="+")
-    tenant_id = models.BigIntegerField()
-    words = SearchVectorField()
-
-    class Meta:
-        managed = True
-        default_permissions = ()
-
-    def __str__(self) -> str:
-        return f"words of case {self.case_id}"
 
 
 class NotificationsRead(models.Model):
