@@ -7,7 +7,7 @@ case_ref/case_id, run_id, step. ops.middleware binds them for a request, ops.cel
 task. LOG_FORMAT=json renders one JSON object per line (production); console renders the same
 keys readably (the default with DEBUG).
 
-This module is imported by config/settings.py: it must not import Django models."""
+This module is imported by the settings (config/settings/operations.py): it must not import Django models."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def formatter_config(fmt: str) -> dict:
 
 
 def logging_config(*, level: str, fmt: str) -> dict:
-    """The LOGGING dict of config/settings.py."""
+    """The LOGGING dict of the settings (config/settings/operations.py)."""
     return {
         "version": 1,
         "disable_existing_loggers": False,

@@ -102,7 +102,7 @@ def test_the_setting_turns_basic_auth_on(monkeypatch):
     so a request without credentials still gets `WWW-Authenticate: Bearer`)."""
     import importlib
 
-    import config.settings as project_settings
+    from config.settings import api as project_settings  # the module of the API settings
 
     basic = "rest_framework.authentication.BasicAuthentication"
     assert basic not in project_settings.REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"]

@@ -10,7 +10,7 @@ from accounts.models import User
 
 pytestmark = pytest.mark.django_db
 
-HASHERS = ["accounts.hashers.ConfiguredPBKDF2PasswordHasher"]  # as config/settings.py has it
+HASHERS = ["accounts.hashers.ConfiguredPBKDF2PasswordHasher"]  # as config/settings/base.py has it
 
 
 def iterations(encoded: str) -> int:

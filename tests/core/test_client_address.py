@@ -72,7 +72,7 @@ def test_hops_are_parsed_as_proxies_write_them(text, expected):
 
 
 def test_a_bad_trusted_network_stops_the_process(monkeypatch):
-    import config.settings as project_settings
+    from config.settings import security as project_settings  # the module of the client-address settings
 
     monkeypatch.setenv("ARBITER_TRUSTED_PROXY_NETWORKS", "10.0.0.0/8,not-a-network")
     monkeypatch.setenv("DEBUG", "1")

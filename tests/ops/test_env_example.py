@@ -1,4 +1,4 @@
-""".env.example documents every setting config/settings.py reads, and nothing that does not exist."""
+""".env.example documents every variable the settings (config/settings/) read, and nothing that does not exist."""
 
 import re
 from pathlib import Path
@@ -10,7 +10,7 @@ READ_BY_SCRIPTS |= {"WEB_CONCURRENCY", "GUNICORN_TIMEOUT", "PROMETHEUS_MULTIPROC
 
 
 def _settings_variables() -> set[str]:
-    source = (ROOT / "config" / "settings.py").read_text()
+    source = "\n".join(path.read_text() for path in sorted((ROOT / "config" / "settings").glob("*.py")))
     return set(re.findall(r"env_(?:str|int|bool|list)\(\s*\"([A-Z][A-Z0-9_]*)\"", source))
 
 

@@ -152,7 +152,7 @@ def test_every_inline_style_or_script_in_the_templates_is_allowed_by_the_csp(set
             digest = base64.b64encode(hashlib.sha256(body.encode()).digest()).decode()
             assert f"'sha256-{digest}'" in allowed, (
                 f"{template.relative_to(ROOT)}: an inline <{tag}> the CSP blocks; add 'sha256-{digest}' to the "
-                f"CSP block of config/settings.py, or give it nonce=\"{{{{ request.csp_nonce }}}}\"")
+                f"CSP block of config/settings/security.py, or give it nonce=\"{{{{ request.csp_nonce }}}}\"")
 
 
 def test_a_check_that_does_not_answer_fails_within_the_timeout(client, settings, monkeypatch):
