@@ -25,6 +25,7 @@ from cases.models import (
     Case,
     CaseEvent,
     CaseReferenceCounter,
+    CaseWords,
     DeadlineCrossing,
     DeadlinePolicy,
     Evidence,
@@ -234,6 +235,16 @@ class CaseEventAdmin(ReadOnlyAdmin):
                     "policy_version", "created_at")
     list_filter = ("event_type", "actor_type", "policy_version", "tenant")
     search_fields = ("case__reference", "actor_id", "run_id", "event_type")
+    list_select_related = ("case",)
+
+
+@admin.register(CaseWords)
+class CaseWordsAdmin(ReadOnlyAdmin):
+    """The search document of each case (PostgreSQL; kept by database triggers): to see which words a
+    case is found by."""
+
+    list_display = ("case", "tenant_id")
+    search_fields = ("case__reference",)
     list_select_related = ("case",)
 
 

@@ -9,6 +9,7 @@ from django.db import connection
 
 from accounts.models import Role
 from core.actors import Actor
+from tests import db_template
 from tests.factories import TenantFactory, UserFactory, make_case
 
 
@@ -21,6 +22,17 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "postgres" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_test_environment, django_db_blocker, django_db_modify_db_settings):
+    """Replaces pytest-django's: the test database is a copy of a template migrated once (and kept
+    between runs until a migration changes), not a database migrated per worker (tests/db_template.py)."""
+    with django_db_blocker.unblock():
+        names = db_template.setup_test_database()
+    yield
+    with django_db_blocker.unblock():
+        db_template.teardown_test_database(names)
 
 
 @pytest.fixture(autouse=True)

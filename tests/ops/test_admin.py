@@ -6,6 +6,7 @@ import pytest
 from django.apps import apps
 from django.contrib import admin, messages
 from django.core import mail
+from django.db import connection
 from django.urls import reverse
 
 from accounts.models import Role, Tenant, User
@@ -16,6 +17,7 @@ from cases.models import (
     Case,
     CaseEvent,
     CaseReferenceCounter,
+    CaseWords,
     Evidence,
     Notice,
     NoticeDispatch,
@@ -85,6 +87,8 @@ def world(case, analyst, supervisor, outsider):
     from accounts.services import api_key_create  # an API key: accounts has that model too
 
     api_key_create(tenant=case.tenant, name="CRM sync", role="analyst")
+    if connection.vendor != "postgresql":  # PostgreSQL's triggers keep the search document; SQLite has none
+        CaseWords.objects.create(case=case, tenant_id=case.tenant_id, words="")
     return {"case": case, "waiting_notice": waiting, "sent_notice": sent, "other_case": other_case}
 
 
