@@ -18,6 +18,7 @@ from django.contrib.auth.forms import UserChangeForm, UserCreationForm
 from django.db import transaction
 
 from accounts.models import ApiKey, Role, Tenant, User
+from accounts.services import api_key_create, api_key_revoke
 from audit.services import audit_record
 
 
@@ -240,7 +241,6 @@ class ApiKeyAdmin(TenantStaffPermissions, admin.ModelAdmin):
     def save_model(self, request, obj, form, change):
         from django.contrib import messages
 
-        from accounts.services import api_key_create
 
         tenant = form.cleaned_data.get("tenant") or request.user.tenant
         api_key, key = api_key_create(tenant=tenant, name=form.cleaned_data["name"], role=form.cleaned_data["role"],
@@ -255,7 +255,6 @@ class ApiKeyAdmin(TenantStaffPermissions, admin.ModelAdmin):
     def revoke_keys(self, request, queryset):
         from django.contrib import messages
 
-        from accounts.services import api_key_revoke
 
         revoked = 0
         for api_key in queryset.filter(revoked_at__isnull=True):

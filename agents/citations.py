@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from agents.text import clean_narrative
 from core.redaction import configured_redactor
 
 _SPACE = re.compile(r"\s+")
@@ -95,7 +96,6 @@ def _haystacks(raw: str, case) -> list[str]:
     after redaction (the offline analyst decodes what it is given). The original text is not a
     haystack: a quote is verified only against what the model could read, so a quote that holds
     personal data cannot verify and be stored in a finding."""
-    from agents.text import clean_narrative
 
     redact = configured_redactor()
     names = tuple(n for n in (getattr(case, "complainant_name", ""),) if n)

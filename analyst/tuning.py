@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 from agents import taxonomy
 from analyst.classifier import ComplaintClassifier, Example, load_examples
+from analyst.evaluation import split_of
 
 FOLDS = 5
 SEEDS = (1, 2, 3)
@@ -35,7 +36,6 @@ def classifier_text(example: Example) -> str:
 
 def tuning_examples() -> dict[str, list[Example]]:
     """train and dev examples; test rows are never returned."""
-    from analyst.evaluation import split_of
 
     sides: dict[str, list[Example]] = {"train": [], "dev": []}
     for example in load_examples():

@@ -1,9 +1,10 @@
 from celery import shared_task
 
+from audit.anchors import anchor_write
+
 
 @shared_task(ignore_result=True)
 def audit_anchor_task() -> int:
     """Beat: a signed anchor of every stream head, outside the database (audit.anchors)."""
-    from audit.anchors import anchor_write
 
     return len(anchor_write().heads)

@@ -35,6 +35,7 @@ from cases.models import (
     NoticeStatus,
     Proposal,
 )
+from cases.services.deadlines import POLICY_FIELDS, deadline_policy_current
 from core.errors import Conflict, DomainError
 
 # --- shared building blocks (other apps' admins may reuse them) --------------------------------
@@ -422,8 +423,6 @@ class DeadlinePolicyAdmin(TenantScopedAdmin):
         return False
 
     def get_changeform_initial_data(self, request):
-        from cases.services.deadlines import POLICY_FIELDS, deadline_policy_current
-
         current = deadline_policy_current(tenant_id=request.user.tenant_id)
         return {name: getattr(current, name) for name in POLICY_FIELDS}
 

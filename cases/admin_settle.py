@@ -6,12 +6,11 @@ from __future__ import annotations
 from django.contrib import admin
 
 from cases.admin import run_service_action
+from cases.services import notice_settle
 
 
 @admin.action(description="Settle: the mail log shows it was sent (its own Message-ID; reason required)")
 def settle_notices_sent(modeladmin, request, queryset):
-    from cases.services import notice_settle
-
     def settle(notice, reason):
         dispatch = getattr(notice, "dispatch", None)
         return notice_settle(actor=request.user, notice=notice, outcome="sent", reason=reason,
@@ -22,8 +21,6 @@ def settle_notices_sent(modeladmin, request, queryset):
 
 @admin.action(description="Settle: it did not go out — failed, can be sent again (reason required)")
 def settle_notices_failed(modeladmin, request, queryset):
-    from cases.services import notice_settle
-
     run_service_action(modeladmin, request, queryset, verb="Settled as failed",
                        call=lambda notice, reason: notice_settle(actor=request.user, notice=notice, outcome="failed",
                                                                  reason=reason))

@@ -14,7 +14,7 @@ from functools import lru_cache
 import holidays
 from django.utils import timezone
 
-from cases.models import NoticeStatus, is_settled
+from cases.models import DeadlinePolicy, NoticeStatus, is_settled
 
 # The three due dates, in the order they are shown: (key, Case field, label, policy prefix).
 DEADLINES = (
@@ -116,8 +116,6 @@ def met_deadlines(case) -> set[str]:
 
 
 def current_policy_due_soon_days(tenant_id: int) -> int:
-    from cases.models import DeadlinePolicy
-
     policy = DeadlinePolicy.objects.filter(tenant_id=tenant_id).order_by("-version").first()
     return policy.due_soon_days if policy else DEFAULT_DUE_SOON_DAYS
 

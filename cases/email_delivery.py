@@ -30,6 +30,10 @@ from django.conf import settings
 from django.core.mail.backends.smtp import EmailBackend as DjangoSmtpBackend
 from django.utils import timezone
 
+from cases.models import Notice, NoticeStatus
+from core.actors import Actor
+from core.errors import DomainError
+
 logger = logging.getLogger(__name__)
 
 SENT, FAILED, UNKNOWN = "sent", "failed", "unknown"
@@ -124,7 +128,6 @@ def notices_unsettled(*, tenant_id: int | None = None, now=None):
     dispatch started more than ARBITER_NOTICE_SENDING_STUCK_SECONDS ago (their worker died)."""
     from django.db.models import Q
 
-    from cases.models import Notice, NoticeStatus
 
     stuck_before = (now or timezone.now()) - timedelta(seconds=settings.ARBITER_NOTICE_SENDING_STUCK_SECONDS)
     notices = Notice.objects.filter(Q(status=NoticeStatus.UNKNOWN) | Q(status=NoticeStatus.SENDING,
@@ -147,10 +150,7 @@ def settle_from_tracking_event(sender=None, event=None, esp_name: str = "", **kw
     notice_dispatch attaches (arbiter_notice_id, arbiter_message_id). Returns what it did (for
     tests and logs); never raises into the webhook (anymail would answer the provider 500 and it
     would retry forever): a refusal is logged."""
-    from cases.models import Notice, NoticeStatus
     from cases.services.dispatch import notice_settle
-    from core.actors import Actor
-    from core.errors import DomainError
 
     metadata = getattr(event, "metadata", None) or {}
     notice_id = metadata.get("arbiter_notice_id")

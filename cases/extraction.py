@@ -21,6 +21,7 @@ from django.utils import timezone
 from audit.services import audit_record
 from cases import policy
 from cases.models import Evidence, EvidenceExtraction, ExtractionStatus
+from cases.tasks import evidence_extract_enqueue
 
 logger = logging.getLogger(__name__)
 
@@ -89,7 +90,6 @@ def evidence_extraction_create(*, evidence: Evidence) -> EvidenceExtraction | No
     if not extraction_wanted(evidence):
         return None
     row = EvidenceExtraction.objects.create(tenant_id=evidence.tenant_id, evidence=evidence)
-    from cases.tasks import evidence_extract_enqueue
 
     evidence_extract_enqueue(evidence_id=evidence.pk)
     return row

@@ -41,6 +41,8 @@ from datetime import date
 
 from django.utils import timezone
 
+from cases.models import Case
+
 MONTHS = {name: index for index, name in enumerate(
     ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
      "november", "december"], start=1)}
@@ -278,7 +280,6 @@ def check_notice(*, case, recipient: str, subject: str, body: str, consumer_requ
                  today: date | None = None) -> list[dict]:
     """The flags of a notice's text against `case` (empty: nothing found). Reads the case's events,
     evidence and the tenant's other cases' product / issue / company names."""
-    from cases.models import Case
 
     today = today or timezone.localdate()
     text = f"{subject}\n{body}"

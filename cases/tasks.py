@@ -11,6 +11,12 @@ from celery import shared_task
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
+from accounts.models import User
+from cases.models import Notice, NoticeStatus
+from core.actors import Actor
+from core.errors import Conflict, DomainError
+from outbox.services import outbox_enqueue
+
 logger = logging.getLogger(__name__)
 
 DISPATCHER_NAME = "notice-dispatcher"
@@ -34,11 +40,7 @@ def notice_dispatch_task(self, notice_id: int, actor_user_id: int | None = None)
     - the outcome is unknown (notice now `unknown`: the server may have it) → "unknown", never
       retried: an operator settles it (notice_settle);
     - the database is unreachable → the task is retried with backoff (autoretry_for)."""
-    from accounts.models import User
-    from cases.models import Notice, NoticeStatus
     from cases.services import notice_dispatch
-    from core.actors import Actor
-    from core.errors import Conflict, DomainError
 
     notice = Notice.objects.filter(pk=notice_id).first()
     if notice is None:
@@ -97,7 +99,6 @@ def evidence_extract_task(evidence_id: int) -> str:
 def evidence_extract_enqueue(*, evidence_id: int) -> None:
     """Queue the extraction through the transactional outbox, in the upload's transaction: a broker
     outage delays the extraction instead of losing it (the relay publishes the row later)."""
-    from outbox.services import outbox_enqueue
 
     outbox_enqueue(task="cases.tasks.evidence_extract_task", kwargs={"evidence_id": evidence_id},
                    dedupe_key=f"evidence-extract:{evidence_id}")
@@ -111,7 +112,6 @@ def notice_dispatch_enqueue(*, notice_id: int, actor_user_id: int | None = None,
     approved or requested it): a worker never picks up a notice whose approval has not been
     committed, a rolled-back approval queues nothing, and a broker outage delays the send instead of
     losing it (the relay publishes the row when the broker is back)."""
-    from outbox.services import outbox_enqueue
 
     outbox_enqueue(task="cases.tasks.notice_dispatch_task",
                    kwargs={"notice_id": notice_id, "actor_user_id": actor_user_id}, dedupe_key=dedupe_key)

@@ -11,6 +11,7 @@ from django.db.models import QuerySet
 from cases.models import Case
 from conversations.models import Message, MessageRole, Thread, ThreadSummary
 from core.errors import NotFound
+from runs.models import AgentRun
 
 
 def _tenant_id(user) -> int | None:
@@ -76,7 +77,6 @@ def thread_pending_replies(*, thread: Thread, limit: int = 50) -> list[PendingRe
                    .select_related("redaction").order_by("sequence")[:limit])
     # Lazy import: runs sits above conversations (docs/adr/0003); this read only maps run ids to
     # their status so the UI can say "reply pending" or "the reply failed".
-    from runs.models import AgentRun
 
     run_ids = [m.reply_run_id for m in pending if m.reply_run_id]
     statuses = {str(pk): status for pk, status in AgentRun.objects.filter(pk__in=run_ids)

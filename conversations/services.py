@@ -25,6 +25,8 @@ from conversations.models import Message, MessageRedaction, MessageRole, Thread,
 from core.actors import Actor, coerce_actor
 from core.errors import Conflict, Forbidden, Invalid, NotAllowed, NotFound
 from core.tokens import count_tokens
+from runs import services as run_services
+from runs.models import AgentRun, RunStatus
 
 # Who may talk with the case assistant. Auditors read threads but never post in them.
 CAN_CHAT = frozenset({policy.ANALYST, policy.SUPERVISOR})
@@ -385,14 +387,11 @@ def thread_summary_record(*, actor, thread: Thread, from_sequence: int, to_seque
 def _start_run(*, actor: Actor, thread: Thread, graph: str, input: dict):
     # Lazy import: runs depends on conversations (its chat graph appends replies here), so a
     # module-level import would invert the layering. See docs/adr/0003.
-    from runs import services as run_services
 
     return run_services.run_start(actor=actor, case=thread.case, thread=thread, tenant=thread.tenant,
                                   graph=graph, input=input)
 
 
 def _unfinished_run(*, thread: Thread, graph: str):
-    from runs.models import AgentRun, RunStatus  # lazy: see _start_run
-
     return (AgentRun.objects.filter(thread=thread, graph=graph, status__in=RunStatus.unfinished())
             .order_by("id").first())

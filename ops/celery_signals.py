@@ -15,6 +15,7 @@ from collections.abc import Callable
 import structlog
 from celery import signals
 
+from ops import metrics
 from ops.logging import get_logger
 
 logger = get_logger("arbiter.task")
@@ -108,8 +109,6 @@ def _unbind_task_context(task_id=None, task=None, retval=None, state=None, **_) 
 
 
 def _observe(name: str, entry: dict, retval) -> None:
-    from ops import metrics
-
     if name == RUN_STEP_TASK and isinstance(retval, str):
         for observer in _RUN_STEP_OBSERVER:
             observer(entry["info"], retval)

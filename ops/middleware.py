@@ -20,6 +20,7 @@ import structlog
 from django.db import InterfaceError, OperationalError
 
 from core.client_address import client_address
+from ops import health
 from ops.logging import bind, get_logger
 
 logger = get_logger("arbiter.request")
@@ -95,7 +96,6 @@ class HealthProbeMiddleware:
 
     def __call__(self, request):
         if request.path_info in self.PATHS and request.method in ("GET", "HEAD"):
-            from ops import health
 
             if request.path_info.startswith("/healthz"):
                 return health.healthz_response()

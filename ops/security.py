@@ -13,6 +13,10 @@ import logging
 from django.db import transaction
 from django.http import HttpResponse, JsonResponse
 
+from accounts.models import User
+from audit.services import audit_record
+from ops import metrics
+
 logger = logging.getLogger("arbiter.security")
 
 LOCKOUT_ACTION = "accounts.login.locked_out"
@@ -45,9 +49,6 @@ def on_user_locked_out(sender, request, username, ip_address, **kwargs) -> None:
         inner.axes_locked_out = True
         inner.axes_credentials = getattr(request, "axes_credentials", None)
 
-    from accounts.models import User
-    from audit.services import audit_record
-    from ops import metrics
 
     failures = getattr(request, "axes_failures_since_start", None)
     if failures is not None and failures > settings.AXES_FAILURE_LIMIT:

@@ -3,6 +3,7 @@
 from django.contrib import admin, messages
 
 from outbox.models import OutboxMessage, WorkerHeartbeat
+from outbox.services import outbox_make_due, outbox_relay
 
 
 class _SuperuserReadOnly(admin.ModelAdmin):
@@ -36,8 +37,6 @@ class OutboxMessageAdmin(_SuperuserReadOnly):
 
     @admin.action(description="Relay now (publish the selected pending rows)")
     def relay_now(self, request, queryset):
-        from outbox.services import outbox_make_due, outbox_relay
-
         ids = list(queryset.filter(relayed_at__isnull=True).values_list("pk", flat=True))
         outbox_make_due(ids=ids)
         report = outbox_relay(ids=ids)

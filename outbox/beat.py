@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import close_old_connections, connections
 
 from core.outages import OutageLog, outage_kind
+from outbox.services import beat_heartbeat_record
 
 
 class HeartbeatScheduler(PersistentScheduler):
@@ -36,8 +37,6 @@ class HeartbeatScheduler(PersistentScheduler):
         return min(super().tick(*args, **kwargs), interval)
 
     def record_heartbeat(self) -> None:
-        from outbox.services import beat_heartbeat_record
-
         close_old_connections()
         try:
             beat_heartbeat_record(name=self.beat_name, pid=os.getpid())

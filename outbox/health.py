@@ -8,11 +8,13 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
+from ops import metrics
+from outbox.models import BeatHeartbeat, OutboxMessage, WorkerHeartbeat
+
 
 def check_worker_heartbeat() -> str | None:
     """Ready when at least one worker that has not stopped sent a heartbeat within
     ARBITER_WORKER_HEARTBEAT_TIMEOUT_SECONDS; otherwise says when one was last seen."""
-    from outbox.models import WorkerHeartbeat
 
     now = timezone.now()
     timeout = settings.ARBITER_WORKER_HEARTBEAT_TIMEOUT_SECONDS
@@ -28,8 +30,6 @@ def check_worker_heartbeat() -> str | None:
 def check_outbox_lag() -> str | None:
     """Ready while the oldest unrelayed outbox row is younger than ARBITER_OUTBOX_DRIFT_AFTER_SECONDS.
     Also sets the outbox lag gauge of the metrics (0 when nothing waits)."""
-    from ops import metrics
-    from outbox.models import OutboxMessage
 
     now = timezone.now()
     oldest = (OutboxMessage.objects.filter(relayed_at__isnull=True).order_by("created_at")
@@ -46,8 +46,6 @@ def beat_missing(now=None, *, never_seen_is_missing: bool = True) -> str | None:
     """Why beat counts as missing (its heartbeat older than ARBITER_BEAT_MISSING_AFTER_SECONDS, or
     never seen unless `never_seen_is_missing` is False), or None while it lives. Also sets the beat
     heartbeat age gauge of the metrics."""
-    from ops import metrics
-    from outbox.models import BeatHeartbeat
 
     now = now or timezone.now()
     last = BeatHeartbeat.objects.order_by("-last_seen_at").values_list("last_seen_at", flat=True).first()

@@ -100,6 +100,7 @@ from runs.step_sql import (
     run_update_if_owned,
     step_commit_if_owned,
 )
+from runs.tools import tool_reconcile_unfinished
 
 __all__ = ["LeaseLost", "StepFailed", "StepRetry", "StepOutcome", "run_step", "run_steps", "drive_inline",
            "lease_reap_expired", "admission_order", "call_model_for_node", "provider_for_run"]
@@ -266,7 +267,6 @@ def _execute_claimed(*, run: AgentRun, worker_id: str, enqueue: bool, keep_lease
     started_at = timezone.now()
     ctx = _StepContext(run=run, node=node, sequence=sequence, attempt=attempt, state=state, case=None,
                       provider=None, worker_id=worker_id, heartbeat=throttled_heartbeat(run_id, worker_id))
-    from runs.tools import tool_reconcile_unfinished
 
     if not untouched:
         # A previous attempt of this step may have died after a tool effect: settle those first.

@@ -20,6 +20,8 @@ from pydantic import BaseModel
 
 from core.actors import Actor
 from core.redaction import configured_redactor
+from runs.models import Finding
+from runs.tools import tool_execute
 
 if TYPE_CHECKING:
     from cases.models import Case
@@ -186,8 +188,6 @@ class NodeContext:
 
     # --- side effects ----------------------------------------------------------------------
     def tool(self, name: str, *, action: str, args: dict | None = None) -> ToolResult:
-        from runs.tools import tool_execute
-
         self._heartbeat()
         result = tool_execute(run=self.run, sequence=self.sequence, actor=self.actor, tool=name,
                               action=action, args=args or {})
@@ -214,7 +214,6 @@ class NodeContext:
 
     def committed_findings(self, **filters):
         """This run's findings from earlier steps (a queryset), e.g. committed_findings(agent="triage")."""
-        from runs.models import Finding
 
         return Finding.objects.filter(run=self.run, **filters).order_by("id")
 

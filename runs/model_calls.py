@@ -10,6 +10,7 @@ import time
 from django.conf import settings
 from django.utils.module_loading import import_string
 
+from core.tokens import count_message_tokens
 from ops import metrics
 from runs import providers
 from runs.graph import NodeContext
@@ -61,7 +62,6 @@ def call_model_for_node(*, ctx: NodeContext, schema, agent: str, extra_context: 
     try:
         response = ctx.provider.complete(request)
     except ModelOutputError as exc:
-        from core.tokens import count_message_tokens
 
         record |= {"raw_output": exc.raw or "", "error": f"{exc}\n{exc.errors}".strip(),
                    "provider_attempts": exc.attempts, "prompt_tokens": count_message_tokens(built.messages),

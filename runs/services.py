@@ -20,9 +20,12 @@ from cases.models import Case
 from core.actors import Actor, coerce_actor
 from core.errors import Forbidden, Invalid, NotAllowed, NotFound
 from ops import metrics
+from outbox.services import outbox_enqueue
+from runs.admission import pump_admissions
 from runs.graph import UnknownGraph, get_graph
 from runs.memory import memory_confirm, memory_forget, memory_propose
 from runs.models import AgentRun, Artifact, Checkpoint, Finding, RunStatus, Step
+from runs.providers import get_provider
 from runs.state import RunState, checkpoint_fields, state_at
 
 __all__ = ["run_start", "run_cancel", "run_resume", "run_fork", "memory_propose", "memory_confirm",
@@ -63,8 +66,6 @@ def _default_budget() -> dict[str, int]:
 
 
 def _provider(name: str | None):
-    from runs.providers import get_provider
-
     name = name or settings.ARBITER_MODEL_PROVIDER
     try:
         return name, get_provider(name)
@@ -84,7 +85,6 @@ def _enqueue_on_commit(run_id: int, *, dedupe_key: str | None = None) -> None:
     the run, is published right after the commit if the broker is up, and is relayed later if it is
     not — so a request that committed a run never fails because of the broker, and the step is
     never lost. The executor's own step-to-step enqueues are its business (runs/executor.py)."""
-    from outbox.services import outbox_enqueue
 
     outbox_enqueue(task="runs.tasks.run_step_task", kwargs={"run_id": run_id, "expected_sequence": None},
                    dedupe_key=dedupe_key)
@@ -197,7 +197,6 @@ def run_cancel(*, actor, run: AgentRun, reason: str = "") -> AgentRun:
         _audit(locked, actor=actor, action="runs.run.cancelled", decision="cancelled", payload={"reason": reason})
         tenant_id = locked.tenant_id
         if was_running or locked.thread_id:
-            from runs.admission import pump_admissions
 
             transaction.on_commit(lambda: pump_admissions(tenant_id))
     run.refresh_from_db()

@@ -27,6 +27,7 @@ from functools import cache
 
 from django.db import connection
 
+from runs.models import Checkpoint
 from runs.state import (
     CURRENT_SCHEMA_VERSION,
     Chain,
@@ -200,7 +201,6 @@ def _chain_rows(run, sequence: int | None) -> list[tuple]:
     the deltas after the last snapshot or compaction — every column, decoded."""
     from django.db.models import Q, Subquery
 
-    from runs.models import Checkpoint
 
     rows = Checkpoint.objects.filter(run=run)
     if sequence is not None:
@@ -249,8 +249,6 @@ def _pend(pending: dict | None, delta: dict, version: int, pending_bytes: int, s
 
 
 def _load_deltas_after(run, state, position, marker, pending, pending_bytes, sequence):
-    from runs.models import Checkpoint
-
     rows = Checkpoint.objects.filter(run=run, sequence__gt=position)
     if sequence is not None:
         rows = rows.filter(sequence__lte=sequence)

@@ -23,6 +23,7 @@ from runs.models import AgentRun, RunPhase, RunStatus, StepStatus
 from runs.state_cache import STATE_CACHE
 from runs.step_rows import step_row, write_buffered
 from runs.step_sql import Increment
+from runs.tasks import enqueue_step
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +42,6 @@ def enqueue_next_step(run_id: int, *, expected_sequence: int | None = None, coun
     """Send a step to the broker (after commit). A broker error is logged, not raised: the step is
     already durable as the run row's hand-off deadline, and the reaper re-enqueues it once that
     passes (the run row is the outbox, runs.leases)."""
-    from runs.tasks import enqueue_step
 
     try:
         enqueue_step(run_id, expected_sequence=expected_sequence, countdown=countdown)

@@ -9,6 +9,7 @@ from runs.graph import NodeContext, PendingFinding
 from runs.model_calls import jsonable
 from runs.models import AgentRun, Artifact, Finding, ModelCall, Step, ToolCall, content_hash
 from runs.step_sql import insert_returning_pk
+from runs.tools import tool_abandon_unfinished
 
 
 def step_values(*, run_id: int, ctx: NodeContext, status: str, outcome: str, next_node: str = "",
@@ -44,7 +45,6 @@ def write_buffered(*, run: AgentRun, step: Step | None, ctx: NodeContext, with_o
     if ctx.buffer.model_calls:
         ModelCall.objects.bulk_create([ModelCall(step=step, **record) for record in ctx.buffer.model_calls])
     if step is not None and (check_abandoned or ctx.buffer.tool_call_ids):
-        from runs.tools import tool_abandon_unfinished
 
         ctx.buffer.tool_call_ids.extend(tool_abandon_unfinished(run=run, sequence=ctx.sequence))
     if ctx.buffer.tool_call_ids and step is not None:

@@ -14,7 +14,10 @@ from types import SimpleNamespace
 
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections
 
-from runs.models import AgentRun
+from audit.models import AuditStreamHead
+from audit.services import audit_event_fields
+from cases.models import Case
+from runs.models import AgentRun, Checkpoint, Step
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +89,6 @@ def run_update_if_owned(*, run_id: int, worker_id: str, sequence: int, status: s
 @lru_cache(maxsize=64)
 def _step_commit_sql(run_names: tuple[str, ...], increments: frozenset,
                      step_names: tuple[str, ...], checkpoint_names: tuple[str, ...]) -> tuple[str, tuple, tuple, tuple]:
-    from runs.models import Checkpoint, Step
 
     update_sql, run_fields = _run_update_sql(run_names, increments)
     step_fields = tuple(Step._meta.get_field(name) for name in step_names)
@@ -251,9 +253,6 @@ _PLANS: dict = {}  # (value names, their types, step names, checkpoint names) ->
 @lru_cache(maxsize=64)
 def _step_commit_with_event_sql(run_names: tuple[str, ...], increments: frozenset,
                                 step_names: tuple[str, ...], checkpoint_names: tuple[str, ...]) -> tuple:
-    from audit.models import AuditStreamHead
-    from audit.services import audit_event_fields
-    from runs.models import Checkpoint, Step
 
     def fields_of(model, names):
         return tuple(model._meta.get_field(name) for name in names)
@@ -370,7 +369,6 @@ def step_commit_with_event(*, run_id: int, worker_id: str, sequence: int, status
 def _run_read_plan(vendor: str) -> tuple[str, list, list]:
     """The SQL that reads a run and its case (if any) in one statement, and per model the database's
     and the fields' value converters (what the ORM applies to rows)."""
-    from cases.models import Case
 
     plans, selected = [], []
     for alias, model in (("r", AgentRun), ("c", Case)):

@@ -19,6 +19,8 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from kombu.exceptions import OperationalError as BrokerError
 
+from runs.retention import retention_purge
+
 # Transient infrastructure errors: the database or the broker is away for a moment.
 TRANSIENT_ERRORS = (OperationalError, InterfaceError, BrokerError, ConnectionError)
 
@@ -66,6 +68,4 @@ def enqueue_step(run_id: int, *, expected_sequence: int | None = None, countdown
 # transaction) and to run twice (the second finds nothing), so the limits are generous.
 @shared_task(bind=True, acks_late=True, ignore_result=True, soft_time_limit=1800, time_limit=1860)
 def retention_purge_task(self) -> dict[str, int]:
-    from runs.retention import retention_purge
-
     return retention_purge()

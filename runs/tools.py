@@ -30,10 +30,13 @@ from django.utils import timezone
 
 from audit.services import audit_record
 from cases import policy
-from cases.models import Approval, ApprovalDecision, Notice, NoticeDispatch, Proposal
+from cases.models import Approval, ApprovalDecision, Case, Notice, NoticeDispatch, Proposal
+from cases.services import notice_dispatch, notice_draft, notice_submit, proposal_create
+from cases.snapshot import case_snapshot
 from core.actors import Actor
 from core.errors import DomainError, Invalid, NotFound
 from ops import metrics
+from runs.memory import memory_propose
 from runs.models import EffectType, MemoryRecord, ToolCall, ToolCallStatus
 
 logger = logging.getLogger(__name__)
@@ -321,9 +324,6 @@ def tool_abandon_unfinished(*, run, sequence: int) -> list[int]:
 # --- tools -------------------------------------------------------------------------------------
 
 def _case_read(inv: ToolInvocation) -> ToolOutcome:
-    from cases.models import Case
-    from cases.snapshot import case_snapshot
-
     case = Case.objects.get(pk=inv.case.pk)
     return ToolOutcome(result={"case": case_snapshot(case),
                                "available_transitions": [t.name for t in case.get_available_status_transitions()]})
@@ -343,8 +343,6 @@ def _proposal_outcome(proposal: Proposal) -> ToolOutcome:
 
 
 def _proposal_create(inv: ToolInvocation) -> ToolOutcome:
-    from cases.services import proposal_create
-
     proposal = proposal_create(actor=inv.actor, case=inv.case, kind=str(inv.args.get("kind", "")),
                                payload=dict(inv.args.get("payload") or {}),
                                rationale=str(inv.args.get("rationale", "")),
@@ -364,8 +362,6 @@ def _notice_outcome(notice: Notice) -> ToolOutcome:
 
 
 def _notice_draft(inv: ToolInvocation) -> ToolOutcome:
-    from cases.services import notice_draft
-
     notice = notice_draft(actor=inv.actor, case=inv.case, subject=str(inv.args.get("subject", "")),
                           body=str(inv.args.get("body", "")), kind=str(inv.args.get("kind") or "response"),
                           run_id=str(inv.run.pk), idempotency_key=inv.idempotency_key,
@@ -389,8 +385,6 @@ def _run_notice(inv: ToolInvocation) -> Notice:
 
 
 def _notice_submit(inv: ToolInvocation) -> ToolOutcome:
-    from cases.services import notice_submit
-
     return _notice_outcome(notice_submit(actor=inv.actor, notice=_run_notice(inv)))
 
 
@@ -415,8 +409,6 @@ def _dispatch_approval(inv: ToolInvocation) -> Approval | None:
 
 
 def _notice_dispatch(inv: ToolInvocation) -> ToolOutcome:
-    from cases.services import notice_dispatch
-
     # cases.services refuses agent actors for sending; the approval checked above is what
     # authorises this effect, and the system actor names the run that carried it out.
     sender = Actor.system(f"run-{inv.run.pk}")
@@ -447,8 +439,6 @@ def _memory_outcome(memory: MemoryRecord) -> ToolOutcome:
 
 
 def _memory_propose(inv: ToolInvocation) -> ToolOutcome:
-    from runs.memory import memory_propose
-
     memory = memory_propose(actor=inv.actor, tenant=inv.run.tenant, subject=str(inv.args.get("subject", "")),
                             content=str(inv.args.get("content", "")),
                             memory_type=str(inv.args.get("type") or "preference"),

@@ -20,6 +20,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 from agents.citations import MIN_QUOTE_CHARS, signal_words
 from agents.text import clean_narrative
+from runs.models import Artifact
 
 FILE_TEXT_CHARS = 200_000  # a text file is read up to this much for its preview (and a quote in it)
 PREVIEW_CHARS = 4000  # a preview shows at most this much text, unless a quote is marked in it
@@ -142,7 +143,6 @@ def agent_reasons(*, tenant_id: int, proposals: list, evidence_ids: set[int]) ->
     """For each proposal an agent run made, its run's risk assessment: the signals in words and the
     quotes they cite from evidence of this case (one query for the page). The assessment read is
     the last one the run made before the proposal (a run may re-assess after a re-plan)."""
-    from runs.models import Artifact
 
     by_run: dict[str, list] = {}
     run_ids = {str(p.run_id) for p in proposals if str(p.run_id or "").isdigit()}

@@ -15,6 +15,7 @@ from rest_framework import serializers, status
 from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 
+from accounts.models import User
 from audit.models import AuditEvent
 from audit.selectors import audit_events_for_tenant
 from cases import selectors, services
@@ -61,7 +62,6 @@ def _evidence_url(evidence: Evidence) -> str:
 def _tenant_user_id(value, tenant_id: int) -> int | None:
     """An assignee is the integer id of an active person of the tenant (or null: nobody), never
     "3", 1.5, true, a list or an object (the service would store them as sent)."""
-    from accounts.models import User
 
     if value is None:
         return None

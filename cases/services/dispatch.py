@@ -24,8 +24,10 @@ from cases.models import (
 from cases.services._common import lock_case, record_change, require_person, require_role, require_tenant
 from cases.services.deadlines import recompute_next_due
 from cases.services.notices import lock_notice
+from cases.tasks import notice_dispatch_enqueue
 from core.actors import Actor, coerce_actor
 from core.errors import Conflict, Forbidden, Invalid, NotAllowed, PersonRequired
+from outbox.models import OutboxMessage
 
 logger = logging.getLogger(__name__)
 
@@ -98,7 +100,6 @@ def notice_dispatch_request(*, actor, notice: Notice) -> Notice:
         action="cases.notice.dispatch_requested", target_type="notice", target_id=locked.pk,
         policy_version=policy.POLICY_VERSION, decision="allowed",
         payload={"notice_id": locked.pk, "approval_id": approval.pk, "content_hash": locked.content_hash})
-    from cases.tasks import notice_dispatch_enqueue  # tasks import services; import late to avoid a cycle
 
     attempts = NoticeDispatch.objects.filter(notice=locked).values_list("attempts", flat=True).first() or 0
     notice_dispatch_enqueue(notice_id=locked.pk, actor_user_id=actor.user.pk if actor.is_user else None,
@@ -313,8 +314,6 @@ def notice_dispatch_redeliver_lost(*, older_than_seconds: int, now=None) -> list
     that was merely slow finds the notice claimed and is a no-op. Returns the notice ids requeued."""
     from datetime import timedelta
 
-    from cases.tasks import notice_dispatch_enqueue
-    from outbox.models import OutboxMessage
 
     horizon = (now or timezone.now()) - timedelta(seconds=older_than_seconds)
     waiting = set(Notice.objects.filter(status=NoticeStatus.APPROVED, dispatch__isnull=True)

@@ -3,11 +3,11 @@
 
 from django import template
 
+from outbox.selectors import worker_status as read
+
 register = template.Library()
 
 
 @register.inclusion_tag("web/_worker_status.html")
 def worker_status():
-    from outbox.selectors import worker_status as read
-
     return {"worker_status": read()}

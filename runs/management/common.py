@@ -10,6 +10,7 @@ from django.core.management.base import CommandError
 from accounts.models import User
 from core.actors import Actor
 from runs.models import AgentRun
+from runs.selectors import run_outcome, run_queue_position
 
 
 def add_actor_argument(parser) -> None:
@@ -38,8 +39,6 @@ def inline_worker_id() -> str:
 
 
 def write_outcome(out, run: AgentRun) -> None:
-    from runs.selectors import run_outcome, run_queue_position
-
     outcome = run_outcome(run=run)
     case = run.case.reference if run.case_id else "—"
     out.write(f"Run R{run.pk} ({run.graph}) on {case}: {run.status}, phase {run.phase}; "

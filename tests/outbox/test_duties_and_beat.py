@@ -14,11 +14,11 @@ from django.utils import timezone
 
 from core.outages import OutageLog
 from ops import metrics
+from ops.drift import run_drift_checks
 from outbox import services
 from outbox.beat import HeartbeatScheduler
 from outbox.heartbeat import WorkerHeartbeatThread
 from outbox.models import BeatHeartbeat, DutyTurn
-from ops.drift import run_drift_checks
 
 pytestmark = pytest.mark.django_db
 

@@ -17,10 +17,10 @@ from kombu.exceptions import OperationalError as BrokerDown
 
 from audit.models import AuditEvent
 from cases import services as case_services
+from ops.drift import run_drift_checks
 from outbox import services
 from outbox.models import OutboxMessage, WorkerHeartbeat
 from outbox.selectors import worker_status
-from ops.drift import run_drift_checks
 from runs.models import AgentRun
 from tests.factories import make_case
 

@@ -10,8 +10,8 @@ from django.utils import timezone
 
 from cases import services as case_services
 from cases.models import NoticeDispatch, Proposal
-from runs import services
 from ops.drift import CHECKS, run_drift_checks
+from runs import services
 from runs.models import EffectType, MemoryRecord, MemoryStatus, ToolCall, ToolCallStatus
 from tests.runs.conftest import drive
 

@@ -21,9 +21,10 @@ from django.views.decorators.http import require_POST
 from cases import selectors, services
 from cases.models import Case
 from core.errors import DomainError, NotAllowed, NotFound
+from runs.services import run_start
 from web.access import member_required
 from web.actors import tenant_users
-from web.case_page import Outcome, ProposalApproveForm, case_page_context
+from web.case_page import DeadlineExtendForm, Outcome, ProposalApproveForm, case_page_context
 from web.errors import add_to_form, status_for
 from web.forms import (
     TRANSITION_LABELS,
@@ -107,8 +108,6 @@ def case_transition(request, reference: str):
 @require_POST
 @member_required
 def case_deadline_extend(request, reference: str):
-    from web.case_page import DeadlineExtendForm
-
     case = _case(request, reference)
     form = DeadlineExtendForm(request.POST, auto_id="id_deadline_%s")
 
@@ -221,7 +220,6 @@ def proposal_withdraw(request, reference: str, pk: int):
 def proposal_reask(request, reference: str, pk: int):
     """"Ask the agents again" on a stale proposal: a case_analysis run focused on that question,
     started (and audited, with this input) by runs.services.run_start."""
-    from runs.services import run_start
 
     def call(proposal):
         if not proposal.is_stale:

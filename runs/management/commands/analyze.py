@@ -16,9 +16,11 @@ from django.core.management.base import BaseCommand, CommandError
 
 from cases.models import Case
 from core.errors import DomainError
+from outbox.selectors import worker_status
 from runs.executor import drive_inline
 from runs.management.common import actor_from, add_actor_argument, inline_worker_id, write_outcome
 from runs.models import AgentRun, RunStatus
+from runs.services import run_start
 
 
 class Command(BaseCommand):
@@ -45,7 +47,6 @@ class Command(BaseCommand):
                                                                     if options["tenant"] else "."))
         if len(found) > 1:
             raise CommandError(f"Several tenants have a case {options['reference']}; say which with --tenant.")
-        from runs.services import run_start
 
         try:
             run = run_start(actor=actor_from(options), case=found[0], provider=options["provider"],
@@ -77,8 +78,6 @@ class Command(BaseCommand):
 
 
 def _no_worker_message() -> str:
-    from outbox.selectors import worker_status
-
     return worker_status().message
 
 

@@ -4,6 +4,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from core.errors import DomainError
 from runs.management.common import actor_from, add_actor_argument, get_run
+from runs.services import run_cancel
 
 
 class Command(BaseCommand):
@@ -15,8 +16,6 @@ class Command(BaseCommand):
         add_actor_argument(parser)
 
     def handle(self, *args, **options):
-        from runs.services import run_cancel
-
         try:
             run = run_cancel(actor=actor_from(options), run=get_run(options["run_id"]), reason=options["reason"])
         except DomainError as exc:

@@ -5,6 +5,7 @@ from django.core.management.base import BaseCommand, CommandError
 from core.errors import DomainError
 from runs.executor import drive_inline
 from runs.management.common import actor_from, add_actor_argument, get_run, inline_worker_id, write_outcome
+from runs.services import run_fork
 
 
 class Command(BaseCommand):
@@ -20,8 +21,6 @@ class Command(BaseCommand):
         add_actor_argument(parser)
 
     def handle(self, *args, **options):
-        from runs.services import run_fork
-
         parent = get_run(options["run_id"])
         try:
             fork = run_fork(actor=actor_from(options), run=parent, from_sequence=options["from_step"],

@@ -6,6 +6,7 @@ from core.errors import DomainError
 from runs.executor import drive_inline
 from runs.management.common import actor_from, add_actor_argument, get_run, inline_worker_id, write_outcome
 from runs.models import RunStatus
+from runs.services import run_resume
 
 
 class Command(BaseCommand):
@@ -18,8 +19,6 @@ class Command(BaseCommand):
         add_actor_argument(parser)
 
     def handle(self, *args, **options):
-        from runs.services import run_resume
-
         run = get_run(options["run_id"])
         try:
             run = run_resume(actor=actor_from(options), run=run, enqueue=not options["inline"])
