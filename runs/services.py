@@ -21,11 +21,11 @@ from core.actors import Actor, coerce_actor
 from core.errors import Forbidden, Invalid, NotAllowed, NotFound
 from ops import metrics
 from outbox.services import outbox_enqueue
+from runs import providers
 from runs.admission import pump_admissions
 from runs.graph import UnknownGraph, get_graph
 from runs.memory import memory_confirm, memory_forget, memory_propose
 from runs.models import AgentRun, Artifact, Checkpoint, Finding, RunStatus, Step
-from runs.providers import get_provider
 from runs.state import RunState, checkpoint_fields, state_at
 
 __all__ = ["run_start", "run_cancel", "run_resume", "run_fork", "memory_propose", "memory_confirm",
@@ -68,7 +68,7 @@ def _default_budget() -> dict[str, int]:
 def _provider(name: str | None):
     name = name or settings.ARBITER_MODEL_PROVIDER
     try:
-        return name, get_provider(name)
+        return name, providers.get_provider(name)
     except Exception as exc:  # unknown name, or a real provider without its settings
         raise Invalid(f"The model provider {name!r} cannot be used: {exc}",
                       fields={"provider": [str(exc)]}) from None

@@ -16,6 +16,7 @@ from django.utils import timezone
 from audit.services import audit_record
 from cases import policy
 from core.actors import Actor
+from runs import tasks as run_tasks
 from runs.admission import pump_admissions
 from runs.graph import NodeContext
 from runs.leases import LeaseLost, handoff_deadline
@@ -23,7 +24,6 @@ from runs.models import AgentRun, RunPhase, RunStatus, StepStatus
 from runs.state_cache import STATE_CACHE
 from runs.step_rows import step_row, write_buffered
 from runs.step_sql import Increment
-from runs.tasks import enqueue_step
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ def enqueue_next_step(run_id: int, *, expected_sequence: int | None = None, coun
     passes (the run row is the outbox, runs.leases)."""
 
     try:
-        enqueue_step(run_id, expected_sequence=expected_sequence, countdown=countdown)
+        run_tasks.enqueue_step(run_id, expected_sequence=expected_sequence, countdown=countdown)
     except Exception:
         logger.warning("could not enqueue step of run %s; the reaper will re-enqueue it", run_id, exc_info=True)
 

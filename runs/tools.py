@@ -30,8 +30,8 @@ from django.utils import timezone
 
 from audit.services import audit_record
 from cases import policy
+from cases import services as case_services
 from cases.models import Approval, ApprovalDecision, Case, Notice, NoticeDispatch, Proposal
-from cases.services import notice_dispatch, notice_draft, notice_submit, proposal_create
 from cases.snapshot import case_snapshot
 from core.actors import Actor
 from core.errors import DomainError, Invalid, NotFound
@@ -343,7 +343,7 @@ def _proposal_outcome(proposal: Proposal) -> ToolOutcome:
 
 
 def _proposal_create(inv: ToolInvocation) -> ToolOutcome:
-    proposal = proposal_create(actor=inv.actor, case=inv.case, kind=str(inv.args.get("kind", "")),
+    proposal = case_services.proposal_create(actor=inv.actor, case=inv.case, kind=str(inv.args.get("kind", "")),
                                payload=dict(inv.args.get("payload") or {}),
                                rationale=str(inv.args.get("rationale", "")),
                                evidence_refs=list(inv.args.get("evidence_refs") or []), run_id=str(inv.run.pk),
@@ -362,7 +362,7 @@ def _notice_outcome(notice: Notice) -> ToolOutcome:
 
 
 def _notice_draft(inv: ToolInvocation) -> ToolOutcome:
-    notice = notice_draft(actor=inv.actor, case=inv.case, subject=str(inv.args.get("subject", "")),
+    notice = case_services.notice_draft(actor=inv.actor, case=inv.case, subject=str(inv.args.get("subject", "")),
                           body=str(inv.args.get("body", "")), kind=str(inv.args.get("kind") or "response"),
                           run_id=str(inv.run.pk), idempotency_key=inv.idempotency_key,
                           requested_by=_requested_by(inv),
@@ -385,7 +385,7 @@ def _run_notice(inv: ToolInvocation) -> Notice:
 
 
 def _notice_submit(inv: ToolInvocation) -> ToolOutcome:
-    return _notice_outcome(notice_submit(actor=inv.actor, notice=_run_notice(inv)))
+    return _notice_outcome(case_services.notice_submit(actor=inv.actor, notice=_run_notice(inv)))
 
 
 def _notice_submit_reconcile(inv: ToolInvocation) -> ToolOutcome | None:
@@ -412,7 +412,7 @@ def _notice_dispatch(inv: ToolInvocation) -> ToolOutcome:
     # cases.services refuses agent actors for sending; the approval checked above is what
     # authorises this effect, and the system actor names the run that carried it out.
     sender = Actor.system(f"run-{inv.run.pk}")
-    notice = notice_dispatch(actor=sender, notice=_run_notice(inv))
+    notice = case_services.notice_dispatch(actor=sender, notice=_run_notice(inv))
     outcome = _notice_outcome(notice)
     if notice.status != "sent":
         outcome.error = f"The notice was not sent (status {notice.status}); see its dispatch record."
