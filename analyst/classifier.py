@@ -12,7 +12,6 @@ Nothing is ever downloaded.
 
 from __future__ import annotations
 
-import csv
 import fcntl
 import hashlib
 import logging
@@ -39,72 +38,25 @@ from sklearn.linear_model import LogisticRegression
 
 from agents import taxonomy
 from agents import text as text_module
-from agents.text import clean_narrative
 from analyst import cues as cues_module
+from analyst import examples as examples_module
 from analyst.calibration import fit_issue_calibration, fit_temperature, sharpen, smooth
 from analyst.cues import company_lines, product_cues
 from analyst.evaluation import split_of
+from analyst.examples import DATA_FILE, Example, file_sha256, load_examples
 from analyst.tasks import TRAIN_TASK_TIME_LIMIT, classifier_train_task
 from runs.providers import ProviderError
 
 logger = logging.getLogger(__name__)
 
-DATA_FILE = Path(__file__).resolve().parent / "data" / "cfpb_complaints.csv"
 RANDOM_STATE = 20261101
 MODEL_FORMAT = 8  # bump when the training configuration or the pickled structure changes
-
-
-@dataclass(frozen=True)
-class Example:
-    complaint_id: str
-    text: str
-    product: str
-    sub_product: str
-    issue: str
-    company: str = ""
-    received: date | None = None
 
 
 @dataclass(frozen=True)
 class Prediction:
     label: str
     confidence: float
-
-
-def _received(value: str | None) -> date | None:
-    try:
-        return date.fromisoformat((value or "").strip()[:10])
-    except ValueError:
-        return None
-
-
-def load_examples(path: Path = DATA_FILE) -> list[Example]:
-    """Rows with a narrative, in file order (the bytes-literal narrative decoded)."""
-    with open(path, newline="", encoding="utf-8") as handle:
-        rows = list(csv.DictReader(handle))
-    examples = []
-    for row in rows:
-        text = clean_narrative(row.get("Consumer complaint narrative"))
-        if not text or not row.get("Product"):
-            continue
-        examples.append(Example(
-            complaint_id=row.get("Complaint ID", ""),
-            text=text,
-            product=row["Product"].strip(),
-            sub_product=(row.get("Sub-product") or "").strip(),
-            issue=(row.get("Issue") or "").strip(),
-            company=(row.get("Company") or "").strip(),
-            received=_received(row.get("Date received")),
-        ))
-    return examples
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 16), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _vectorizer() -> TfidfVectorizer:
@@ -140,6 +92,9 @@ ISSUE_C = 2.0
 # UNSEEN_PRIOR / (number of products) and its cue words decide (0: it scores like an improbable one).
 UNSEEN_PRIOR = 1.0
 FLOOR = 1e-3  # probability floor of the text model (a product it never saw is not impossible)
+# A confidence is never certainty: a model of 191 complaints that says 1.00 overclaims (and a
+# threshold of 1.0 must still send every triage to an analyst).
+MAX_CONFIDENCE = 0.999
 
 
 def normalise_company(name: str) -> str:
@@ -313,7 +268,7 @@ class ComplaintClassifier:
         if temperature != 1.0:
             scores = sharpen(scores, temperature)
         scores = smooth(scores, smoothing, published)
-        return Prediction(label=label, confidence=round(scores[label], 4))
+        return Prediction(label=label, confidence=min(round(scores[label], 4), MAX_CONFIDENCE))
 
     def _issue_model(self, learnt: str) -> _LabelModel:
         return self.issue_by_product.get(learnt, self.issue)
@@ -328,7 +283,7 @@ class ComplaintClassifier:
         probabilities = self.product_probabilities(text, company)
         learnt = sorted(probabilities.items(), key=lambda item: (-item[1], item[0]))[0]
         label = taxonomy.label_in_force(learnt[0], received)
-        product = Prediction(label=label, confidence=round(learnt[1], 4))
+        product = Prediction(label=label, confidence=min(round(learnt[1], 4), MAX_CONFIDENCE))
         sub_product = self._best(self.sub_product, self.sub_product.probabilities(features)[0],
                                  taxonomy.sub_products_of(label) or None)
         issue_model = self._issue_model(learnt[0])
@@ -401,13 +356,14 @@ class TrainingResult:
 @lru_cache(maxsize=1)
 def code_version() -> str:
     """MODEL_FORMAT plus a fingerprint of what shapes the trained object besides the complaint data:
-    this module, the cues and the taxonomy (code and shipped data), the narrative cleaner, and the
+    this module, the example reader, the cues and the taxonomy (code and shipped data), the narrative cleaner, and the
     library versions the pickle depends on. Any change to one of them names a new artifact, so a
     model trained by older code is never loaded by newer code. Computed once per process: it
     describes the code this process imported."""
     digest = hashlib.sha256(f"{MODEL_FORMAT}|sklearn {sklearn.__version__}|numpy {np.__version__}".encode())
     taxonomy_dir = Path(taxonomy.__file__).resolve().parent
     sources = [Path(__file__).resolve(), Path(cues_module.__file__).resolve(), Path(taxonomy.__file__).resolve(),
+               Path(examples_module.__file__).resolve(),
                Path(text_module.__file__).resolve(), *sorted((taxonomy_dir / "data").glob("*"))]
     for source in sources:
         if source.is_file():
@@ -641,41 +597,3 @@ def get_classifier(path: Path = DATA_FILE) -> ComplaintClassifier:
 def clear_cache() -> None:
     with _lock:
         _cache.clear()
-
-
-# --- evaluation -----------------------------------------------------------------------------
-def holdout_split(examples: list[Example]) -> tuple[list[Example], list[Example]]:
-    """The train and test sides of the fixed evaluation split (analyst.evaluation.split_of, a hash of
-    the complaint id); the dev side, used for tuning, is in neither."""
-    ordered = sorted(examples, key=lambda e: (e.complaint_id, e.text[:40]))
-    return ([e for e in ordered if split_of(e.complaint_id) == "train"],
-            [e for e in ordered if split_of(e.complaint_id) == "test"])
-
-
-@dataclass(frozen=True)
-class Evaluation:
-    train_size: int
-    test_size: int
-    product_accuracy: float
-    product_baseline: float
-    issue_accuracy: float
-    issue_baseline: float
-
-
-def evaluate(examples: list[Example] | None = None) -> Evaluation:
-    """Held-out accuracy of product and issue against the majority-class baseline (the classifier
-    alone; `manage.py evaluate` measures the whole analysis)."""
-    examples = examples if examples is not None else load_examples()
-    train, test = holdout_split(examples)
-    model = ComplaintClassifier(train)
-    predictions = [model.predict(e.text, e.company, e.received) for e in test]
-    majority_product = Counter(e.product for e in train).most_common(1)[0][0]
-    majority_issue = Counter(e.issue for e in train).most_common(1)[0][0]
-    n = len(test)
-    return Evaluation(
-        train_size=len(train), test_size=n,
-        product_accuracy=sum(p["product"].label == e.product for p, e in zip(predictions, test, strict=True)) / n,
-        product_baseline=sum(e.product == majority_product for e in test) / n,
-        issue_accuracy=sum(p["issue"].label == e.issue for p, e in zip(predictions, test, strict=True)) / n,
-        issue_baseline=sum(e.issue == majority_issue for e in test) / n,
-    )
