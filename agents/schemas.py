@@ -57,6 +57,11 @@ class TriageOutput(_Out):
     issue_confidence: float | None = Field(default=None, ge=0, le=1)
     # What the narrative reads as, when it differs from the product recorded on the case.
     narrative_product: str | None = None
+    # What complaints against the respondent are usually about, when the narrative alone reads as
+    # another product; `doubt` says so in a sentence, and the adjudicator raises a dispute.
+    company_product: str | None = Field(default=None, max_length=200)
+    narrative_reading: str | None = Field(default=None, max_length=200)
+    doubt: str | None = Field(default=None, max_length=600)
     consumer_request: ConsumerRequest | None = None
 
 

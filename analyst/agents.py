@@ -346,6 +346,15 @@ def _classification_disputes(triage_out: dict | None, recorded_product: str) -> 
                            f"product is {triage_out['narrative_product']}."),
         })
 
+    if triage_out and triage_out.get("company_product") and triage_out.get("doubt"):
+        disputes.append({
+            "topic": "product: narrative and company prior",
+            "positions": [f"narrative: reads like {triage_out.get('narrative_reading')}",
+                          f"company prior: usually {triage_out['company_product']}"],
+            "resolution": (f"{triage_out['doubt']} Triage answers {triage_out.get('product')} "
+                           f"(confidence {float(triage_out.get('confidence') or 0):.2f})."),
+        })
+
     return disputes
 
 

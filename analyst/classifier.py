@@ -12,7 +12,6 @@ Nothing is ever downloaded.
 
 from __future__ import annotations
 
-import csv
 import fcntl
 import hashlib
 import logging
@@ -39,70 +38,25 @@ from sklearn.linear_model import LogisticRegression
 
 from agents import taxonomy
 from agents import text as text_module
-from agents.text import clean_narrative
 from analyst import cues as cues_module
+from analyst import examples as examples_module
+from analyst.calibration import fit_issue_calibration, fit_temperature, sharpen, smooth
 from analyst.cues import company_lines, product_cues
+from analyst.evaluation import split_of
+from analyst.examples import DATA_FILE, Example, file_sha256, load_examples
 from analyst.tasks import TRAIN_TASK_TIME_LIMIT, classifier_train_task
 from runs.providers import ProviderError
 
 logger = logging.getLogger(__name__)
 
-DATA_FILE = Path(__file__).resolve().parent / "data" / "cfpb_complaints.csv"
 RANDOM_STATE = 20261101
-MODEL_FORMAT = 7  # bump when the training configuration or the pickled structure changes
-
-
-@dataclass(frozen=True)
-class Example:
-    complaint_id: str
-    text: str
-    product: str
-    sub_product: str
-    issue: str
-    company: str = ""
-    received: date | None = None
+MODEL_FORMAT = 8  # bump when the training configuration or the pickled structure changes
 
 
 @dataclass(frozen=True)
 class Prediction:
     label: str
     confidence: float
-
-
-def _received(value: str | None) -> date | None:
-    try:
-        return date.fromisoformat((value or "").strip()[:10])
-    except ValueError:
-        return None
-
-
-def load_examples(path: Path = DATA_FILE) -> list[Example]:
-    """Rows with a narrative, in file order (the bytes-literal narrative decoded)."""
-    with open(path, newline="", encoding="utf-8") as handle:
-        rows = list(csv.DictReader(handle))
-    examples = []
-    for row in rows:
-        text = clean_narrative(row.get("Consumer complaint narrative"))
-        if not text or not row.get("Product"):
-            continue
-        examples.append(Example(
-            complaint_id=row.get("Complaint ID", ""),
-            text=text,
-            product=row["Product"].strip(),
-            sub_product=(row.get("Sub-product") or "").strip(),
-            issue=(row.get("Issue") or "").strip(),
-            company=(row.get("Company") or "").strip(),
-            received=_received(row.get("Date received")),
-        ))
-    return examples
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 16), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _vectorizer() -> TfidfVectorizer:
@@ -138,8 +92,9 @@ ISSUE_C = 2.0
 # UNSEEN_PRIOR / (number of products) and its cue words decide (0: it scores like an improbable one).
 UNSEEN_PRIOR = 1.0
 FLOOR = 1e-3  # probability floor of the text model (a product it never saw is not impossible)
-CALIBRATION_FOLDS = 5
-TEMPERATURES = tuple(round(0.5 + 0.1 * step, 2) for step in range(46))  # 0.5 … 5.0
+# A confidence is never certainty: a model of 191 complaints that says 1.00 overclaims (and a
+# threshold of 1.0 must still send every triage to an analyst).
+MAX_CONFIDENCE = 0.999
 
 
 def normalise_company(name: str) -> str:
@@ -171,12 +126,16 @@ class ComplaintClassifier:
     where P_text is the class-balanced TF-IDF logistic regression, the cues are words of the CFPB
     taxonomy naming the product (cues.PRODUCT_CUES) and P(p | company) is the respondent's complaint
     mix: its complaints in the training data plus LINE_PSEUDO pseudo-complaints spread over its
-    publicly known lines of business (cues.company_lines), smoothed. The scores become probabilities with a temperature fitted on out-of-fold
-    predictions of the training data (calibration: a stated 0.7 is right about 70% of the time).
+    publicly known lines of business (cues.company_lines), smoothed. The first two terms are the
+    narrative's own reading, the last the company prior: each is also given apart
+    (`product_views`), so triage can say when they disagree. The scores become probabilities with
+    a temperature; product and issue temperatures are fitted on the dev split (`calibrate_on`,
+    analyst/calibration.py): a stated 0.7 is right about 70% of the time.
     Issue and sub-product: the same regression, restricted to the labels the taxonomy allows
     for the product in force on the received date."""
 
-    def __init__(self, examples: list[Example], *, calibrate: bool = True, issues: bool = True):
+    def __init__(self, examples: list[Example], *, calibrate: bool = True, issues: bool = True,
+                 calibration: list[Example] | None = None):
         if not examples:
             raise ValueError("The complaint classifier needs at least one training example.")
         self.vectorizer = _vectorizer()
@@ -198,7 +157,7 @@ class ComplaintClassifier:
                 labels = [examples[i].issue for i in indexes]
                 if len(set(labels)) > 1:
                     self.issue_by_product[product] = _LabelModel(features[indexes], labels, c=ISSUE_C)
-        self.products = sorted({taxonomy.current_product(p) for p in taxonomy.products()}
+        self.products = sorted({taxonomy.current_product(p) for p in taxonomy.sample_products()}
                                | set(self.product.classes))
         self.company_mix: dict[str, Counter] = {}
         for example in examples:
@@ -207,17 +166,31 @@ class ComplaintClassifier:
                 self.company_mix.setdefault(key, Counter())[taxonomy.current_product(example.product)] += 1
         self.label_counts = Counter(e.product for e in examples)
         self.trained_on = len(examples)
-        self.temperature = self._fit_temperature(examples) if calibrate else 1.0
+        self.temperature = 1.0
+        self.issue_temperature = 1.0
+        self.issue_smoothing = 0.0
+        if calibrate and calibration:
+            self.calibrate_on(calibration)
 
     # --- product ----------------------------------------------------------------------------
+    def company_prior(self, company: str) -> dict[str, float]:
+        """P(product | company): the respondent's complaint mix in training plus its known lines of
+        business, smoothed over all products; {} for a respondent the model knows nothing of."""
+        key = normalise_company(company)
+        mix = Counter(self.company_mix.get(key) or {})
+        lines = company_lines(key) if LINE_PSEUDO and key else set()
+        for product in lines:
+            mix[product] += LINE_PSEUDO / len(lines)
+        if not mix:
+            return {}
+        total = sum(mix.values())
+        return {product: (mix[product] + COMPANY_SMOOTHING / len(self.products)) / (total + COMPANY_SMOOTHING)
+                for product in self.products}
+
     def _scores(self, text: str, company: str, row: np.ndarray) -> dict[str, float]:
         text_probability = dict(zip(self.product.classes, (float(p) for p in row), strict=True))
         cues = product_cues(f"{text} {company}")
-        key = normalise_company(company)
-        mix = Counter(self.company_mix.get(key) or {})
-        lines = company_lines(key) if LINE_PSEUDO else set()
-        for product in lines:
-            mix[product] += LINE_PSEUDO / len(lines)
+        prior = self.company_prior(company)
         scores = {}
         unseen_prior = math.log(UNSEEN_PRIOR / len(self.products)) if UNSEEN_PRIOR else None
         for product in self.products:
@@ -229,10 +202,8 @@ class ComplaintClassifier:
                 score = math.log(text_probability.get(product, 0.0) + FLOOR)
             found = len(cues.get(product, ()))
             score += CUE_WEIGHT * (min(found, CUE_CAP) if CUE_CAP else found)
-            if mix:
-                total = sum(mix.values())
-                share = (mix[product] + COMPANY_SMOOTHING / len(self.products)) / (total + COMPANY_SMOOTHING)
-                score += COMPANY_WEIGHT * math.log(share)
+            if prior:
+                score += COMPANY_WEIGHT * math.log(prior[product])
             scores[product] = score
         return scores
 
@@ -243,58 +214,82 @@ class ComplaintClassifier:
         total = sum(weights.values())
         return {label: weight / total for label, weight in weights.items()}
 
-    def _fit_temperature(self, examples: list[Example]) -> float:
-        """The temperature minimising the log-loss of out-of-fold product predictions."""
-        ordered = sorted(examples, key=lambda e: (e.complaint_id, e.text[:40]))
-        held_out: list[tuple[dict[str, float], str]] = []
-        for fold in range(CALIBRATION_FOLDS):
-            train = [e for i, e in enumerate(ordered) if i % CALIBRATION_FOLDS != fold]
-            test = [e for i, e in enumerate(ordered) if i % CALIBRATION_FOLDS == fold]
-            if not test or len({e.product for e in train}) < 2:
-                continue
-            model = ComplaintClassifier(train, calibrate=False, issues=False)
-            for example in test:
-                row = model.product.probabilities(model.vectorizer.transform([example.text]))[0]
-                held_out.append((model._scores(example.text, example.company, row),
-                                 taxonomy.current_product(example.product)))
-        if not held_out:
-            return 1.0
-
-        def loss(temperature: float) -> float:
-            return -sum(math.log(max(self._softmax(scores, temperature).get(truth, 0.0), 1e-9))
-                        for scores, truth in held_out)
-
-        return min(TEMPERATURES, key=lambda t: (round(loss(t), 9), t))
+    def calibrate_on(self, examples: list[Example]) -> None:
+        """Fit the product and issue temperatures on `examples` (the dev split, which this model must
+        not have been trained on): the least log-loss of their uncalibrated predictions."""
+        product_pairs, issue_triples = [], []
+        for example in examples:
+            row = self.product.probabilities(self.vectorizer.transform([example.text]))[0]
+            probabilities = self._softmax(self._scores(example.text, example.company, row), 1.0)
+            product_pairs.append((probabilities, taxonomy.current_product(example.product)))
+            learnt = max(sorted(probabilities), key=lambda label: probabilities[label])
+            label = taxonomy.label_in_force(learnt, example.received)
+            issue_triples.append((self._issue_distribution(example.text, learnt, label), example.issue,
+                                  taxonomy.published_issues_of(label)))
+        self.temperature = fit_temperature(product_pairs)
+        self.issue_temperature, self.issue_smoothing = fit_issue_calibration(issue_triples)
 
     def product_probabilities(self, text: str, company: str = "") -> dict[str, float]:
         row = self.product.probabilities(self.vectorizer.transform([text]))[0]
         return self._softmax(self._scores(text, company, row), self.temperature)
 
+    def product_views(self, text: str, company: str = "") -> dict[str, dict[str, float]]:
+        """The product as the narrative alone reads it ("narrative": text model and the narrative's
+        cue words), as the company alone predicts it ("company": {} when the respondent is unknown),
+        and the two combined ("combined", what triage answers); each a distribution (calibrated
+        temperature for the narrative and the combination)."""
+        row = self.product.probabilities(self.vectorizer.transform([text]))[0]
+        return {"narrative": self._softmax(self._scores(text, "", row), self.temperature),
+                "company": self.company_prior(company),
+                "combined": self._softmax(self._scores(text, company, row), self.temperature)}
+
     # --- prediction -------------------------------------------------------------------------
-    def _best(self, model: _LabelModel, row: np.ndarray, allowed: dict[str, int] | None = None) -> Prediction:
-        """The most probable class among the allowed labels. When the model never learnt any of
-        them, the taxonomy's most frequent allowed label, with no confidence to speak of."""
+    @staticmethod
+    def _distribution(model: _LabelModel, row: np.ndarray, allowed: dict[str, int] | None = None) -> dict[str, float]:
+        """The model's probabilities over the allowed labels it learnt, renormalised ({} when it learnt
+        none of them)."""
         scores = dict(zip(model.classes, (float(p) for p in row), strict=True))
         if allowed:
             known = {label: scores[label] for label in allowed if label in scores}
-            if not known:
-                label = sorted(allowed.items(), key=lambda item: (-item[1], item[0]))[0][0]
-                return Prediction(label=label, confidence=0.0)
             total = sum(known.values())
             scores = {label: value / total if total > 0 else 0.0 for label, value in known.items()}
+        return scores
+
+    def _best(self, model: _LabelModel, row: np.ndarray, allowed: dict[str, int] | None = None,
+              temperature: float = 1.0, smoothing: float = 0.0, published: tuple[str, ...] = ()) -> Prediction:
+        """The most probable class among the allowed labels (its probability sharpened by the
+        temperature, then smoothed over the published labels). When the model never learnt any of
+        them, the taxonomy's most frequent allowed label, with no confidence to speak of."""
+        scores = self._distribution(model, row, allowed)
+        if not scores:
+            label = sorted(allowed.items(), key=lambda item: (-item[1], item[0]))[0][0]
+            return Prediction(label=label, confidence=0.0)
         label = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[0][0]
-        return Prediction(label=label, confidence=round(scores[label], 4))
+        if temperature != 1.0:
+            scores = sharpen(scores, temperature)
+        scores = smooth(scores, smoothing, published)
+        return Prediction(label=label, confidence=min(round(scores[label], 4), MAX_CONFIDENCE))
+
+    def _issue_model(self, learnt: str) -> _LabelModel:
+        return self.issue_by_product.get(learnt, self.issue)
+
+    def _issue_distribution(self, text: str, learnt: str, label: str) -> dict[str, float]:
+        model = self._issue_model(learnt)
+        return self._distribution(model, model.probabilities(self.vectorizer.transform([text]))[0],
+                                  taxonomy.issues_of(label))
 
     def predict(self, text: str, company: str = "", received: date | None = None) -> dict[str, Prediction]:
         features = self.vectorizer.transform([text])
         probabilities = self.product_probabilities(text, company)
         learnt = sorted(probabilities.items(), key=lambda item: (-item[1], item[0]))[0]
         label = taxonomy.label_in_force(learnt[0], received)
-        product = Prediction(label=label, confidence=round(learnt[1], 4))
+        product = Prediction(label=label, confidence=min(round(learnt[1], 4), MAX_CONFIDENCE))
         sub_product = self._best(self.sub_product, self.sub_product.probabilities(features)[0],
                                  taxonomy.sub_products_of(label) or None)
-        issue_model = self.issue_by_product.get(learnt[0], self.issue)
-        issue = self._best(issue_model, issue_model.probabilities(features)[0], taxonomy.issues_of(label))
+        issue_model = self._issue_model(learnt[0])
+        issue = self._best(issue_model, issue_model.probabilities(features)[0], taxonomy.issues_of(label),
+                           temperature=self.issue_temperature, smoothing=self.issue_smoothing,
+                           published=taxonomy.published_issues_of(label))
         return {"product": product, "sub_product": sub_product, "issue": issue}
 
     def predict_products(self, texts: list[str], companies: list[str] | None = None) -> list[str]:
@@ -361,13 +356,14 @@ class TrainingResult:
 @lru_cache(maxsize=1)
 def code_version() -> str:
     """MODEL_FORMAT plus a fingerprint of what shapes the trained object besides the complaint data:
-    this module, the cues and the taxonomy (code and shipped data), the narrative cleaner, and the
+    this module, the example reader, the cues and the taxonomy (code and shipped data), the narrative cleaner, and the
     library versions the pickle depends on. Any change to one of them names a new artifact, so a
     model trained by older code is never loaded by newer code. Computed once per process: it
     describes the code this process imported."""
     digest = hashlib.sha256(f"{MODEL_FORMAT}|sklearn {sklearn.__version__}|numpy {np.__version__}".encode())
     taxonomy_dir = Path(taxonomy.__file__).resolve().parent
     sources = [Path(__file__).resolve(), Path(cues_module.__file__).resolve(), Path(taxonomy.__file__).resolve(),
+               Path(examples_module.__file__).resolve(),
                Path(text_module.__file__).resolve(), *sorted((taxonomy_dir / "data").glob("*"))]
     for source in sources:
         if source.is_file():
@@ -454,8 +450,21 @@ def _training_in_progress(artifact: Artifact) -> bool:
     return False
 
 
-def _fit(examples: list[Example]) -> ComplaintClassifier:
-    return ComplaintClassifier(examples)
+def _fit(examples: list[Example], dev: list[Example] | None = None) -> ComplaintClassifier:
+    """The classifier of `examples`, calibrated on the dev split: the temperatures are fitted on the
+    dev complaints as predicted by a model trained on the train complaints only (`dev`, when the
+    examples are a scope without them; otherwise the dev rows among the examples), so no complaint
+    calibrates a model that trained on it, and the test split is never used."""
+    if dev is None:
+        dev = [e for e in examples if split_of(e.complaint_id) == "dev"]
+    train = [e for e in examples if split_of(e.complaint_id) == "train"]
+    if len(train) == len(examples) or not train:
+        return ComplaintClassifier(examples, calibration=dev)
+    model = ComplaintClassifier(examples, calibrate=False)
+    reference = ComplaintClassifier(train, calibration=dev)
+    model.temperature, model.issue_temperature = reference.temperature, reference.issue_temperature
+    model.issue_smoothing = reference.issue_smoothing
+    return model
 
 
 def classifier_train(path: Path = DATA_FILE, *, splits: tuple[str, ...] | None = None, force: bool = False,
@@ -474,7 +483,7 @@ def classifier_train(path: Path = DATA_FILE, *, splits: tuple[str, ...] | None =
         say(f"Training the offline analyst's classifier on {len(examples)} complaints "
             f"(data sha256 {artifact.data_sha256[:16]}…, code version {artifact.code_version})…")
         started = time.perf_counter()
-        model = _fit(examples)
+        model = _fit(examples, dev=_examples_of(path, ("dev",))) if splits else _fit(examples)
         seconds = time.perf_counter() - started
         _save_artifact(artifact, model, seconds=seconds)
         artifact.request_path.unlink(missing_ok=True)
@@ -562,8 +571,6 @@ def _examples_of(path: Path, splits: tuple[str, ...] | None) -> list[Example]:
     examples = load_examples(path)
     if not splits:
         return examples
-    from analyst.evaluation import split_of
-
     return [e for e in examples if split_of(e.complaint_id) in splits]
 
 
@@ -590,43 +597,3 @@ def get_classifier(path: Path = DATA_FILE) -> ComplaintClassifier:
 def clear_cache() -> None:
     with _lock:
         _cache.clear()
-
-
-# --- evaluation -----------------------------------------------------------------------------
-def holdout_split(examples: list[Example]) -> tuple[list[Example], list[Example]]:
-    """The train and test sides of the fixed evaluation split (analyst.evaluation.split_of, a hash of
-    the complaint id); the dev side, used for tuning, is in neither."""
-    from analyst.evaluation import split_of
-
-    ordered = sorted(examples, key=lambda e: (e.complaint_id, e.text[:40]))
-    return ([e for e in ordered if split_of(e.complaint_id) == "train"],
-            [e for e in ordered if split_of(e.complaint_id) == "test"])
-
-
-@dataclass(frozen=True)
-class Evaluation:
-    train_size: int
-    test_size: int
-    product_accuracy: float
-    product_baseline: float
-    issue_accuracy: float
-    issue_baseline: float
-
-
-def evaluate(examples: list[Example] | None = None) -> Evaluation:
-    """Held-out accuracy of product and issue against the majority-class baseline (the classifier
-    alone; `manage.py evaluate` measures the whole analysis)."""
-    examples = examples if examples is not None else load_examples()
-    train, test = holdout_split(examples)
-    model = ComplaintClassifier(train)
-    predictions = [model.predict(e.text, e.company, e.received) for e in test]
-    majority_product = Counter(e.product for e in train).most_common(1)[0][0]
-    majority_issue = Counter(e.issue for e in train).most_common(1)[0][0]
-    n = len(test)
-    return Evaluation(
-        train_size=len(train), test_size=n,
-        product_accuracy=sum(p["product"].label == e.product for p, e in zip(predictions, test, strict=True)) / n,
-        product_baseline=sum(e.product == majority_product for e in test) / n,
-        issue_accuracy=sum(p["issue"].label == e.issue for p, e in zip(predictions, test, strict=True)) / n,
-        issue_baseline=sum(e.issue == majority_issue for e in test) / n,
-    )

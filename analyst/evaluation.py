@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 
+from analyst.calibration import expected_calibration_error, reliability
+
 SPLITS = ("train", "dev", "test")
 SPLIT_SALT = "arbiter-eval-v1"
 # bucket (0-99) boundaries: [0, 60) train, [60, 75) dev, [75, 100) test
@@ -101,6 +103,8 @@ class Outcome:
     predicted_product: str = ""
     predicted_issue: str = ""
     confidence: float | None = None
+    issue_confidence: float | None = None
+    company_disagrees: bool = False  # the narrative alone and the company prior disagreed on the product
     needs_analyst: bool = False
     signals: set[str] = field(default_factory=set)
     risk_level: str = ""
@@ -175,6 +179,8 @@ def _analyse(row: dict, *, tenant, analyst, provider: str | None, checker) -> Ou
         outcome.predicted_issue = str(data.get("issue") or "")
         outcome.confidence = triage.confidence
         outcome.needs_analyst = bool(data.get("needs_analyst"))
+        outcome.issue_confidence = data.get("issue_confidence")
+        outcome.company_disagrees = bool(data.get("company_product"))
     risk = Finding.objects.filter(run=run, agent="risk_assessor", type="risk_level").order_by("pk").last()
     if risk is not None:
         outcome.risk_level = str((risk.data or {}).get("risk_level") or "")
@@ -292,6 +298,7 @@ def report(outcomes: list[Outcome], *, split: str, provider: str, threshold: flo
                      "needs_analyst_with_dispute": sum(o.low_confidence_dispute for o in low),
                      "dispute_on_triage_when_confident": sum(o.low_confidence_dispute for o in done
                                                              if not o.needs_analyst)},
+        "calibration": calibration_report(done),
         "replans": sum(o.replans for o in outcomes),
         "dropped_citations": sum(o.dropped_citations for o in outcomes),
         "risk_levels": dict(Counter(o.risk_level for o in outcomes)),
@@ -300,6 +307,42 @@ def report(outcomes: list[Outcome], *, split: str, provider: str, threshold: flo
                                  "max": round(max(seconds), 3) if seconds else None},
         "errors": [f"{o.complaint_id}: {o.error}" for o in outcomes if o.error][:20],
     }
+
+
+def calibration_report(done: list[Outcome]) -> dict:
+    """Expected calibration error (10 bins) of the product and issue confidences, with the bins, and
+    how the narrative-against-company disagreements fared (analyst/calibration.py)."""
+    figures = {}
+    for name, truth, predicted, confidence in (
+            ("product", "product", "predicted_product", "confidence"),
+            ("issue", "issue", "predicted_issue", "issue_confidence")):
+        pairs = [(float(getattr(o, confidence)), getattr(o, truth) == getattr(o, predicted))
+                 for o in done if getattr(o, confidence) is not None]
+        figures[name] = {"n": len(pairs), "ece": expected_calibration_error(pairs),
+                         "mean_confidence": _ratio(sum(c for c, _ in pairs), len(pairs)) if pairs else None,
+                         "accuracy": _ratio(sum(ok for _, ok in pairs), len(pairs)),
+                         "bins": reliability(pairs)}
+    doubted = [o for o in done if o.company_disagrees]
+    figures["narrative_against_company"] = {
+        "disagreements": len(doubted),
+        "product_accuracy_when_disagreeing": _ratio(sum(o.product == o.predicted_product for o in doubted),
+                                                    len(doubted))}
+    return figures
+
+
+def format_calibration(data: dict) -> list[str]:
+    lines = []
+    for name in ("product", "issue"):
+        part = data[name]
+        ece = "—" if part["ece"] is None else f"{part['ece']:.3f}"
+        lines.append(f"{name.capitalize()} calibration: expected calibration error {ece} (10 bins, n={part['n']}); "
+                     f"mean confidence {_pct(part['mean_confidence'])} against accuracy {_pct(part['accuracy'])}")
+        lines.append("    " + "; ".join(f"{row['bin']}: {row['n']} at {row['confidence']:.2f}, right "
+                                       f"{_pct(row['accuracy'])}" for row in part["bins"]))
+    doubt = data["narrative_against_company"]
+    lines.append(f"Narrative and company prior disagreed on {doubt['disagreements']} complaint(s) (each disputed); "
+                 f"product right in {_pct(doubt['product_accuracy_when_disagreeing'])} of them")
+    return lines
 
 
 def _pct(value) -> str:
@@ -333,6 +376,7 @@ def format_report(data: dict) -> list[str]:
                  f"analyst in {disputes['needs_analyst']} (threshold {data['triage_min_confidence']}), "
                  f"{disputes['needs_analyst_with_dispute']} of them disputed; triage disputed while confident: "
                  f"{disputes['dispute_on_triage_when_confident']}")
+    lines.extend(format_calibration(data["calibration"]))
     lines.append(f"Re-plans: {data['replans']}; quotes dropped as unverifiable: {data['dropped_citations']}; "
                  f"risk levels {data['risk_levels']}")
     seconds = data["seconds_per_analysis"]

@@ -1,6 +1,10 @@
 """Triage of the offline analyst: product, sub-product and issue within the CFPB taxonomy (with a
 calibrated confidence, and "needs an analyst" below ARBITER_TRIAGE_MIN_CONFIDENCE), the
-respondent, and what the consumer asks for (`consumer_request`, with its exact quote)."""
+respondent, and what the consumer asks for (`consumer_request`, with its exact quote).
+
+Triage doubts itself: the narrative's own reading and the company prior (what complaints against
+the respondent are usually about) are kept apart; when their top products differ, the finding says
+so in words (`doubt`) and the adjudicator raises a dispute, whatever the combined confidence."""
 
 from __future__ import annotations
 
@@ -153,6 +157,24 @@ def min_confidence() -> float:
 DEFAULT_MIN_CONFIDENCE = 0.6
 
 
+def _top(distribution: dict[str, float]) -> str | None:
+    return min(distribution, key=lambda label: (-distribution[label], label)) if distribution else None
+
+
+def narrative_against_company(views: dict, company: str, received) -> dict:
+    """{"company_product", "narrative_reading", "doubt"} when the narrative alone and the company prior disagree on the
+    product (the products compared as they are learnt, so a retired label does not count as a
+    disagreement), else {}. `doubt` is the sentence the finding shows."""
+    narrative, prior = _top(views.get("narrative") or {}), _top(views.get("company") or {})
+    if not narrative or not prior or narrative == prior:
+        return {}
+    reads = taxonomy.label_in_force(narrative, received)
+    usual = taxonomy.label_in_force(prior, received)
+    return {"company_product": usual, "narrative_reading": reads,
+            "doubt": (f"The narrative reads like {reads}; complaints against {company} are usually {usual}. "
+                      "The two disagree, so the product needs a person's check.")}
+
+
 def triage(context: dict) -> dict:
     case = case_of(context)
     evidence = evidence_of(context)
@@ -161,7 +183,8 @@ def triage(context: dict) -> dict:
     received = parse_date(case.get("received_at"))
     model = get_classifier() if text else None
     predicted = model.predict(text, company, received) if model else None
-    product_probabilities = model.product_probabilities(text, company) if model else {}
+    views = model.product_views(text, company) if model else {}
+    product_probabilities = views.get("combined") or {}
 
     def choose(field: str) -> tuple[str | None, float]:
         recorded = str(case.get(field) or "").strip()
@@ -197,6 +220,7 @@ def triage(context: dict) -> dict:
     needs_analyst = bool(product) and not recorded_product and product_confidence < min_confidence()
     request = consumer_request(evidence)
     remedy = requested_remedy(evidence)
+    disagreement = narrative_against_company(views, company, received)
     return {
         "product": product or UNCLASSIFIED,
         "sub_product": sub_product or None,
@@ -207,6 +231,7 @@ def triage(context: dict) -> dict:
         "issue_confidence": round(issue_confidence, 4),
         "needs_analyst": needs_analyst or not product,
         "narrative_product": narrative_product,
+        **disagreement,
         "consumer_request": request,
         "evidence_refs": [item.id for item in evidence if item.id is not None],
     }

@@ -138,6 +138,8 @@ def triage(ctx: NodeContext) -> NodeResult:
         summary = (f"Product: {out.product}{' / ' + out.sub_product if out.sub_product else ''}; "
                    f"issue: {out.issue} (confidence {out.confidence:.2f}); respondent: {out.respondent}; "
                    f"the consumer asks for: {wants}.")
+    if out.doubt:
+        summary = f"{summary} {out.doubt}"
     ctx.finding(type="triage", confidence=out.confidence, evidence_refs=refs, data=data, summary=summary)
     ctx.artifact(kind="triage", content=data)
     return _continue(ctx)

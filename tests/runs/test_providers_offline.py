@@ -26,6 +26,7 @@ from agents.schemas import (
 from agents.signals import LEVELS, Signal, detect_signals, score
 from agents.text import clean_narrative, money_amounts, set_aside_instructions, split_sentences
 from analyst import classifier as classifier_module
+from analyst import holdout
 from analyst.chat import detect_intents
 from analyst.provider import OfflineAnalyst
 from analyst.registry import AGENTS
@@ -185,7 +186,7 @@ def test_mismatched_output_schema_is_refused_with_a_clear_message():
 
 # --- classifier -----------------------------------------------------------------------------
 def test_classifier_beats_the_majority_baseline_on_held_out_complaints():
-    result = classifier_module.evaluate()
+    result = holdout.evaluate()
     print(f"\nheld-out {result.test_size} of {result.train_size + result.test_size}: product accuracy "
           f"{result.product_accuracy:.3f} vs majority {result.product_baseline:.3f}; issue accuracy "
           f"{result.issue_accuracy:.3f} vs majority {result.issue_baseline:.3f}")
@@ -198,8 +199,8 @@ def test_classifier_beats_the_majority_baseline_on_held_out_complaints():
 
 def test_holdout_split_is_disjoint_and_deterministic():
     examples = classifier_module.load_examples()
-    train, test = classifier_module.holdout_split(examples)
-    again_train, again_test = classifier_module.holdout_split(list(reversed(examples)))
+    train, test = holdout.holdout_split(examples)
+    again_train, again_test = holdout.holdout_split(list(reversed(examples)))
     assert {e.complaint_id for e in train}.isdisjoint({e.complaint_id for e in test})
     # The fixed train/dev/test hash split of analyst.evaluation; dev (for tuning) is in neither.
     assert len(examples) == 191 and 100 <= len(train) and 40 <= len(test) and len(train) + len(test) < 191
