@@ -2,7 +2,7 @@
 
 `capture` is registered with audit.hooks in IntegrationsConfig.ready: every audit event whose
 action integrations care about becomes one IntegrationEvent and one WebhookDelivery per subscribed
-active endpoint of the tenant, all in the transaction that records the change — committed with it
+endpoint of the tenant (a disabled one's waits until it is enabled; a deleted one gets none), all in the transaction that records the change — committed with it
 or rolled back with it. After commit the deliveries are kicked to Celery; if the broker is down the
 rows wait for the beat poll (webhook_deliver_due_task). Nothing is lost in between.
 
@@ -95,14 +95,16 @@ def capture(audit_event) -> IntegrationEvent | None:
     event = IntegrationEvent.objects.create(tenant_id=audit_event.tenant_id, type=kind, audit_event=audit_event,
                                             data=event_data(audit_event), occurred_at=audit_event.created_at)
     now = timezone.now()
+    # A disabled endpoint's events are queued too (ADR 0027): sent when it is enabled again.
     endpoints = [endpoint for endpoint in WebhookEndpoint.objects.filter(tenant_id=audit_event.tenant_id,
-                                                                         is_active=True)
+                                                                         deleted_at__isnull=True)
                  if kind in (endpoint.event_types or [])]
     if endpoints:
         deliveries = WebhookDelivery.objects.bulk_create(
             [WebhookDelivery(endpoint=endpoint, event=event, next_attempt_at=now) for endpoint in endpoints])
-        ids = [delivery.pk for delivery in deliveries]
-        transaction.on_commit(lambda: kick_deliveries(ids))
+        ids = [delivery.pk for delivery in deliveries if delivery.endpoint.is_active]
+        if ids:
+            transaction.on_commit(lambda: kick_deliveries(ids))
     return event
 
 
@@ -127,8 +129,8 @@ def feed_assign(*, batch: int = 1000) -> int:
     with transaction.atomic():
         FeedCounter.objects.bulk_create([FeedCounter(name="events")], ignore_conflicts=True)
         counter = FeedCounter.objects.select_for_update().get(name="events")
-        pending = list(IntegrationEvent.objects.filter(feed_sequence__isnull=True).order_by("id")
-                       .values_list("id", flat=True)[:batch])
+        pending = list(IntegrationEvent.objects.filter(feed_sequence__isnull=True).exclude(type=EventType.PING)
+                       .order_by("id").values_list("id", flat=True)[:batch])
         for event_id in pending:
             counter.value += 1
             IntegrationEvent.objects.filter(pk=event_id).update(feed_sequence=counter.value)
