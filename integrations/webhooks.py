@@ -392,7 +392,7 @@ def _redeliver_since_atomic(actor: User, endpoint: WebhookEndpoint, since: datet
                      .values_list("id", flat=True)[:settings.ARBITER_WEBHOOK_REDELIVER_MAX + 1])
     limit = settings.ARBITER_WEBHOOK_REDELIVER_MAX
     if len(event_ids) > limit:
-        raise Invalid(f"More than {limit} events match, and one call redelivers at most {limit}.",
+        raise Invalid(f"More events match than one call redelivers (at most {limit}); nothing was queued.",
                       fields={"since_event" if since is None else "since": [
                           f"Redeliver in steps: start from a later point, or read the events from "
                           f"GET /api/v1/events/?after=<sequence>. At most {limit} events per call."]})
