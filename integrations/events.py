@@ -122,7 +122,8 @@ def kick_deliveries(delivery_ids: list[int]) -> None:
 
 
 def feed_assign(*, batch: int = 1000) -> int:
-    """Give feed sequences to committed events that have none, in id order, under a row lock.
+    """Give feed sequences to committed events that have none, in id order, under a row lock. A
+    `ping` never gets one: it goes to one endpoint and is not in the feed.
 
     Only committed rows are visible here, so an event whose transaction commits late gets a later
     sequence than everything already served: a poller reading `after=<last sequence>` cannot skip it."""

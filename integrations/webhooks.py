@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import logging
 import re
 import secrets
 import time
@@ -44,8 +43,6 @@ from integrations.models import (
     WebhookEndpoint,
 )
 from integrations.webhook_address import TargetRefused, webhook_target
-
-logger = logging.getLogger(__name__)
 
 MANAGERS = {Role.ADMIN, Role.SUPERVISOR}
 FORBIDDEN = "Webhooks are managed by supervisors and administrators."
