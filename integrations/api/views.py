@@ -254,7 +254,7 @@ class WebhookEndpointDetailApi(ApiView):
         return with_etag(Response(WebhookEndpointOutputSerializer(endpoint).data), endpoint)
 
     @extend_schema(request=None, responses={204: OpenApiResponse(description="Deleted."),
-                                            **refusals(400, 403, 404, 409, 412)},
+                                            **refusals(400, 403, 404, 409, 412, 422)},
                    summary="Delete a webhook endpoint",
                    description="It is never delivered to again and its queued deliveries are cancelled. Its "
                                "delivery log is kept for the record (operators see it in the admin); the API "
@@ -341,7 +341,7 @@ class WebhookSecretRotatedSerializer(WebhookEndpointOutputSerializer):
 
 class WebhookSecretRotateApi(ApiView):
     @extend_schema(
-        request=None, responses={200: WebhookSecretRotatedSerializer, **refusals(400, 403, 404, 409)},
+        request=None, responses={200: WebhookSecretRotatedSerializer, **refusals(400, 403, 404, 409, 422)},
         summary="Rotate an endpoint's signing secret",
         description="The answer holds the new secret, once. Until `previous_secret_expires_at` "
                     "(ARBITER_WEBHOOK_SECRET_OVERLAP_SECONDS, 24 hours by default) each delivery carries two "
@@ -357,7 +357,7 @@ class WebhookPingApi(ApiView):
     @extend_schema(
         request=None,
         responses={202: OpenApiResponse(WebhookDeliveryOutputSerializer, description="The ping is queued."),
-                   **refusals(400, 403, 404, 409)},
+                   **refusals(400, 403, 404, 409, 422)},
         summary="Send a test event (`ping`) to this endpoint",
         description="Only this endpoint gets it, whatever it subscribes to, and it is not in the event feed "
                     "(its `sequence` is null). Follow it in the endpoint's deliveries. A disabled endpoint is "
