@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from audit.models import AuditEvent
 from core.errors import Forbidden, NotFound
+from integrations import webhook_delivery
 from integrations.events import feed_assign
 from integrations.models import (
     DeliveryStatus,
@@ -323,3 +324,38 @@ def test_enabling_again_sends_what_was_queued_oldest_first(api, analyst, supervi
     expected = list(WebhookDelivery.objects.filter(pk__in=queued).order_by("event_id").values_list("event_id",
                                                                                                     flat=True))
     assert received[1:] == expected  # after the first failed attempt: every queued event, oldest first
+
+
+def test_a_delivery_under_way_when_its_endpoint_is_deleted_is_logged_and_cancelled(analyst, supervisor, endpoint,
+                                                                                 receiver, monkeypatch):
+    receiver.statuses = [500]
+    make_case(actor=analyst)
+    delivery = WebhookDelivery.objects.get()
+    post = webhook_delivery._post
+
+    def deleted_meanwhile(*args):
+        outcome = post(*args)
+        webhook_endpoint_delete(actor=supervisor, endpoint=endpoint)
+        return outcome
+
+    monkeypatch.setattr(webhook_delivery, "_post", deleted_meanwhile)
+    attempted = webhook_deliver(delivery_id=delivery.pk)
+    assert (attempted.status, attempted.attempts, attempted.last_status_code) == (DeliveryStatus.CANCELLED, 1, 500)
+    assert WebhookAttempt.objects.filter(delivery=delivery).count() == 1
+
+
+def test_a_claim_taken_just_before_the_endpoint_is_disabled_is_given_back(analyst, endpoint, receiver, monkeypatch):
+    make_case(actor=analyst)
+    delivery = WebhookDelivery.objects.get()
+    claim = webhook_delivery._claim
+
+    def disabled_right_after(delivery_id, now):
+        claimed = claim(delivery_id, now)
+        WebhookEndpoint.objects.filter(pk=endpoint.pk).update(is_active=False)
+        return claimed
+
+    monkeypatch.setattr(webhook_delivery, "_claim", disabled_right_after)
+    assert webhook_deliver(delivery_id=delivery.pk) is None
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts, delivery.locked_until) == (DeliveryStatus.PENDING, 0, None)
+    assert receiver.received() == []
