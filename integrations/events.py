@@ -2,9 +2,10 @@
 
 `capture` is registered with audit.hooks in IntegrationsConfig.ready: every audit event whose
 action integrations care about becomes one IntegrationEvent and one WebhookDelivery per subscribed
-endpoint of the tenant (a disabled one's waits until it is enabled; a deleted one gets none), all in the transaction that records the change — committed with it
-or rolled back with it. After commit the deliveries are kicked to Celery; if the broker is down the
-rows wait for the beat poll (webhook_deliver_due_task). Nothing is lost in between.
+endpoint of the tenant (a disabled one's waits until it is enabled; a deleted one gets none), all
+in the transaction that records the change — committed with it or rolled back with it. After
+commit the deliveries are kicked to Celery; if the broker is down the rows wait for the beat poll
+(webhook_deliver_due_task). Nothing is lost in between.
 
 The feed (`GET /api/v1/events/?after=`) pages by `feed_sequence`, given by `feed_assign` after
 commit and in commit order, so a poller never skips an event whose transaction committed after a

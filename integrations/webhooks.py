@@ -1,4 +1,5 @@
-"""Webhook endpoints and deliveries: the services (the only write path), signing, and delivery.
+"""Webhook endpoints and their deliveries: the services (the only write path) and signing. The
+delivery worker is integrations.webhook_delivery.
 
 Signature (`Arbiter-Signature: t=<unix seconds>,v1=<hex>`): HMAC-SHA256 with the endpoint's secret
 over `<t>.<raw body>`. For ARBITER_WEBHOOK_SECRET_OVERLAP_SECONDS after a rotation the header

@@ -53,9 +53,8 @@ def test_a_rolled_back_change_leaves_no_event(analyst, endpoint):
     assert IntegrationEvent.objects.count() == 0 and WebhookDelivery.objects.count() == 0
 
 
-def test_unsubscribed_types_get_nothing_and_a_disabled_endpoint_queues_without_sending(analyst, supervisor,
-                                                                                       receiver, kicked,
-                                                                                       django_capture_on_commit_callbacks):
+def test_unsubscribed_types_get_nothing_and_a_disabled_endpoint_queues_without_sending(
+        analyst, supervisor, receiver, kicked, django_capture_on_commit_callbacks):
     webhook_endpoint_create(actor=supervisor, url=receiver.url, event_types=["notice.sent"])
     disabled, _ = webhook_endpoint_create(actor=supervisor, url=receiver.url, event_types=["case.changed"])
     WebhookEndpoint.objects.filter(pk=disabled.pk).update(is_active=False)

@@ -301,7 +301,8 @@ def test_the_admin_deletes_endpoints_through_the_service(client, admin_user, end
 
 # --- disabled, then enabled again ------------------------------------------------------------------------------
 
-def test_enabling_again_sends_what_was_queued_oldest_first(api, analyst, supervisor, endpoint, receiver, kicked, django_capture_on_commit_callbacks):
+def test_enabling_again_sends_what_was_queued_oldest_first(api, analyst, supervisor, endpoint, receiver, kicked,
+                                                           django_capture_on_commit_callbacks):
     receiver.statuses = [500]
     make_case(actor=analyst, title="failing before")
     retried = webhook_deliver(delivery_id=WebhookDelivery.objects.get().pk)
