@@ -1,6 +1,7 @@
 """Webhooks in the admin: endpoints are registered here (the signing secret is shown once, in the
-confirmation message) and disabled or enabled with actions; deliveries and their attempt log are
-read-only, with a redeliver action. Everything goes through integrations.webhooks; a staff user
+confirmation message) and disabled, enabled or deleted with actions (a deleted endpoint leaves the
+list; its deliveries and their attempt log stay under deliveries); deliveries and their attempt
+log are read-only, with a redeliver action. Everything goes through integrations.webhooks; a staff user
 sees their own tenant only."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from integrations.models import EventType, IntegrationEvent, WebhookAttempt, Web
 from integrations.webhooks import (
     MANAGERS,
     webhook_endpoint_create,
+    webhook_endpoint_delete,
     webhook_endpoint_update,
     webhook_redeliver,
     webhook_url_check,
@@ -65,13 +67,21 @@ class WebhookEndpointForm(forms.ModelForm):
 
 @admin.register(WebhookEndpoint)
 class WebhookEndpointAdmin(TenantScopedAdmin):
-    list_display = ("url", "tenant", "event_types", "is_active", "consecutive_failures", "disabled_reason",
-                    "created_at")
+    list_display = ("url", "tenant", "event_types", "is_active", "failing_since", "disabled_reason", "created_at")
     list_filter = ("is_active",)
-    actions = ["disable", "enable"]
+    actions = ["disable", "enable", "delete_endpoints"]
     readonly_fields = ("tenant", "url", "description", "event_types", "is_active", "disabled_at", "disabled_reason",
-                       "consecutive_failures", "created_by", "created_at", "updated_at")
-    exclude = ("secret",)
+                       "consecutive_failures", "failing_since", "previous_secret_expires_at", "created_by",
+                       "created_at", "updated_at")
+    exclude = ("secret", "previous_secret")
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).filter(deleted_at__isnull=True)
+
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)  # deleting goes through the service (delete_endpoints)
+        return actions
 
     def has_add_permission(self, request):
         return _may_manage(request.user)
@@ -109,9 +119,23 @@ class WebhookEndpointAdmin(TenantScopedAdmin):
     def disable(self, request, queryset):
         self._set_active(request, queryset, False)
 
-    @admin.action(description="Enable the selected endpoints (clears their failure count)", permissions=["manage"])
+    @admin.action(description="Enable the selected endpoints (sends the events queued meanwhile)",
+                  permissions=["manage"])
     def enable(self, request, queryset):
         self._set_active(request, queryset, True)
+
+    @admin.action(description="Delete the selected endpoints (queued deliveries are cancelled; the log is kept)",
+                  permissions=["manage"])
+    def delete_endpoints(self, request, queryset):
+        deleted = 0
+        for endpoint in queryset:
+            try:
+                webhook_endpoint_delete(actor=request.user, endpoint=endpoint)
+            except DomainError as exc:
+                messages.error(request, exc.message)
+                return
+            deleted += 1
+        messages.success(request, f"{deleted} endpoint{'s' if deleted != 1 else ''} deleted.")
 
     def has_manage_permission(self, request):
         return _may_manage(request.user)

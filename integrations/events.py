@@ -2,9 +2,10 @@
 
 `capture` is registered with audit.hooks in IntegrationsConfig.ready: every audit event whose
 action integrations care about becomes one IntegrationEvent and one WebhookDelivery per subscribed
-active endpoint of the tenant, all in the transaction that records the change — committed with it
-or rolled back with it. After commit the deliveries are kicked to Celery; if the broker is down the
-rows wait for the beat poll (webhook_deliver_due_task). Nothing is lost in between.
+endpoint of the tenant (a disabled one's waits until it is enabled; a deleted one gets none), all
+in the transaction that records the change — committed with it or rolled back with it. After
+commit the deliveries are kicked to Celery; if the broker is down the rows wait for the beat poll
+(webhook_deliver_due_task). Nothing is lost in between.
 
 The feed (`GET /api/v1/events/?after=`) pages by `feed_sequence`, given by `feed_assign` after
 commit and in commit order, so a poller never skips an event whose transaction committed after a
@@ -95,14 +96,16 @@ def capture(audit_event) -> IntegrationEvent | None:
     event = IntegrationEvent.objects.create(tenant_id=audit_event.tenant_id, type=kind, audit_event=audit_event,
                                             data=event_data(audit_event), occurred_at=audit_event.created_at)
     now = timezone.now()
+    # A disabled endpoint's events are queued too (ADR 0027): sent when it is enabled again.
     endpoints = [endpoint for endpoint in WebhookEndpoint.objects.filter(tenant_id=audit_event.tenant_id,
-                                                                         is_active=True)
+                                                                         deleted_at__isnull=True)
                  if kind in (endpoint.event_types or [])]
     if endpoints:
         deliveries = WebhookDelivery.objects.bulk_create(
             [WebhookDelivery(endpoint=endpoint, event=event, next_attempt_at=now) for endpoint in endpoints])
-        ids = [delivery.pk for delivery in deliveries]
-        transaction.on_commit(lambda: kick_deliveries(ids))
+        ids = [delivery.pk for delivery in deliveries if delivery.endpoint.is_active]
+        if ids:
+            transaction.on_commit(lambda: kick_deliveries(ids))
     return event
 
 
@@ -120,15 +123,16 @@ def kick_deliveries(delivery_ids: list[int]) -> None:
 
 
 def feed_assign(*, batch: int = 1000) -> int:
-    """Give feed sequences to committed events that have none, in id order, under a row lock.
+    """Give feed sequences to committed events that have none, in id order, under a row lock. A
+    `ping` never gets one: it goes to one endpoint and is not in the feed.
 
     Only committed rows are visible here, so an event whose transaction commits late gets a later
     sequence than everything already served: a poller reading `after=<last sequence>` cannot skip it."""
     with transaction.atomic():
         FeedCounter.objects.bulk_create([FeedCounter(name="events")], ignore_conflicts=True)
         counter = FeedCounter.objects.select_for_update().get(name="events")
-        pending = list(IntegrationEvent.objects.filter(feed_sequence__isnull=True).order_by("id")
-                       .values_list("id", flat=True)[:batch])
+        pending = list(IntegrationEvent.objects.filter(feed_sequence__isnull=True).exclude(type=EventType.PING)
+                       .order_by("id").values_list("id", flat=True)[:batch])
         for event_id in pending:
             counter.value += 1
             IntegrationEvent.objects.filter(pk=event_id).update(feed_sequence=counter.value)

@@ -47,6 +47,7 @@ class EventType(models.TextChoices):
     NOTICE_WITHDRAWN = "notice.withdrawn", "Notice withdrawn"
     RUN_STARTED = "run.started", "Run started"
     DEADLINE_CROSSED = "deadline.crossed", "Deadline crossed"
+    PING = "ping", "Ping (a test event sent to one endpoint, never in the feed)"
 
 
 class IntegrationEvent(models.Model):
@@ -88,10 +89,20 @@ class WebhookEndpoint(models.Model):
     description = models.CharField(max_length=200, blank=True)
     event_types = models.JSONField(default=list, help_text="Event types delivered to this endpoint.")
     secret = models.CharField(max_length=80, help_text="HMAC-SHA256 signing secret (shown once at creation).")
+    previous_secret = models.CharField(max_length=80, blank=True,
+                                       help_text="The secret before the last rotation, stored like `secret`; "
+                                                 "deliveries are signed with it too until it expires.")
+    previous_secret_expires_at = models.DateTimeField(null=True, blank=True)
     is_active = models.BooleanField(default=True)
     disabled_at = models.DateTimeField(null=True, blank=True)
     disabled_reason = models.CharField(max_length=300, blank=True)
     consecutive_failures = models.PositiveIntegerField(default=0)
+    failing_since = models.DateTimeField(null=True, blank=True,
+                                         help_text="When the current streak of failed attempts began (the first "
+                                                   "failure after a success); empty while deliveries succeed.")
+    deleted_at = models.DateTimeField(null=True, blank=True,
+                                      help_text="Deleted: gone from the API and never delivered to again; the row "
+                                                "stays (secrets erased) so its delivery log is kept.")
     created_by = models.ForeignKey("accounts.User", on_delete=models.PROTECT, null=True, blank=True,
                                    related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -108,7 +119,8 @@ class DeliveryStatus(models.TextChoices):
     PENDING = "pending", "Pending"
     DELIVERING = "delivering", "Delivering"
     SUCCEEDED = "succeeded", "Succeeded"
-    FAILED = "failed", "Failed (attempts exhausted or endpoint disabled)"
+    FAILED = "failed", "Failed (attempts exhausted)"
+    CANCELLED = "cancelled", "Cancelled (the endpoint was deleted)"
 
 
 class DeliveryError(models.TextChoices):

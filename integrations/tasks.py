@@ -8,7 +8,7 @@ from celery import shared_task
 
 @shared_task(acks_late=True, ignore_result=True, soft_time_limit=60, time_limit=90)
 def webhook_deliver_task(delivery_id: int) -> bool:
-    from integrations.webhooks import webhook_deliver
+    from integrations.webhook_delivery import webhook_deliver
 
     return webhook_deliver(delivery_id=delivery_id) is not None
 
@@ -17,7 +17,7 @@ def webhook_deliver_task(delivery_id: int) -> bool:
 def webhook_deliver_due_task() -> int:
     """Beat: deliveries whose time came (retries, rows written while the broker was down)."""
     from integrations.events import feed_assign
-    from integrations.webhooks import webhook_deliver_due
+    from integrations.webhook_delivery import webhook_deliver_due
 
     feed_assign()
     return webhook_deliver_due()

@@ -13,5 +13,8 @@ urlpatterns = [
     path("webhooks/", views.WebhookEndpointListCreateApi.as_view(), name="webhook_list"),
     path("webhooks/<id:pk>/", views.WebhookEndpointDetailApi.as_view(), name="webhook_detail"),
     path("webhooks/<id:pk>/deliveries/", views.WebhookDeliveryListApi.as_view(), name="webhook_deliveries"),
+    path("webhooks/<id:pk>/redeliver/", views.WebhookRedeliverSinceApi.as_view(), name="webhook_redeliver_since"),
+    path("webhooks/<id:pk>/rotate-secret/", views.WebhookSecretRotateApi.as_view(), name="webhook_rotate_secret"),
+    path("webhooks/<id:pk>/ping/", views.WebhookPingApi.as_view(), name="webhook_ping"),
     path("webhook-deliveries/<id:pk>/redeliver/", views.WebhookRedeliverApi.as_view(), name="webhook_redeliver"),
 ]

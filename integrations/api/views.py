@@ -16,9 +16,15 @@ from integrations.models import DeliveryError, EventType, IntegrationEvent, Webh
 from integrations.webhooks import (
     FORBIDDEN,
     MANAGERS,
+    NO_ENDPOINT,
+    SUBSCRIBABLE_TYPES,
     webhook_endpoint_create,
+    webhook_endpoint_delete,
     webhook_endpoint_update,
+    webhook_ping,
     webhook_redeliver,
+    webhook_redeliver_since,
+    webhook_secret_rotate,
 )
 
 # --- me ------------------------------------------------------------------------------------------
@@ -106,14 +112,26 @@ def _whole(raw: str, name: str, low: int, high: int) -> int:
 
 # --- webhooks -------------------------------------------------------------------------------------
 
+SUBSCRIBABLE_CHOICES = [(value, label) for value, label in EventType.choices if value in SUBSCRIBABLE_TYPES]
+
+
 class WebhookEndpointOutputSerializer(serializers.ModelSerializer):
-    event_types = serializers.ListField(child=serializers.ChoiceField(choices=EventType.choices))
+    event_types = serializers.ListField(child=serializers.ChoiceField(choices=SUBSCRIBABLE_CHOICES))
     created_by = PersonSerializer(read_only=True, allow_null=True)
+    failing_since = serializers.DateTimeField(
+        allow_null=True, read_only=True,
+        help_text="When its deliveries began failing with no success since (null while they succeed). It is "
+                  "disabled when one fails after this streak has lasted ARBITER_WEBHOOK_DISABLE_AFTER_SECONDS "
+                  "(24 hours by default).")
+    previous_secret_expires_at = serializers.DateTimeField(
+        allow_null=True, read_only=True,
+        help_text="After a rotation: until when deliveries also carry a signature made with the previous secret.")
 
     class Meta:
         model = WebhookEndpoint
         fields = ["id", "url", "description", "event_types", "is_active", "disabled_at", "disabled_reason",
-                  "consecutive_failures", "created_by", "created_at", "updated_at"]
+                  "consecutive_failures", "failing_since", "previous_secret_expires_at", "created_by",
+                  "created_at", "updated_at"]
         read_only_fields = fields
 
 
@@ -159,9 +177,9 @@ def _managed(request) -> None:
 
 
 def _endpoint(request, pk: int) -> WebhookEndpoint:
-    endpoint = WebhookEndpoint.objects.filter(tenant_id=request.user.tenant_id, pk=pk).first()
+    endpoint = WebhookEndpoint.objects.filter(tenant_id=request.user.tenant_id, pk=pk, deleted_at__isnull=True).first()
     if endpoint is None:
-        raise NotFound("No such webhook endpoint.")
+        raise NotFound(NO_ENDPOINT)
     return endpoint
 
 
@@ -174,15 +192,16 @@ class WebhookEndpointListCreateApi(ListApi):
         url = serializers.URLField(max_length=500, help_text="https:// (http:// only where the operator allows it), "
                                                              "no user:password@, a host that resolves to public "
                                                              "internet addresses only.")
-        event_types = serializers.ListField(child=serializers.ChoiceField(choices=EventType.choices), min_length=1,
-                                            max_length=len(EventType.values))
+        event_types = serializers.ListField(child=serializers.ChoiceField(choices=SUBSCRIBABLE_CHOICES), min_length=1,
+                                            max_length=len(SUBSCRIBABLE_CHOICES))
         description = serializers.CharField(max_length=200, required=False, allow_blank=True)
 
     serializer_class = WebhookEndpointInput
 
     def select(self, request, **params) -> QuerySet:
         _managed(request)
-        return WebhookEndpoint.objects.filter(tenant_id=request.user.tenant_id).select_related("created_by")
+        return WebhookEndpoint.objects.filter(tenant_id=request.user.tenant_id, deleted_at__isnull=True) \
+            .select_related("created_by")
 
     @extend_schema(responses={200: WebhookEndpointOutputSerializer(many=True), **refusals(400, 403)},
                    summary="The tenant's webhook endpoints (supervisors and admins)")
@@ -207,11 +226,13 @@ class WebhookEndpointDetailApi(ApiView):
     honours_if_match = True
     class WebhookEndpointEditInput(serializers.Serializer):
         url = serializers.URLField(max_length=500, required=False)
-        event_types = serializers.ListField(child=serializers.ChoiceField(choices=EventType.choices), min_length=1,
-                                            max_length=len(EventType.values), required=False)
+        event_types = serializers.ListField(child=serializers.ChoiceField(choices=SUBSCRIBABLE_CHOICES), min_length=1,
+                                            max_length=len(SUBSCRIBABLE_CHOICES), required=False)
         description = serializers.CharField(max_length=200, required=False, allow_blank=True)
-        is_active = serializers.BooleanField(required=False, help_text="false disables it; true enables it again "
-                                                                       "and clears its failure count.")
+        is_active = serializers.BooleanField(required=False, help_text="false disables it (its events are "
+                                                                       "queued meanwhile); true enables it again, "
+                                                                       "ends its failure streak and sends the "
+                                                                       "queued events, oldest first.")
 
     @extend_schema(responses={200: WebhookEndpointOutputSerializer, **refusals(400, 403, 404)},
                    summary="A webhook endpoint")
@@ -231,6 +252,19 @@ class WebhookEndpointDetailApi(ApiView):
         check_if_match(request, endpoint)
         endpoint = webhook_endpoint_update(actor=request.user, endpoint=endpoint, **data.validated_data)
         return with_etag(Response(WebhookEndpointOutputSerializer(endpoint).data), endpoint)
+
+    @extend_schema(request=None, responses={204: OpenApiResponse(description="Deleted."),
+                                            **refusals(400, 403, 404, 409, 412, 422)},
+                   summary="Delete a webhook endpoint",
+                   description="It is never delivered to again and its queued deliveries are cancelled. Its "
+                               "delivery log is kept for the record (operators see it in the admin); the API "
+                               "answers 404 for the endpoint from now on.")
+    def delete(self, request, pk: int):
+        _managed(request)
+        endpoint = _endpoint(request, pk)
+        check_if_match(request, endpoint)
+        webhook_endpoint_delete(actor=request.user, endpoint=endpoint)
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class WebhookDeliveryListApi(ListApi):
@@ -255,9 +289,81 @@ class WebhookRedeliverApi(ApiView):
                    summary="Deliver an event again (after the receiver was fixed)")
     def post(self, request, pk: int):
         _managed(request)
-        delivery = WebhookDelivery.objects.filter(endpoint__tenant_id=request.user.tenant_id, pk=pk).first()
+        delivery = WebhookDelivery.objects.filter(endpoint__tenant_id=request.user.tenant_id, pk=pk,
+                                                  endpoint__deleted_at__isnull=True).first()
         if delivery is None:
             raise NotFound("No such delivery.")
         delivery = webhook_redeliver(actor=request.user, delivery=delivery)
+        return Response(WebhookDeliveryOutputSerializer(delivery).data, status=status.HTTP_202_ACCEPTED,
+                        headers={"Location": f"/api/v1/webhooks/{delivery.endpoint_id}/deliveries/"})
+
+
+class WebhookRedeliverSinceApi(ApiView):
+    class RedeliverSinceInput(serializers.Serializer):
+        since = serializers.DateTimeField(required=False, help_text="Every event that occurred at or after this "
+                                                                    "time (ISO 8601, e.g. 2026-11-27T06:00:00Z).")
+        since_event = serializers.CharField(
+            required=False, max_length=40,
+            help_text="Every event from this one on, in feed order: an event `id` (evt_123, this event included) "
+                      "or a feed `sequence` (a whole number: sequences from it on).")
+
+    class RedeliverSinceOutput(serializers.Serializer):
+        events = serializers.IntegerField(help_text="Events since that point of the types the endpoint subscribes to.")
+        queued = serializers.IntegerField(help_text="Deliveries queued by this call (new, or sent again).")
+        already_queued = serializers.IntegerField(help_text="Events already waiting to be delivered: left as they are.")
+
+    @extend_schema(
+        request=RedeliverSinceInput,
+        responses={202: OpenApiResponse(RedeliverSinceOutput, description="Queued; sent oldest first (a disabled "
+                                                                          "endpoint's wait until it is enabled)."),
+                   **refusals(400, 403, 404, 409, 413, 415, 422)},
+        summary="Redeliver every event since a time or an event",
+        description="Give exactly one of `since` and `since_event`. At most ARBITER_WEBHOOK_REDELIVER_MAX events "
+                    "(1000 by default) per call: beyond that the answer is 400 and nothing is queued; start from a "
+                    "later point. Send an `Idempotency-Key` to retry the call safely.")
+    def post(self, request, pk: int):
+        _managed(request)
+        endpoint = _endpoint(request, pk)
+        data = self.RedeliverSinceInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        counts = webhook_redeliver_since(actor=request.user, endpoint=endpoint, **data.validated_data)
+        return Response(self.RedeliverSinceOutput(counts).data, status=status.HTTP_202_ACCEPTED,
+                        headers={"Location": f"/api/v1/webhooks/{endpoint.pk}/deliveries/"})
+
+
+class WebhookSecretRotatedSerializer(WebhookEndpointOutputSerializer):
+    secret = serializers.CharField(help_text="The new signing secret, shown only in this response: store it.")
+
+    class Meta(WebhookEndpointOutputSerializer.Meta):
+        fields = [*WebhookEndpointOutputSerializer.Meta.fields, "secret"]
+        read_only_fields = fields
+
+
+class WebhookSecretRotateApi(ApiView):
+    @extend_schema(
+        request=None, responses={200: WebhookSecretRotatedSerializer, **refusals(400, 403, 404, 409, 422)},
+        summary="Rotate an endpoint's signing secret",
+        description="The answer holds the new secret, once. Until `previous_secret_expires_at` "
+                    "(ARBITER_WEBHOOK_SECRET_OVERLAP_SECONDS, 24 hours by default) each delivery carries two "
+                    "signatures, `Arbiter-Signature: t=<unix>,v1=<new>,v1=<old>`: accept the request when any `v1` "
+                    "matches a secret you hold. Afterwards only the new one is sent.")
+    def post(self, request, pk: int):
+        _managed(request)
+        endpoint, secret = webhook_secret_rotate(actor=request.user, endpoint=_endpoint(request, pk))
+        return Response({**WebhookEndpointOutputSerializer(endpoint).data, "secret": secret})
+
+
+class WebhookPingApi(ApiView):
+    @extend_schema(
+        request=None,
+        responses={202: OpenApiResponse(WebhookDeliveryOutputSerializer, description="The ping is queued."),
+                   **refusals(400, 403, 404, 409, 422)},
+        summary="Send a test event (`ping`) to this endpoint",
+        description="Only this endpoint gets it, whatever it subscribes to, and it is not in the event feed "
+                    "(its `sequence` is null). Follow it in the endpoint's deliveries. A disabled endpoint is "
+                    "refused (409): enable it first.")
+    def post(self, request, pk: int):
+        _managed(request)
+        delivery = webhook_ping(actor=request.user, endpoint=_endpoint(request, pk))
         return Response(WebhookDeliveryOutputSerializer(delivery).data, status=status.HTTP_202_ACCEPTED,
                         headers={"Location": f"/api/v1/webhooks/{delivery.endpoint_id}/deliveries/"})

@@ -16,8 +16,15 @@ from audit.services import audit_record
 from cases import services
 from cases.models import Case, CaseEvent
 from core.errors import NotAllowed
-from integrations.models import DeliveryStatus, IntegrationEvent, WebhookDelivery
-from integrations.webhooks import webhook_endpoint_update, webhook_redeliver
+from integrations.models import DeliveryStatus, IntegrationEvent, WebhookDelivery, WebhookEndpoint
+from integrations.webhooks import (
+    webhook_endpoint_delete,
+    webhook_endpoint_update,
+    webhook_ping,
+    webhook_redeliver,
+    webhook_redeliver_since,
+    webhook_secret_rotate,
+)
 from tests.factories import make_case
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -84,6 +91,43 @@ def test_a_webhook_change_and_an_event_for_its_endpoint_interleave_without_deadl
     else:
         endpoint.refresh_from_db()
         assert endpoint.is_active is False
+
+
+@pytest.mark.parametrize("action", ["delete", "rotate", "ping", "redeliver_since", "enable"])
+def test_the_other_endpoint_services_and_an_event_for_the_endpoint_interleave_without_deadlock(
+        action, analyst, supervisor, endpoint, kicked, caplog):
+    delivery = _failed_delivery(analyst)
+    if action == "enable":
+        WebhookEndpoint.objects.filter(pk=endpoint.pk).update(is_active=False)
+        endpoint.refresh_from_db()
+    head_held, results = threading.Event(), {}
+    work = {"delete": lambda: webhook_endpoint_delete(actor=supervisor, endpoint=endpoint),
+            "rotate": lambda: webhook_secret_rotate(actor=supervisor, endpoint=endpoint),
+            "ping": lambda: webhook_ping(actor=supervisor, endpoint=endpoint),
+            "redeliver_since": lambda: webhook_redeliver_since(actor=supervisor, endpoint=endpoint,
+                                                               since=delivery.event.occurred_at),
+            "enable": lambda: webhook_endpoint_update(actor=supervisor, endpoint=endpoint, is_active=True)}[action]
+
+    def webhook_change():
+        head_held.wait(timeout=10)
+        return work()
+
+    caplog.set_level(logging.WARNING, logger="core.db")
+    threads = [_in_thread(lambda: _finishing_run(supervisor.tenant_id, head_held), results, "run"),
+               _in_thread(webhook_change, results, "webhook")]
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not any(thread.is_alive() for thread in threads), "a thread hung"
+    assert results["run"] == "committed", results
+    assert not isinstance(results["webhook"], Exception), results
+    assert not [r for r in caplog.records if "lock conflict" in r.getMessage()], "it needed a retry"
+    assert IntegrationEvent.objects.filter(type="run.finished").count() == 1
+    if action == "delete":  # the run committed first (it held the head): its queued delivery was cancelled
+        ran = WebhookDelivery.objects.get(endpoint=endpoint, event__type="run.finished")
+        assert (ran.status, WebhookDelivery.objects.get(pk=delivery.pk).status) == (DeliveryStatus.CANCELLED,
+                                                                                    DeliveryStatus.FAILED)
+    elif action == "redeliver_since":
+        assert WebhookDelivery.objects.get(pk=delivery.pk).status == DeliveryStatus.PENDING
 
 
 def test_a_run_step_and_a_notice_draft_on_one_case_interleave_without_deadlock(analyst, case, caplog):

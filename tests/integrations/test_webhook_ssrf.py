@@ -17,7 +17,8 @@ from core.errors import Invalid
 from integrations import webhook_address
 from integrations.models import DeliveryStatus, WebhookAttempt, WebhookDelivery, WebhookEndpoint
 from integrations.webhook_address import address_refusal, literal_address, webhook_target
-from integrations.webhooks import webhook_deliver, webhook_endpoint_create
+from integrations.webhook_delivery import webhook_deliver
+from integrations.webhooks import webhook_endpoint_create
 from tests.api.conftest import assert_error
 from tests.conftest import PUBLIC_TEST_ADDRESS
 from tests.factories import make_case

@@ -21,7 +21,8 @@ from integrations.models import (
     WebhookEndpoint,
 )
 from integrations.tasks import webhook_deliver_due_task
-from integrations.webhooks import verify_signature, webhook_deliver, webhook_endpoint_create
+from integrations.webhook_delivery import webhook_deliver
+from integrations.webhooks import verify_signature, webhook_endpoint_create
 from tests.api.conftest import assert_error
 from tests.factories import make_case
 from tests.helpers import assert_nothing_changed
@@ -52,13 +53,19 @@ def test_a_rolled_back_change_leaves_no_event(analyst, endpoint):
     assert IntegrationEvent.objects.count() == 0 and WebhookDelivery.objects.count() == 0
 
 
-def test_unsubscribed_types_and_disabled_endpoints_get_nothing(analyst, supervisor, receiver):
+def test_unsubscribed_types_get_nothing_and_a_disabled_endpoint_queues_without_sending(
+        analyst, supervisor, receiver, kicked, django_capture_on_commit_callbacks):
     webhook_endpoint_create(actor=supervisor, url=receiver.url, event_types=["notice.sent"])
     disabled, _ = webhook_endpoint_create(actor=supervisor, url=receiver.url, event_types=["case.changed"])
     WebhookEndpoint.objects.filter(pk=disabled.pk).update(is_active=False)
-    make_case(actor=analyst)
+    with django_capture_on_commit_callbacks(execute=True):
+        make_case(actor=analyst)
     assert IntegrationEvent.objects.filter(type="case.changed").count() == 1
-    assert WebhookDelivery.objects.count() == 0
+    delivery = WebhookDelivery.objects.get()  # only the disabled endpoint subscribes: queued for it
+    assert (delivery.endpoint_id, delivery.status, delivery.attempts) == (disabled.pk, DeliveryStatus.PENDING, 0)
+    assert kicked == []  # not handed to a worker ...
+    assert webhook_deliver(delivery_id=delivery.pk) is None and webhook_deliver_due_task() == 0  # ... nor attempted
+    assert receiver.received() == []
 
 
 def test_the_delivery_is_signed_and_a_receiver_can_verify_it(analyst, endpoint, receiver, settings):
@@ -104,20 +111,64 @@ def test_a_receiver_failure_is_retried_with_backoff_and_logged(analyst, endpoint
     assert endpoint.consecutive_failures == 0
 
 
-def test_an_endpoint_failing_repeatedly_is_disabled(analyst, endpoint, receiver, settings):
-    settings.ARBITER_WEBHOOK_DISABLE_AFTER = 2
-    receiver.statuses = [500, 500, 500]
+def test_an_endpoint_is_disabled_only_when_it_fails_after_failing_for_the_window(analyst, endpoint, receiver,
+                                                                                    settings):
+    settings.ARBITER_WEBHOOK_DISABLE_AFTER_SECONDS = 3600
+    settings.ARBITER_WEBHOOK_MAX_ATTEMPTS = 2
+    receiver.statuses = [500] * 5
     make_case(actor=analyst)
     delivery = WebhookDelivery.objects.get()
-    webhook_deliver(delivery_id=delivery.pk)
-    _due_now()
+    before = timezone.now()
     webhook_deliver(delivery_id=delivery.pk)
     endpoint.refresh_from_db()
-    assert endpoint.is_active is False and "2 failed deliveries" in endpoint.disabled_reason
-    make_case(actor=analyst, title="after disabling")
-    assert WebhookDelivery.objects.count() == 1  # a disabled endpoint gets no new deliveries
+    assert endpoint.is_active and endpoint.failing_since >= before and endpoint.consecutive_failures == 1
     _due_now()
-    assert webhook_deliver(delivery_id=delivery.pk).status == DeliveryStatus.FAILED
+    second = webhook_deliver(delivery_id=delivery.pk)  # attempts used up, but the receiver fails everything
+    endpoint.refresh_from_db()
+    assert endpoint.is_active and second.status == DeliveryStatus.PENDING and second.attempts == 2
+    # The streak is older than the window: the next failure disables it, and the delivery waits.
+    WebhookEndpoint.objects.filter(pk=endpoint.pk).update(failing_since=timezone.now() - timedelta(seconds=3601))
+    _due_now()
+    third = webhook_deliver(delivery_id=delivery.pk)
+    endpoint.refresh_from_db()
+    assert endpoint.is_active is False and "failed continuously for more than 1 hour" in endpoint.disabled_reason
+    assert third.status == DeliveryStatus.PENDING
+    make_case(actor=analyst, title="after disabling")
+    assert WebhookDelivery.objects.filter(status=DeliveryStatus.PENDING).count() == 2  # queued, not dropped
+    _due_now()
+    assert webhook_deliver(delivery_id=delivery.pk) is None  # not attempted while disabled
+    assert len(receiver.received()) == 3
+
+
+def test_a_success_ends_the_streak_and_an_event_the_receiver_refuses_alone_is_given_up(analyst, endpoint,
+                                                                                        receiver, settings):
+    settings.ARBITER_WEBHOOK_MAX_ATTEMPTS = 2
+    receiver.statuses = [500, 200, 500]
+    make_case(actor=analyst)
+    first = WebhookDelivery.objects.get()
+    webhook_deliver(delivery_id=first.pk)  # fails: the streak begins
+    make_case(actor=analyst, title="second")
+    second = WebhookDelivery.objects.exclude(pk=first.pk).get()
+    assert webhook_deliver(delivery_id=second.pk).status == DeliveryStatus.SUCCEEDED
+    endpoint.refresh_from_db()
+    assert (endpoint.failing_since, endpoint.consecutive_failures) == (None, 0)
+    _due_now()
+    # Its second failure, right after a success: the receiver works and refuses this one; given up.
+    assert webhook_deliver(delivery_id=first.pk).status == DeliveryStatus.FAILED
+
+
+def test_backoff_doubles_up_to_its_maximum(analyst, endpoint, receiver, settings):
+    settings.ARBITER_WEBHOOK_BACKOFF_SECONDS, settings.ARBITER_WEBHOOK_BACKOFF_MAX_SECONDS = 30, 100
+    receiver.statuses = [500] * 4
+    make_case(actor=analyst)
+    delivery = WebhookDelivery.objects.get()
+    waits = []
+    for _ in range(4):
+        _due_now()
+        before = timezone.now()
+        attempted = webhook_deliver(delivery_id=delivery.pk)
+        waits.append(round((attempted.next_attempt_at - before).total_seconds()))
+    assert waits == [30, 60, 100, 100]
 
 
 def test_an_unreachable_receiver_is_a_logged_failure(analyst, supervisor, local_receivers_allowed):
