@@ -388,8 +388,9 @@ def raised_signals(outcome: Outcome) -> set[str]:
 
 def signal_figures(pairs: list[tuple[dict[str, bool], set[str]]]) -> dict[str, dict]:
     """Recall and precision of each narrative signal over (labels of a complaint, signals raised on
-    it) pairs; `meets_target` against SIGNAL_TARGETS (a figure with nothing to count is not held
-    against it: no positive and no flag)."""
+    it) pairs; `meets_target` against SIGNAL_TARGETS (None when there is nothing to count: no
+    complaint labelled with the signal and none flagged; a figure that cannot be computed — recall
+    with no positive, precision with no flag — is not held against it)."""
     figures = {}
     for code in NARRATIVE_SIGNALS:
         judged = [(labels[code], code in raised) for labels, raised in pairs if code in labels]
@@ -400,7 +401,8 @@ def signal_figures(pairs: list[tuple[dict[str, bool], set[str]]]) -> dict[str, d
         figures[code] = {
             "complaints": len(judged), "labelled": labelled, "flagged": flagged, "found": found,
             "recall": recall, "precision": precision,
-            "meets_target": (recall is None or recall >= SIGNAL_TARGETS["recall"])
+            "meets_target": None if not labelled and not flagged else
+            (recall is None or recall >= SIGNAL_TARGETS["recall"])
             and (precision is None or precision >= SIGNAL_TARGETS["precision"]),
         }
     return figures
@@ -426,7 +428,8 @@ def format_narrative_signals(data: dict | None) -> list[str]:
     lines = [f"Signals against the hand labels ({data['complaints']} complaint(s) labelled; target recall "
              f"{_pct(targets['recall'])} and precision {_pct(targets['precision'])} for every signal):"]
     for code, part in data["signals"].items():
-        verdict = "meets the target" if part["meets_target"] else "below the target"
+        verdict = {None: "nothing to measure here", True: "meets the target"}.get(part["meets_target"],
+                                                                                  "below the target")
         lines.append(f"    {SIGNAL_NAMES.get(code, code)} ({code}): recall {_pct(part['recall'])} "
                      f"({part['found']} of {part['labelled']} labelled), precision {_pct(part['precision'])} "
                      f"({part['found']} of {part['flagged']} flagged); {verdict}")
