@@ -11,13 +11,19 @@ Scoring table
 | signal          | trigger (one sentence of the evidence)                                       | points | floor  |
 |-----------------|------------------------------------------------------------------------------|--------|--------|
 | FRAUD-ID        | identity theft: accounts/inquiries opened or used by someone else            | 3      | high   |
-| HARASSMENT      | collection calls described as frequent, threats, abusive language, "harass"  | 2      | medium |
-| URGENCY         | foreclosure, eviction, garnishment, repossession, lawsuit, offset            | 2      | —      |
-| MONEY-LOSS      | an amount above $1,000 lost, charged, overpaid or asked back (not a balance) | 2      | —      |
-| TIME-LIMIT      | a statutory window (30/45 days to investigate, statute of limitations,       | 1      | —      |
-|                 | time-barred debt, items older than seven years)                              |        |        |
-| MISCONDUCT      | the company itself accused of fraud, deception or illegality                 | 1      | —      |
-| REPEAT-CONTACT  | contacts described as repeated ("called 5 times", "several letters")         | 1      | —      |
+| HARASSMENT      | collection calls described as frequent, "harass", abusive language, threats  | 2      | medium |
+|                 | of arrest or of calling the employer (a threat of a lawful step: URGENCY)    |        |        |
+| URGENCY         | foreclosure, eviction, garnishment, repossession, a lawsuit against the      | 2      | —      |
+|                 | consumer, offset                                                             |        |        |
+| MONEY-LOSS      | an amount above $1,000 lost, charged, overpaid or asked back (not a balance, | 2      | —      |
+|                 | a grant, or a sum that only would be owed)                                   |        |        |
+| TIME-LIMIT      | a legal window (30/45 days to investigate, statute of limitations,           | 1      | —      |
+|                 | time-barred debt, items older than seven years, a settlement deadline)       |        |        |
+| MISCONDUCT      | the company itself accused of fraud, deception, misleading, or breaking a    | 1      | —      |
+|                 | named law; "fraud" alone does not count where the narrative reports identity |        |        |
+|                 | theft (it is the thief's)                                                    |        |        |
+| REPEAT-CONTACT  | contacts described as repeated ("called 5 times", "several letters",         | 1      | —      |
+|                 | "repeated attempts", "once again", three dated contacts)                     |        |        |
 | OLDER-AM        | tag "Older American", or age 62+, retirement, Social Security income          | 1      | medium |
 | SCRA            | tag "Servicemember", or active duty, veteran, military service, SCRA         | 1      | medium |
 
@@ -30,6 +36,9 @@ the case record win over the narrative).
 | 2–3          | medium   |
 | 4–5          | high     |
 | 6 or more    | critical |
+
+The rules are measured against hand labels of the CFPB sample (analyst/data/signals: RUBRIC.md
+says what each signal means; `manage.py evaluate` reports recall and precision per signal).
 
 The level is then raised to the highest floor of the signals present. Steps are two points wide,
 so MONEY-LOSS raises the level by one step, as rule MONEY-LOSS in cases/policy.py says.
