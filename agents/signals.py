@@ -81,7 +81,7 @@ _IDENTITY_THEFT = re.compile(
 # "Fraud" on its own, in a narrative that reports identity theft, is the thief's, not the company's.
 _MISCONDUCT_FRAUD = re.compile(r"\b(?:fraud|fraudulent(?:ly)?)\b", _I)
 _MISCONDUCT = re.compile(
-    r"\b(?:scam\w*|deceptive|deceiv\w*|misrepresent\w*|illegal(?:ly)?|predator\w*|lied|lying|a lie|lies"
+    r"\b(?:scam\w*|deceptive|deceiv\w*|misrepresent\w*|illegal(?:ly)?|predator\w*|lied|lying|a lie|(?:more|their|telling|told (?:me|us)) lies"
     r"|bait and switch|unlawful(?:ly)?|mislead\w*|misled|false (?:statements?|claims?)"
     r"|(?:provid\w*|g[ai]v\w*|told)\b[^.]{0,30}\bfalse\b|\bbreak\w* [^.]{0,30}\blaws?\b"
     r"|dishonest\w*|unscrupulous|criminal|unjust enrichment|defamation|discriminat\w*|racially motivated"
