@@ -11,13 +11,19 @@ Scoring table
 | signal          | trigger (one sentence of the evidence)                                       | points | floor  |
 |-----------------|------------------------------------------------------------------------------|--------|--------|
 | FRAUD-ID        | identity theft: accounts/inquiries opened or used by someone else            | 3      | high   |
-| HARASSMENT      | collection calls described as frequent, threats, abusive language, "harass"  | 2      | medium |
-| URGENCY         | foreclosure, eviction, garnishment, repossession, lawsuit, offset            | 2      | —      |
-| MONEY-LOSS      | an amount above $1,000 lost, charged, overpaid or asked back (not a balance) | 2      | —      |
-| TIME-LIMIT      | a statutory window (30/45 days to investigate, statute of limitations,       | 1      | —      |
-|                 | time-barred debt, items older than seven years)                              |        |        |
-| MISCONDUCT      | the company itself accused of fraud, deception or illegality                 | 1      | —      |
-| REPEAT-CONTACT  | contacts described as repeated ("called 5 times", "several letters")         | 1      | —      |
+| HARASSMENT      | collection calls described as frequent, "harass", abusive language, threats  | 2      | medium |
+|                 | of arrest or of calling the employer (a threat of a lawful step: URGENCY)    |        |        |
+| URGENCY         | foreclosure, eviction, garnishment, repossession, a lawsuit against the      | 2      | —      |
+|                 | consumer, offset                                                             |        |        |
+| MONEY-LOSS      | an amount above $1,000 lost, charged, overpaid or asked back (not a balance, | 2      | —      |
+|                 | a grant, or a sum that only would be owed)                                   |        |        |
+| TIME-LIMIT      | a legal window (30/45 days to investigate, statute of limitations,           | 1      | —      |
+|                 | time-barred debt, items older than seven years, a settlement deadline)       |        |        |
+| MISCONDUCT      | the company itself accused of fraud, deception, misleading, or breaking a    | 1      | —      |
+|                 | named law; "fraud" alone does not count where the narrative reports identity |        |        |
+|                 | theft (it is the thief's)                                                    |        |        |
+| REPEAT-CONTACT  | contacts described as repeated ("called 5 times", "several letters",         | 1      | —      |
+|                 | "repeated attempts", "once again", three dated contacts)                     |        |        |
 | OLDER-AM        | tag "Older American", or age 62+, retirement, Social Security income          | 1      | medium |
 | SCRA            | tag "Servicemember", or active duty, veteran, military service, SCRA         | 1      | medium |
 
@@ -30,6 +36,9 @@ the case record win over the narrative).
 | 2–3          | medium   |
 | 4–5          | high     |
 | 6 or more    | critical |
+
+The rules are measured against hand labels of the CFPB sample (analyst/data/signals: RUBRIC.md
+says what each signal means; `manage.py evaluate` reports recall and precision per signal).
 
 The level is then raised to the highest floor of the signals present. Steps are two points wide,
 so MONEY-LOSS raises the level by one step, as rule MONEY-LOSS in cases/policy.py says.
@@ -59,22 +68,41 @@ _IDENTITY_THEFT = re.compile(
     r"\bidentity theft\b|\bstolen identity\b|\bidentity (?:was|has been|had been) (?:stolen|compromised)\b"
     r"|\bstole my identity\b|\bvictim of (?:identity|fraud)\b|\bfraudulent (?:account|accounts|inquir\w+|charges?)\b"
     r"|\bnot my (?:account|debt|loan)s?\b|\b(?:is|are|was|were)(?: not|n't) (?:even )?mine\b"
-    r"|\bnever (?:opened|applied for|authori[sz]ed|signed (?:for|up))\b|\bopened (?:without my|in my name)\b"
+    r"|\bnever (?:opened|applied for|authori[sz]ed|signed (?:for|up))\b"
+    r"|\b(?:accounts?|loans?|cards?) (?:that )?(?:i|we) (?:had|have|did) (?:not|never) (?:opened|applied for|authori[sz]ed)\b|\bopened (?:without my|in my name)\b"
     r"|\bunbeknownst to me\b|\bunauthori[sz]ed (?:account|accounts|inquiry|inquiries|hard inquir\w+)\b"
     r"|\bsomeone (?:else )?(?:opened|used|hacked|stole)\b|\b(?:hacked|breached)\b"
+    r"|\b(?:opened|took out|applied for|used)\b[^.]{0,30}\bin my name\b|\bnever (?:done|did|had) (?:any )?business with\b"
+    r"|\bident\w* (?:was|has been|had been) (?:\w+ )?(?:used|stolen)\b|\bsignature\b[^.]{0,40}\bis not mine\b"
+    r"|\bunauthori[sz]ed (?:hard )?inquir\w*|\bhard unauthori[sz]ed inquir\w*"
+    r"|\b(?:did not|didn't|never) (?:give|gave) (?:any |my )?(?:permission|consent)\b[^.]{0,30}\binquir\w*"
     r"|\b(?:did not|didn't|never) apply for (?:any|this|these|the|a)\b|\bfraudulent (?:items?|information|activity)\b"
-    r"|\bfraud alerts?\b|\bpolice report\b|\bftc (?:identity theft )?report\b", _I)
+    r"|\bpolice report\b|\bftc (?:identity theft )?report\b", _I)
+# "Fraud" on its own, in a narrative that reports identity theft, is the thief's, not the company's.
+_MISCONDUCT_FRAUD = re.compile(r"\b(?:fraud|fraudulent(?:ly)?)\b", _I)
 _MISCONDUCT = re.compile(
-    r"\b(?:fraud|fraudulent(?:ly)?|scam\w*|deceptive|deceiv\w*|misrepresent\w*|illegal(?:ly)?|predatory"
-    r"|lied|lying|bait and switch|unlawful(?:ly)?)\b", _I)
+    r"\b(?:scam\w*|deceptive|deceiv\w*|misrepresent\w*|illegal(?:ly)?|predator\w*|lied|lying|a lie|(?:more|their|telling|told (?:me|us)) lies"
+    r"|bait and switch|unlawful(?:ly)?|mislead\w*|misled|false (?:statements?|claims?)"
+    r"|(?:provid\w*|g[ai]v\w*|told)\b[^.]{0,30}\bfalse\b|\bbreak\w* [^.]{0,30}\blaws?\b"
+    r"|dishonest\w*|unscrupulous|criminal|unjust enrichment|defamation|discriminat\w*|racially motivated"
+    r"|(?:school|company|servicer|their|its) misconduct|misconduct (?:i|we) reported"
+    r"|violat(?:e|es|ed|ing|ion|ions) (?:of )?(?:the |my |both |federal |state |these )?[^.]{0,40}?"
+    r"(?:\blaws?\b|\bacts?\b|fcra|fdcpa|respa|tila|regulations?|u\.s\.c|\brights\b|settlement|statutes?)"
+    r"|(?:fcra|fdcpa|f\.c\.r\.a\.?[^.]{0,6}) violations?"
+    r"|(?:did not|didn't|failed to|refus\w* to|weren't|wasn't|not) (?:follow|comply with|abide by|staying compliant to)"
+    r"\b[^.]{0,60}\b(?:regulations?|laws?|court[- ]order\w*|act)\b)", _I)
 _HARASSMENT = re.compile(
-    r"\bharass\w*|\bthreat\w*|\b(?:verbally )?abusive (?:language|calls?|manner|tone|behaviou?r|collector|representative)s?\b"
+    r"\bhar+as+\w*|\bthreat\w* (?:to )?(?:have (?:me|us) )?(?:arrest\w*|jail|prison|criminal|call\w* (?:my |our )?(?:employer|job"
+    r"|work|boss|family)|federal repercussions|violence|hurt)|\bthreatening (?:calls|messages|letters|language|voicemails?|e-?mails?)"
+    r"|\boppressive (?:calls|collection)|\baggressive and (?:loud|abusive)|\b(?:verbally )?abusive (?:language|calls?|manner|tone|behaviou?r|collector|representative)s?\b"
     r"|\bverbally abus\w*|\byell\w*|\bscream\w*|\bcurs(?:ed|ing)\b|\bprofanit\w+"
     r"|\bintimidat\w*|\b(?:excessive|constant|nonstop|non-stop|incessant)(?: amounts? of)?(?: \w+)? (?:calls|calling|phone calls)\b"
     r"|\bcall(?:s|ed|ing)? (?:me )?(?:\w+ )?(?:every day|daily|several times a day|\d+ times a day|at work|my (?:job|work|employer|family|relatives))\b"
-    r"|\b(?:dozens|hundreds) of (?:calls|phone calls|voicemails|messages)\b", _I)
+    r"|\b(?:dozens|hundreds) of (?:calls|phone calls|voicemails|messages)\b"
+    r"|\bcall\w* (?:me )?(?:constantly|nonstop|non-stop|continuously|incessantly)\b", _I)
 _URGENCY = re.compile(
-    r"\bforeclos\w*|\bevict\w*|\bgarnish\w*|\brepossess\w*|\bsheriff(?:'s)? sale\b|\blawsuit\b|\bsued\b"
+    r"\bforeclos\w*|\bevict\w*|\bgarnish\w*|\brepossess\w*|\brepo(?:'d| agent| status| man)?\b|\bsheriff(?:'s)? sale\b"
+    r"|\b(?:trustee|foreclosure) sale\b|\blawsuit (?:against|on) (?:me|us)\b|\bsued (?:me|us)\b|\b(?:am|was|were|being|been) sued\b"
     r"|\bdefault judg(?:e)?ment\b|\bbank levy\b|\blevied\b|\btreasury offset\b"
     r"|\b(?:tax refund|social security)\b[^.]{0,40}\b(?:seized|offset|taken|withheld)\b"
     r"|\bfinal notice\b|\bshut[- ]?off\b|\blose (?:my|our) (?:home|house|car)\b", _I)
@@ -83,29 +111,44 @@ _LOSS_CONTEXT = re.compile(
     r"|\bclaw\w* back\b|\blost\b|\bstole\w*\b|\bcharg(?:ed|ing|es) (?:me|us|my)\b|\bcharged\b|\bfees?\b"
     r"|\binterest charges?\b|\b(?:two times|twice)\b"
     r"|\bdouble[- ](?:charged|payment|billed)\b|\bpaid twice\b|\bunauthori[sz]ed\b|\bfinancial harm\b"
-    r"|\bdamages\b|\bowe[sd]? me\b|\breturn (?:my|the) (?:money|funds)\b|\bwithheld\b|\bseized\b"
+    r"|\bdamages?\b|\bowe[sd]? me\b|\breturn (?:my|the) (?:money|funds)\b|\bwithheld\b|\bseized\b"
     r"|\bimproperly capitali[sz]\w*|\bwithout my consent\b", _I)
 _TIME_LIMIT = re.compile(
     r"\bstatute of limitations?\b|\btime[- ]barred\b|\bobsolete\b"
     r"|\b(?:over|more than|older than) (?:seven|7) years\b|\b(?:seven|7)[- ]years? (?:old|ago|reporting|period|limit)\b"
     r"|\b(?:within|over|more than|after|beyond|past|exceed\w*|well over) (?:the )?(?:30|45|thirty|forty[- ]five)[- ]days?\b"
     r"|\b(?:30|45|thirty|forty[- ]five)[- ]days? (?:to|for|of) (?:investigat\w+|respond\w*|verif\w+|reinvestigat\w+|dispute)\b"
-    r"|\blegal (?:amount of )?time\b", _I)
+    r"|\blegal (?:amount of )?time\b|\b(?:far )?(?:too|to) old to (?:be )?(?:show|report|appear|list)\w*"
+    r"|\b(?:settlement|court[- ]ordered|statutory|legal|regulatory) deadlines?\b|\brequired (?:by law )?to [^.]{0,60}\bno later than\b"
+    r"|\b(?:exemption|protection)\b[^!?]{0,60}?\bexpired\b", _I)
+# A loan granted or a sum that only would be owed is not money lost.
+_NOT_A_LOSS = re.compile(r"\b(?:would (?:have )?(?:owe|paid)|granted|approved for|awarded)\b", _I)
 _NOT_A_WINDOW = re.compile(r"\bdays? (?:late|past due|delinquen\w*)\b", _I)
-_WORD_NUMBERS = {"three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
+_WORD_NUMBERS = {"xxxx": 3, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
                  "eleven": 11, "twelve": 12, "fifteen": 15, "twenty": 20, "dozen": 12, "dozens": 24}
 _CONTACT_VERB = (r"(?:called|call|calls|contacted|phoned|emailed|e-mailed|spoke(?: to| with)?|spoken to|reached out to"
+                 r"|requested|asked|followed up|receiving (?:emails|letters|calls|notices)"
                  r"|wrote(?: to)?|written(?: to)?|sent (?:them |a |my )?(?:letters?|disputes?|emails?)|disputed|faxed|mailed)")
 _REPEAT_COUNT = re.compile(
     rf"\b{_CONTACT_VERB}\b[^.!?]{{0,40}}?"
-    r"\b(?P<count>\d+|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|a dozen|dozens of)"
+    r"\b(?P<count>\d+|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|a dozen|dozens of|a xxxx)"
     r"\s+(?:\w+\s+)?times\b", _I)
 _REPEAT_PHRASE = re.compile(
     r"\b(?:multiple|several|numerous|countless|many|so many|repeated|\d+|three|four|five|six) "
     r"(?:phone calls|calls|letters|disputes|emails|e-mails|complaints|requests|certified letters)\b"
     rf"|\b{_CONTACT_VERB}\b[^.!?]{{0,40}}\b(?:multiple|several|numerous|countless|many|repeated) (?:times|occasions)\b"
     rf"|\b{_CONTACT_VERB}\b[^.!?]{{0,30}}\b(?:again and again|over and over|repeatedly|time after time|yet again|again)\b"
-    r"|\bevery time (?:i|we) (?:have )?(?:call|called|contact|contacted|spoke|speak)\b", _I)
+    r"|\bevery time (?:i|we) (?:have )?(?:call|called|contact|contacted|spoke|speak)\b"
+    r"|\b(?:repeated|multiple|numerous|several|countless) (?:attempts|efforts|requests|demands|occasions|confirmations"
+    r"|collection notices|notices|reconsideration\w*|calls to)\b"
+    r"|\brepeatedly (?:call\w*|contact\w*|request\w*|ask\w*|advis\w*|told|denied|made|sent|wr\w+|email\w*|provided"
+    r"|disput\w*|follow\w*)|\b(?:once|yet) again,? (?:re-?)?(?:call\w*|contact\w*|wrote|emailed|spoke)"
+    r"|\b(?:\d+(?:st|nd|rd|th)|third|fourth|fifth|sixth|tenth) time\b"
+    r"|\b(?:continuously|continually|constantly)\b[^.]{0,25}\b(?:contact\w*|call\w*|request\w*|email\w*|disput\w*|wr\w+)"
+    r"|\bcall\w* (?:me )?(?:constantly|continuously|continually|nonstop)\b"
+    r"|\bexcessive (?:amounts? of )?(?:\w+ )?calls\b|\bcall\w* (?:nearly |almost )?(?:monthly|weekly|daily)\b"
+    rf"|\b{_CONTACT_VERB}\b[^.!?]{{0,80}}?(?:\bXX/XX/\w+[^.!?]{{0,12}}?){{3}}"
+    r"|\b(?:contact|it) was made \d+ times\b|\bsubmitted [^.]{0,30}\b(?:several|multiple|many|numerous) times\b", _I)
 _SERVICEMEMBER = re.compile(
     r"\b(?:servicemember|service member|active[- ]duty|veteran|military|deployed|deployment|\bscra\b"
     r"|servicemembers civil relief act|u\.?s\.? (?:army|navy|air force|marine corps|coast guard)"
@@ -113,7 +156,7 @@ _SERVICEMEMBER = re.compile(
     # VA benefits and loans ("VA" alone is also Virginia), orders and postings, the services' people
     r"|va (?:loans?|home loans?|mortgage|benefits?|disability|compensation)\b|veterans affairs|gi bill\b"
     r"|dd[- ]?214\b|pcs (?:orders|move|moving)\b|permanent change of station|stationed (?:at|in|overseas|abroad)\b"
-    r"|armed forces|soldier\b|sailor\b|(?:a|the|us|u\.s\.) marines?\b|tricare\b)", _I)
+    r"|armed forces|soldier\b|sailor\b|(?:a|the|us|u\.s\.) marines?\b|tricare\b|enlist(?:ed|ing)\b)", _I)
 _OLDER = re.compile(
     r"\b(?:i am|i'm|im|i turned|aged?|at age|at the age of)\s+(?P<age>\d{2})\b(?:\s+years? old)?"
     r"|\b(?P<age2>\d{2})[- ]years?[- ]old (?:me|myself|senior|widow\w*|retiree)\b"
@@ -170,7 +213,7 @@ def _quoted(quote: str) -> str:
 def _identity_theft(sentence: str) -> re.Match | None:
     match = _IDENTITY_THEFT.search(sentence)
     if match and match.group(0).lower() in ("hacked", "breached") \
-            and not re.search(r"\b(?:my|our) (?:identity|information|account|data|credit|personal)\b", sentence, _I):
+            and not re.search(r"\b(?:my|our) (?:identity|account|credit)\b", sentence, _I):
         return None
     return match
 
@@ -196,7 +239,7 @@ def _repeat_contact(sentence: str) -> tuple[int, re.Match] | None:
 
 def _money_loss(sentence: str) -> tuple[Decimal, re.Match] | None:
     context = _LOSS_CONTEXT.search(sentence)
-    if context is None:
+    if context is None or _NOT_A_LOSS.search(sentence):
         return None
     amounts = [amount for amount in money_amounts(sentence) if amount > MONEY_LOSS_THRESHOLD]
     return (max(amounts), context) if amounts else None
@@ -212,11 +255,14 @@ def _evidence_signals(evidence_id: int | None, text: str) -> list[Signal]:
             quote = quote_of(sentence, match)
             found[code] = Signal(code, f"{what}: {_quoted(quote)}", evidence_id, quote)
 
+    fraud_words: tuple[str, re.Match] | None = None
     for sentence in split_sentences(text):
-        if (match := _identity_theft(sentence)):
-            add("FRAUD-ID", f"Identity theft ({match.group(0).lower()})", sentence, match)
-        elif (match := _MISCONDUCT.search(sentence)):
+        if (theft := _identity_theft(sentence)):
+            add("FRAUD-ID", f"Identity theft ({theft.group(0).lower()})", sentence, theft)
+        if (match := _MISCONDUCT.search(sentence)):
             add("MISCONDUCT", f"The company is accused of misconduct ({match.group(0).lower()})", sentence, match)
+        elif not theft and fraud_words is None and (match := _MISCONDUCT_FRAUD.search(sentence)):
+            fraud_words = (sentence, match)
         if (match := _HARASSMENT.search(sentence)):
             add("HARASSMENT", f"Harassment ({match.group(0).lower()})", sentence, match)
         if (match := _URGENCY.search(sentence)):
@@ -231,6 +277,8 @@ def _evidence_signals(evidence_id: int | None, text: str) -> list[Signal]:
             largest = (loss[0], sentence, quote_of(sentence, loss[1]))
         if (contact := _repeat_contact(sentence)) and (repeat is None or contact[0] > repeat[0]):
             repeat = (contact[0], sentence, contact[1])
+    if fraud_words is not None and "FRAUD-ID" not in found:
+        add("MISCONDUCT", f"The company is accused of misconduct ({fraud_words[1].group(0).lower()})", *fraud_words)
     if largest is not None:
         amount, _, quote = largest
         found["MONEY-LOSS"] = Signal("MONEY-LOSS", f"${amount:,.2f} lost, charged or asked back (above $1,000): "

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import json
 import re
 import time
 import uuid
@@ -37,6 +38,13 @@ SPLIT_SALT = "arbiter-eval-v1"
 SPLIT_BOUNDS = (("train", 60), ("dev", 75), ("test", 100))
 # Signals a CFPB label column supports: (signal code, the Tags value that labels it).
 TAG_SIGNALS = (("SCRA", "Servicemember"), ("OLDER-AM", "Older American"))
+# Signals labelled by hand on the narratives (analyst/data/signals/RUBRIC.md says what each means):
+# the codes of agents/signals.py, and MONEY-BACK, which is triage reading a request for a refund.
+SIGNAL_LABELS = Path(__file__).resolve().parent / "data" / "signals" / "labels.jsonl"
+NARRATIVE_SIGNALS = ("FRAUD-ID", "HARASSMENT", "URGENCY", "MONEY-LOSS", "TIME-LIMIT", "MISCONDUCT", "REPEAT-CONTACT",
+                     "OLDER-AM", "SCRA", "MONEY-BACK")
+# Targets the issue set for every narrative signal, on the test split.
+SIGNAL_TARGETS = {"recall": 0.8, "precision": 0.7}
 # Whether a narrative says anything at all about the tagged status: a deliberately broad screen of
 # words (broader than the analyst's own rules in analyst/signals.py, so that recall among the
 # complaints it passes is not 100% by construction). Most tagged complaints never mention it — the
@@ -107,6 +115,7 @@ class Outcome:
     company_disagrees: bool = False  # the narrative alone and the company prior disagreed on the product
     needs_analyst: bool = False
     signals: set[str] = field(default_factory=set)
+    request_kind: str = ""  # triage's reading of what the consumer asks for ("refund", "removal", ...)
     risk_level: str = ""
     disputes: int = 0
     low_confidence_dispute: bool = False
@@ -173,6 +182,7 @@ def _analyse(row: dict, *, tenant, analyst, provider: str | None, checker) -> Ou
     outcome.error = run.error or ""
     triage = Finding.objects.filter(run=run, agent="triage", type="triage").order_by("pk").last()
     request = (triage.data or {}).get("consumer_request") if triage is not None else None
+    outcome.request_kind = str(request.get("kind") or "") if isinstance(request, dict) else ""
     if triage is not None:
         data = triage.data or {}
         outcome.predicted_product = str(data.get("product") or "")
@@ -245,7 +255,8 @@ def _label_report(pairs: list[tuple[str, str]]) -> dict:
     }
 
 
-def report(outcomes: list[Outcome], *, split: str, provider: str, threshold: float | None) -> dict:
+def report(outcomes: list[Outcome], *, split: str, provider: str, threshold: float | None,
+           signal_labels: dict[str, dict[str, bool]] | None = None) -> dict:
     done = [o for o in outcomes if o.predicted_product]
     product = _label_report([(o.product, o.predicted_product) for o in done])
     issue = _label_report([(o.issue, o.predicted_issue) for o in done])
@@ -306,6 +317,7 @@ def report(outcomes: list[Outcome], *, split: str, provider: str, threshold: flo
                                  "median": round(sorted(seconds)[len(seconds) // 2], 3) if seconds else None,
                                  "max": round(max(seconds), 3) if seconds else None},
         "errors": [f"{o.complaint_id}: {o.error}" for o in outcomes if o.error][:20],
+        "narrative_signals": narrative_signal_report(outcomes, signal_labels) if signal_labels else None,
     }
 
 
@@ -382,6 +394,87 @@ def format_report(data: dict) -> list[str]:
     seconds = data["seconds_per_analysis"]
     lines.append(f"Time per analysis: mean {seconds['mean']} s, median {seconds['median']} s, max {seconds['max']} s "
                  "(the first analysis includes training the classifier)")
+    lines.extend(format_narrative_signals(data.get("narrative_signals")))
     for error in data["errors"]:
         lines.append(f"    error: {error}")
+    return lines
+
+
+# --- signals against the hand labels ---------------------------------------------------------------
+SIGNAL_NAMES = {"FRAUD-ID": "identity theft", "HARASSMENT": "harassment", "URGENCY": "time-critical harm",
+                "MONEY-LOSS": "money lost (over $1,000)", "TIME-LIMIT": "a legal time limit",
+                "MISCONDUCT": "the company accused of misconduct", "REPEAT-CONTACT": "repeated contact",
+                "OLDER-AM": "an older consumer", "SCRA": "a servicemember or veteran",
+                "MONEY-BACK": "money back requested"}
+
+
+def read_signal_labels(path: Path = SIGNAL_LABELS) -> dict[str, dict[str, bool]]:
+    """{complaint id: {signal: present}} from a labels file: one JSON object a line with
+    complaint_id, signal and present (analyst/data/signals/labels.jsonl)."""
+    labels: dict[str, dict[str, bool]] = defaultdict(dict)
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+                labels[str(item["complaint_id"]).strip()][str(item["signal"])] = bool(item["present"])
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ValueError(f"line {number} is not a signal label ({exc})") from exc
+    return dict(labels)
+
+
+def raised_signals(outcome: Outcome) -> set[str]:
+    """The narrative signals an analysis raised: the risk assessor's codes, and MONEY-BACK when
+    triage read the consumer's request as a refund."""
+    return set(outcome.signals) | ({"MONEY-BACK"} if outcome.request_kind == "refund" else set())
+
+
+def signal_figures(pairs: list[tuple[dict[str, bool], set[str]]]) -> dict[str, dict]:
+    """Recall and precision of each narrative signal over (labels of a complaint, signals raised on
+    it) pairs; `meets_target` against SIGNAL_TARGETS (None when there is nothing to count: no
+    complaint labelled with the signal and none flagged; a figure that cannot be computed — recall
+    with no positive, precision with no flag — is not held against it)."""
+    figures = {}
+    for code in NARRATIVE_SIGNALS:
+        judged = [(labels[code], code in raised) for labels, raised in pairs if code in labels]
+        labelled = sum(truth for truth, _ in judged)
+        flagged = sum(raised for _, raised in judged)
+        found = sum(truth and raised for truth, raised in judged)
+        recall, precision = _ratio(found, labelled), _ratio(found, flagged)
+        figures[code] = {
+            "complaints": len(judged), "labelled": labelled, "flagged": flagged, "found": found,
+            "recall": recall, "precision": precision,
+            "meets_target": None if not labelled and not flagged else
+            (recall is None or recall >= SIGNAL_TARGETS["recall"])
+            and (precision is None or precision >= SIGNAL_TARGETS["precision"]),
+        }
+    return figures
+
+
+def narrative_signal_report(outcomes: list[Outcome], labels: dict[str, dict[str, bool]]) -> dict:
+    """Per-signal figures of the analyses against the hand labels, with the complaints missed and
+    flagged wrongly (ids, to look at on train and dev only)."""
+    judged = [o for o in outcomes if o.complaint_id in labels]
+    figures = signal_figures([(labels[o.complaint_id], raised_signals(o)) for o in judged])
+    for code, part in figures.items():
+        part["missed"] = [o.complaint_id for o in judged
+                          if labels[o.complaint_id].get(code) and code not in raised_signals(o)]
+        part["false_alarms"] = [o.complaint_id for o in judged
+                                if labels[o.complaint_id].get(code) is False and code in raised_signals(o)]
+    return {"complaints": len(judged), "targets": SIGNAL_TARGETS, "signals": figures}
+
+
+def format_narrative_signals(data: dict | None) -> list[str]:
+    if not data:
+        return ["Signals against the hand labels: no labels given."]
+    targets = data["targets"]
+    lines = [f"Signals against the hand labels ({data['complaints']} complaint(s) labelled; target recall "
+             f"{_pct(targets['recall'])} and precision {_pct(targets['precision'])} for every signal):"]
+    for code, part in data["signals"].items():
+        verdict = {None: "nothing to measure here", True: "meets the target"}.get(part["meets_target"],
+                                                                                  "below the target")
+        lines.append(f"    {SIGNAL_NAMES.get(code, code)} ({code}): recall {_pct(part['recall'])} "
+                     f"({part['found']} of {part['labelled']} labelled), precision {_pct(part['precision'])} "
+                     f"({part['found']} of {part['flagged']} flagged); {verdict}")
     return lines

@@ -46,11 +46,21 @@ class Command(BaseCommand):
         parser.add_argument("--provider", help="Model provider (default: ARBITER_MODEL_PROVIDER).")
         parser.add_argument("--json", dest="json_out", help="Also write the figures as JSON to this file.")
         parser.add_argument("--limit", type=int, help="Evaluate at most N complaints (after the split).")
+        parser.add_argument("--signal-labels", dest="signal_labels",
+                            help="Hand labels of the narrative signals (default: analyst/data/signals/labels.jsonl).")
         parser.add_argument("--split", default="test", choices=("train", "dev", "test", "all"),
                             help="Which side of the fixed hash split to evaluate (default: test, the held-out side).")
 
     def handle(self, *args, **options):
-        from analyst.evaluation import evaluate_rows, format_report, read_rows, report, select_rows
+        from analyst.evaluation import (
+            SIGNAL_LABELS,
+            evaluate_rows,
+            format_report,
+            read_rows,
+            read_signal_labels,
+            report,
+            select_rows,
+        )
 
         path = Path(options["csv"])
         if not path.is_file():
@@ -64,6 +74,11 @@ class Command(BaseCommand):
         missing = {"Product", "Issue", "Consumer complaint narrative", "Complaint ID"} - set(rows[0] if rows else {})
         if missing:
             raise CommandError(f"{path} is not a CFPB-format CSV: missing column(s) {', '.join(sorted(missing))}.")
+        labels_path = Path(options["signal_labels"] or SIGNAL_LABELS)
+        try:
+            signal_labels = read_signal_labels(labels_path)
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise CommandError(f"Could not read the signal labels {labels_path}: {exc}") from exc
         chosen = select_rows(rows, split=options["split"], limit=options["limit"])
         if not chosen:
             raise CommandError(f"No labelled complaint with a narrative on the {options['split']} split of {path}.")
@@ -82,7 +97,7 @@ class Command(BaseCommand):
                 connection.close()
                 connection.settings_dict["NAME"] = original_name
         data = report(outcomes, split=options["split"], provider=provider,
-                      threshold=getattr(settings, "ARBITER_TRIAGE_MIN_CONFIDENCE", None))
+                      threshold=getattr(settings, "ARBITER_TRIAGE_MIN_CONFIDENCE", None), signal_labels=signal_labels)
         for line in format_report(data):
             self.stdout.write(line)
         if options["json_out"]:

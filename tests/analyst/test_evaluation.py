@@ -1,0 +1,85 @@
+"""The hand labels of the narrative signals and how `evaluate` reports against them."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from agents import taxonomy
+from agents.text import clean_narrative
+from analyst.evaluation import (
+    NARRATIVE_SIGNALS,
+    SIGNAL_LABELS,
+    Outcome,
+    format_narrative_signals,
+    narrative_signal_report,
+    raised_signals,
+    read_rows,
+    read_signal_labels,
+    signal_figures,
+)
+from cases.models import Case
+from tests.helpers import assert_nothing_changed
+
+ROWS = {row["Complaint ID"].strip(): row for row in read_rows(taxonomy.DATA_FILE)}
+
+
+def test_every_complaint_is_labelled_for_every_signal_once_and_each_quote_is_verbatim():
+    lines = [json.loads(line) for line in SIGNAL_LABELS.read_text(encoding="utf-8").splitlines() if line.strip()]
+    pairs = Counter((item["complaint_id"], item["signal"]) for item in lines)
+    assert set(pairs) == {(cid, code) for cid in ROWS for code in NARRATIVE_SIGNALS}
+    assert set(pairs.values()) == {1} and len(lines) == len(ROWS) * len(NARRATIVE_SIGNALS) == 1910
+    for item in lines:
+        if item["present"]:
+            narrative = clean_narrative(ROWS[item["complaint_id"]]["Consumer complaint narrative"])
+            assert item["quote"].strip() and item["quote"] in narrative, item
+        else:
+            assert not item.get("quote"), item
+
+
+def test_each_signal_has_positives_to_measure():
+    labels = read_signal_labels()
+    positives = Counter(code for per in labels.values() for code, present in per.items() if present)
+    assert all(positives[code] >= 1 for code in NARRATIVE_SIGNALS)
+    assert positives["MONEY-LOSS"] == 16 and positives["TIME-LIMIT"] == 10 and positives["FRAUD-ID"] == 32
+
+
+def test_recall_and_precision_per_signal_and_the_target():
+    pairs = [({"FRAUD-ID": True, "SCRA": False}, {"FRAUD-ID"}),
+             ({"FRAUD-ID": True, "SCRA": False}, {"SCRA"}),
+             ({"FRAUD-ID": False, "SCRA": False}, set())]
+    figures = signal_figures(pairs)
+    assert figures["FRAUD-ID"] == {"complaints": 3, "labelled": 2, "flagged": 1, "found": 1, "recall": 0.5,
+                                  "precision": 1.0, "meets_target": False}
+    assert figures["SCRA"]["precision"] == 0.0 and figures["SCRA"]["recall"] is None and not figures["SCRA"]["meets_target"]
+    assert figures["URGENCY"]["complaints"] == 0 and figures["URGENCY"]["meets_target"] is None  # nothing to count
+    lines = format_narrative_signals({"complaints": 3, "targets": {"recall": 0.8, "precision": 0.7}, "signals": figures})
+    assert any("(URGENCY)" in line and "nothing to measure here" in line for line in lines)
+
+
+def test_money_back_is_triages_refund_request_and_the_report_names_misses():
+    refund = Outcome(complaint_id="1", product="", issue="", tags=set(), signals={"MONEY-LOSS"}, request_kind="refund")
+    other = Outcome(complaint_id="2", product="", issue="", tags=set(), request_kind="removal")
+    assert raised_signals(refund) == {"MONEY-LOSS", "MONEY-BACK"} and raised_signals(other) == set()
+    labels = {"1": {"MONEY-BACK": True, "MONEY-LOSS": False}, "2": {"MONEY-BACK": True, "MONEY-LOSS": False}}
+    data = narrative_signal_report([refund, other, Outcome(complaint_id="3", product="", issue="", tags=set())], labels)
+    assert data["complaints"] == 2
+    assert data["signals"]["MONEY-BACK"]["missed"] == ["2"] and data["signals"]["MONEY-LOSS"]["false_alarms"] == ["1"]
+    lines = format_narrative_signals(data)
+    assert "money back requested (MONEY-BACK): recall 50.0% (1 of 2 labelled), precision 100.0% (1 of 1 flagged)" \
+        in "\n".join(lines)
+    assert format_narrative_signals(None) == ["Signals against the hand labels: no labels given."]
+
+
+@pytest.mark.django_db
+def test_evaluate_refuses_signal_labels_it_cannot_read_and_changes_nothing(tmp_path, case):
+    broken = tmp_path / "labels.jsonl"
+    broken.write_text('{"complaint_id": "1", "signal": "SCRA"}\n')
+    with assert_nothing_changed(case, extra={"cases": Case.objects.count}):
+        with pytest.raises(CommandError, match="Could not read the signal labels"):
+            call_command("evaluate", str(taxonomy.DATA_FILE), "--signal-labels", str(tmp_path / "missing.jsonl"))
+        with pytest.raises(CommandError, match="line 1 is not a signal label"):
+            call_command("evaluate", str(taxonomy.DATA_FILE), "--signal-labels", str(broken))
