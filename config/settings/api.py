@@ -115,13 +115,20 @@ SPECTACULAR_SETTINGS = {
 
 # --- Webhooks (integrations/) -------------------------------------------------------------
 # Webhooks (integrations/): a delivery is retried with exponential backoff
-# (BACKOFF, 2*BACKOFF, 4*BACKOFF ... seconds) at most MAX_ATTEMPTS times; an endpoint whose
-# deliveries failed DISABLE_AFTER times in a row is disabled. Receivers should refuse a signature
+# (BACKOFF, 2*BACKOFF, 4*BACKOFF ... seconds, never more than BACKOFF_MAX apart) and given up after
+# MAX_ATTEMPTS, except while its endpoint is failing everything (an outage): then it keeps being
+# retried. An endpoint is disabled when a delivery fails and its failures began more than
+# DISABLE_AFTER_SECONDS ago with no success since; its events keep being queued until it is enabled.
+# After a secret rotation deliveries carry the old secret's signature too for SECRET_OVERLAP_SECONDS.
+# One "redeliver since" call queues at most REDELIVER_MAX events. Receivers should refuse a signature
 # older than TOLERANCE seconds. Beat polls for due deliveries every POLL seconds (so a delivery
 # written while the broker was down still goes out).
 ARBITER_WEBHOOK_MAX_ATTEMPTS = env_int("ARBITER_WEBHOOK_MAX_ATTEMPTS", 8, minimum=1)
 ARBITER_WEBHOOK_BACKOFF_SECONDS = env_int("ARBITER_WEBHOOK_BACKOFF_SECONDS", 30, minimum=1)
-ARBITER_WEBHOOK_DISABLE_AFTER = env_int("ARBITER_WEBHOOK_DISABLE_AFTER", 20, minimum=1)
+ARBITER_WEBHOOK_BACKOFF_MAX_SECONDS = env_int("ARBITER_WEBHOOK_BACKOFF_MAX_SECONDS", 3600, minimum=1)
+ARBITER_WEBHOOK_DISABLE_AFTER_SECONDS = env_int("ARBITER_WEBHOOK_DISABLE_AFTER_SECONDS", 24 * 3600, minimum=0)
+ARBITER_WEBHOOK_SECRET_OVERLAP_SECONDS = env_int("ARBITER_WEBHOOK_SECRET_OVERLAP_SECONDS", 24 * 3600, minimum=0)
+ARBITER_WEBHOOK_REDELIVER_MAX = env_int("ARBITER_WEBHOOK_REDELIVER_MAX", 1000, minimum=1)
 ARBITER_WEBHOOK_TIMEOUT_SECONDS = env_int("ARBITER_WEBHOOK_TIMEOUT_SECONDS", 10, minimum=1)
 ARBITER_WEBHOOK_SIGNATURE_TOLERANCE_SECONDS = env_int("ARBITER_WEBHOOK_SIGNATURE_TOLERANCE_SECONDS", 300,
                                                       minimum=1)
