@@ -46,6 +46,7 @@ INSTALLED_APPS = [
     "runs",
     "agents",
     "analyst",
+    "intake",
     "web",
     "drf_spectacular_sidecar",  # the API docs' JS and CSS served from here (no CDN)
     "csp",
@@ -155,6 +156,12 @@ EVIDENCE_ALLOWED_CONTENT_TYPES = env_list(
      "image/png", "image/jpeg", "message/rfc822"],
 )
 DATA_UPLOAD_MAX_MEMORY_SIZE = EVIDENCE_MAX_BYTES + 1024 * 1024
+
+# --- Bulk intake: complaint imports (intake/, docs/adr/0029-bulk-intake.md) -------------------
+# The largest complaints file accepted, on the upload page and by `manage.py import_complaints`.
+INTAKE_MAX_UPLOAD_BYTES = env_int("INTAKE_MAX_UPLOAD_BYTES", 512 * 1024 * 1024, minimum=1)
+# Rows written per transaction: each chunk commits its cases, events, audit records and progress.
+INTAKE_CHUNK_ROWS = env_int("INTAKE_CHUNK_ROWS", 500, minimum=1)
 
 # --- Celery --------------------------------------------------------------------------------
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
