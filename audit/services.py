@@ -12,6 +12,7 @@ from django.utils import timezone
 from audit.hashing import current_key_id, event_hash
 from audit.hooks import run_after_record, run_after_record_many
 from audit.models import AuditEvent, AuditStreamHead
+from core.bulk import insert_rows
 
 
 def stream_for(*, tenant_id: int | None, case_id: int | None = None) -> str:
@@ -98,14 +99,26 @@ def audit_record_many(events: list[dict[str, Any]]) -> list[AuditEvent]:
         event = audit_event_build(stream=stream, sequence=last_sequence + 1, prev_hash=last_hash, **fields)
         heads[stream] = (head_id, event.sequence, event.hash)
         built.append(event)
-    AuditEvent.objects.bulk_create(built)  # an INSERT of new rows; the ledger refuses only changes
-    AuditStreamHead.objects.bulk_update(
-        [AuditStreamHead(pk=head_id, stream=stream, last_sequence=sequence, last_hash=last_hash)
-         for stream, (head_id, sequence, last_hash) in heads.items()], ["last_sequence", "last_hash"])
+    insert_rows(built)  # new rows; the ledger refuses only changes
+    _advance_heads(connection, list(heads.values()))
     for stream, head in heads.items():
         audit_head_remember(stream, head)
     run_after_record_many(built)
     return built
+
+
+def _advance_heads(connection, heads: list[tuple[int, int, str]]) -> None:
+    """Set each (id, last_sequence, last_hash) head in one statement (the heads are locked)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("UPDATE audit_auditstreamhead AS head SET last_sequence = new.sequence, last_hash = new.hash "
+                           "FROM unnest(%s::bigint[], %s::bigint[], %s::text[]) AS new(id, sequence, hash) "
+                           "WHERE head.id = new.id",
+                           [[head[0] for head in heads], [head[1] for head in heads], [head[2] for head in heads]])
+        return
+    AuditStreamHead.objects.bulk_update(
+        [AuditStreamHead(pk=head_id, last_sequence=sequence, last_hash=last_hash) for head_id, sequence, last_hash in heads],
+        ["last_sequence", "last_hash"])
 
 
 def _head_lock_key(stream: str) -> tuple:

@@ -18,6 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from cases.models import Case
+from core.bulk import insert_rows
 from integrations.models import (
     EventType,
     FeedCounter,
@@ -123,7 +124,8 @@ def capture_many(audit_events: list) -> list[IntegrationEvent]:
         reference = references.get(int(event.stream.split(":", 1)[1])) if event.stream.startswith("case:") else None
         rows.append(IntegrationEvent(tenant_id=event.tenant_id, type=kind, audit_event=event,
                                      data=event_data(event, reference), occurred_at=event.created_at))
-    created = IntegrationEvent.objects.bulk_create(rows)
+    insert_rows(rows)
+    created = rows
     endpoints = list(WebhookEndpoint.objects.filter(tenant_id__in={row.tenant_id for row in created}, is_active=True))
     now = timezone.now()
     deliveries = [WebhookDelivery(endpoint=endpoint, event=row, next_attempt_at=now) for row in created
