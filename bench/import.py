@@ -73,8 +73,14 @@ def main() -> int:
     from steps import recreate_database
 
     recreate_database(args.database_url)
-    env = {**os.environ, "DATABASE_URL": args.database_url, "DEBUG": "1", "DJANGO_SETTINGS_MODULE": "config.settings",
-           "ARBITER_VAR_DIR": tempfile.mkdtemp(prefix="arbiter-bench-import-")}
+    sys.path.insert(0, str(ROOT))
+    from audit.keys import development_key_ring, key_ring_setting
+
+    # DEBUG off, as in production (with DEBUG Django keeps every statement in memory); a throwaway key.
+    secret = "bench-import-only-secret-key-not-for-any-deployment"
+    env = {**os.environ, "DATABASE_URL": args.database_url, "DEBUG": "0", "SECRET_KEY": secret,
+           "ARBITER_AUDIT_KEYS": key_ring_setting(development_key_ring(secret)),
+           "DJANGO_SETTINGS_MODULE": "config.settings", "ARBITER_VAR_DIR": tempfile.mkdtemp(prefix="arbiter-bench-import-")}
     subprocess.run([sys.executable, "manage.py", "migrate", "--verbosity", "0"], cwd=ROOT, env=env, check=True)
     subprocess.run([sys.executable, "manage.py", "shell", "-c",
                     "from accounts.models import Tenant; Tenant.objects.create(slug='bench', name='Bench')"],

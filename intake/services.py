@@ -139,7 +139,7 @@ def complaint_import_run(*, complaint_import: ComplaintImport, handle,
     Then finish it: counts, the error report file, `intake.import.finished` in the audit.
 
     Safe to run again on the same import (a worker that died): rows it already imported are claimed
-    by this import and count as created, not as duplicates, and nothing is written twice."""
+    by this import, are not written twice, and count as created in the final counts."""
     actor = _import_actor(complaint_import)
     handle.seek(0)
     header = cfpb.read_header(handle)
@@ -190,12 +190,12 @@ def _write_chunk(*, complaint_import: ComplaintImport, actor: Actor, chunk: list
     is advanced by the caller only once this has committed."""
     created = duplicates = 0
     if chunk:
-        fresh, mine_before, duplicate_count = _claim(complaint_import=complaint_import, chunk=chunk)
+        fresh, duplicates = _claim(complaint_import=complaint_import, chunk=chunk)
         new_cases = [NewCase(title=row.title, received_at=row.received_at, narrative=row.narrative,
                              fields=row.fields | {"source": cfpb.SOURCE, "source_reference": row.complaint_id})
                      for row in fresh]
         case_create_many(actor=actor, tenant=complaint_import.tenant, new_cases=new_cases)
-        created, duplicates = len(fresh) + mine_before, duplicate_count
+        created = len(fresh)
     ComplaintImport.objects.filter(pk=complaint_import.pk).update(
         bytes_done=position, rows_read=outcome.rows, created_count=outcome.created + created,
         duplicate_count=outcome.duplicates + duplicates, error_count=outcome.errors, heartbeat_at=timezone.now())
@@ -211,18 +211,13 @@ def _chunk_done(complaint_import: ComplaintImport, outcome: Outcome, written: tu
     complaint_import.error_count = outcome.errors
 
 
-def _claim(*, complaint_import: ComplaintImport, chunk: list[cfpb.Complaint]):
-    """(rows newly claimed by this import, how many rows this import had already claimed on an
-    earlier attempt (before this run started: a complaint repeated in the file is a duplicate), how many were claimed before by another import or are repeated in the chunk).
-    Claims are inserted in complaint id order, so two imports of overlapping files take the unique
-    index entries in one order."""
+def _claim(*, complaint_import: ComplaintImport, chunk: list[cfpb.Complaint]) -> tuple[list[cfpb.Complaint], int]:
+    """(the rows newly claimed by this import, how many rows were claimed before or repeat a
+    complaint of the chunk). Claims are inserted in complaint id order, so two imports of
+    overlapping files take the unique index entries in one order."""
     first: dict[str, cfpb.Complaint] = {}
-    repeated = []
     for row in chunk:
-        if row.complaint_id in first:
-            repeated.append(row)
-        else:
-            first[row.complaint_id] = row
+        first.setdefault(row.complaint_id, row)
     ids = sorted(first, key=lambda value: (len(value), value))
     table = ImportedComplaint._meta.db_table
     created_at = ImportedComplaint._meta.get_field("created_at").get_db_prep_value(timezone.now(), connection)
@@ -235,23 +230,24 @@ def _claim(*, complaint_import: ComplaintImport, chunk: list[cfpb.Complaint]):
                        f"VALUES {placeholders} ON CONFLICT (tenant_id, complaint_id) DO NOTHING "
                        f"RETURNING complaint_id", params)
         claimed = {value for (value,) in cursor.fetchall()}
-    taken = [complaint_id for complaint_id in ids if complaint_id not in claimed]
-    mine = set(ImportedComplaint.objects.filter(tenant_id=complaint_import.tenant_id, complaint_id__in=taken,
-                                                complaint_import=complaint_import,
-                                                created_at__lt=complaint_import.started_at)
-               .values_list("complaint_id", flat=True)) if taken else set()
-    fresh = [row for row in chunk if row.complaint_id in claimed and first[row.complaint_id] is row]
-    return fresh, len(mine), len(repeated) + len(taken) - len(mine)
+    fresh = [first[complaint_id] for complaint_id in first if complaint_id in claimed]
+    return fresh, len(chunk) - len(fresh)
 
 
 @transaction.atomic
 def _finish(*, complaint_import: ComplaintImport, actor: Actor, outcome: Outcome, report) -> None:
+    # Exact counts from the claims: a rerun after a worker died skipped (and counted as already
+    # imported) the rows its earlier attempt had opened; they are this import's.
+    outcome.created = ImportedComplaint.objects.filter(complaint_import=complaint_import).count()
+    outcome.duplicates = outcome.rows - outcome.errors - outcome.created
+    complaint_import.created_count, complaint_import.duplicate_count = outcome.created, outcome.duplicates
     if report is not None:
         complaint_import.error_report.save(f"{complaint_import.pk}-errors.csv", File(report), save=False)
     complaint_import.status = ImportStatus.DONE
     complaint_import.finished_at = timezone.now()
     complaint_import.bytes_done = complaint_import.bytes_total
-    complaint_import.save(update_fields=["error_report", "status", "finished_at", "bytes_done"])
+    complaint_import.save(update_fields=["error_report", "status", "finished_at", "bytes_done", "created_count",
+                                         "duplicate_count"])
     audit_record(tenant_id=complaint_import.tenant_id, actor_type=actor.kind, actor_id=actor.identifier,
                  action="intake.import.finished", target_type="complaint_import", target_id=complaint_import.pk,
                  policy_version=policy.POLICY_VERSION,

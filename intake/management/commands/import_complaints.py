@@ -3,7 +3,6 @@ into a tenant, with a progress bar, or (--dry-run) say what it would do and writ
 
 from __future__ import annotations
 
-import sys
 import time
 
 from django.core.management.base import BaseCommand, CommandError
@@ -68,7 +67,7 @@ class Command(BaseCommand):
         with open(path, "rb") as handle:
             done = complaint_import_run(complaint_import=claimed, handle=handle,
                                         on_progress=lambda current: self._bar(current, started))
-        sys.stderr.write("\n")
+        self.stderr.write("")
         self._say_unknown(tuple(done.unknown_columns))
         if done.error_count and done.error_report:
             with done.error_report.open("rb") as report, open(errors_path, "wb") as out:
@@ -85,10 +84,10 @@ class Command(BaseCommand):
     def _bar(self, current: ComplaintImport, started: float) -> None:
         filled = int(BAR_WIDTH * current.percent / 100)
         elapsed = max(time.monotonic() - started, 1e-6)
-        sys.stderr.write(f"\r[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {current.percent:3d}%  "
+        self.stderr.write(f"\r[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {current.percent:3d}%  "
                          f"{current.rows_read:,} rows, {current.created_count:,} opened, "
-                         f"{current.rows_read / elapsed:,.0f} rows/s ")
-        sys.stderr.flush()
+                         f"{current.rows_read / elapsed:,.0f} rows/s ", ending="")
+        self.stderr.flush()
 
     def _say_unknown(self, unknown: tuple[str, ...]) -> None:
         if unknown:
