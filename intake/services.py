@@ -70,8 +70,8 @@ def file_check(handle, *, filename: str) -> cfpb.Header:
     """The checks made before an import exists: a .csv name, UTF-8 text within the size limit, a
     header with the required columns. Invalid (with the reason in plain words) otherwise."""
     if not filename.lower().endswith(".csv"):
-        raise Invalid("Only CSV files can be imported: choose the .csv file exported from the CFPB portal.",
-                      fields={"file": ["Choose a .csv file."]})
+        message = "Only CSV files can be imported: choose the .csv file exported from the CFPB portal."
+        raise Invalid(message, fields={"file": [message]})
     try:
         return cfpb.check_file(handle, max_bytes=settings.INTAKE_MAX_UPLOAD_BYTES)
     except cfpb.FileRefused as refused:
