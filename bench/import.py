@@ -19,9 +19,11 @@ import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -46,18 +48,59 @@ def synthesise(path: Path, rows: int, first_id: int) -> int:
     return path.stat().st_size
 
 
-def run_import(path: Path, env: dict) -> dict:
-    """One `manage.py import_complaints` in a child process: wall seconds and its peak RSS (MiB)."""
+class BackendCpu(threading.Thread):
+    """The CPU seconds of the PostgreSQL backends serving `database` while it runs (sampled from
+    /proc every 0.2 s; the machine is shared, so wall time alone says little)."""
+
+    def __init__(self, url: str, database: str):
+        super().__init__(daemon=True)
+        self.url, self.database, self.seen, self.done = url, database, {}, threading.Event()
+
+    def run(self) -> None:
+        import psycopg
+
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            while not self.done.is_set():
+                pids = [row[0] for row in conn.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                    [self.database])]
+                for pid in pids:
+                    try:
+                        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                    except OSError:
+                        continue
+                    self.seen[pid] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+                time.sleep(0.2)
+
+    def seconds(self) -> float:
+        self.done.set()
+        self.join()
+        return sum(self.seen.values())
+
+
+def run_import(path: Path, env: dict, url: str) -> dict:
+    """One `manage.py import_complaints` in a child process: wall seconds, its CPU seconds and peak
+    RSS (MiB), and the CPU seconds of its database backend."""
+    backend = BackendCpu(url, urlsplit(url).path.lstrip("/"))
+    backend.start()
     wait_start = time.monotonic()
     child = subprocess.Popen([sys.executable, "manage.py", "import_complaints", str(path), "--tenant", "bench"],
                              cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    output = child.stdout.read()
     _pid, status, usage = os.wait4(child.pid, 0)
     seconds = time.monotonic() - wait_start
-    output = child.stdout.read()
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"import_complaints failed:\n{output}")
     created = int(re.search(r"(\d+) cases opened", output).group(1))
-    return {"seconds": seconds, "created": created, "rss_mb": usage.ru_maxrss / 1024, "output": output.strip()}
+    return {"seconds": seconds, "created": created, "rss_mb": usage.ru_maxrss / 1024, "output": output.strip(),
+            "client_cpu": usage.ru_utime + usage.ru_stime, "backend_cpu": backend.seconds()}
+
+
+def row_line(name: str, rows: int, size: int, run: dict) -> str:
+    cpu_ms = 1000 * (run["client_cpu"] + run["backend_cpu"]) / rows
+    return (f"| {name} | {rows:,} | {size / 1e6:.1f} MB | {run['seconds']:.1f} | {rows / run['seconds']:,.0f} | "
+            f"{1000 * run['client_cpu'] / rows:.2f} + {1000 * run['backend_cpu'] / rows:.2f} ms | "
+            f"{1000 / cpu_ms:,.0f} | {run['rss_mb']:.0f} MiB |")
 
 
 def main() -> int:
@@ -89,31 +132,33 @@ def main() -> int:
         small, large = Path(folder) / "small.csv", Path(folder) / "large.csv"
         small_bytes = synthesise(small, args.small_rows, FIRST_ID)
         large_bytes = synthesise(large, args.rows, FIRST_ID + args.small_rows)
-        first = run_import(small, env)
-        second = run_import(large, env)
-        again = run_import(large, env)
+        first = run_import(small, env, args.database_url)
+        second = run_import(large, env, args.database_url)
+        again = run_import(large, env, args.database_url)
     verify_start = time.monotonic()
     verified = subprocess.run([sys.executable, "manage.py", "audit_verify"], cwd=ROOT, env=env, capture_output=True,
                               text=True)
     verify_seconds = time.monotonic() - verify_start
+    load = os.getloadavg()
     lines = [
         f"### import {args.label or datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}",
         "",
-        "| import | rows | file | seconds | rows/s | peak RSS of the process |",
-        "|---|---:|---:|---:|---:|---:|",
-        f"| small, new | {args.small_rows:,} | {small_bytes / 1e6:.1f} MB | {first['seconds']:.1f} | "
-        f"{args.small_rows / first['seconds']:,.0f} | {first['rss_mb']:.0f} MiB |",
-        f"| large, new | {args.rows:,} | {large_bytes / 1e6:.1f} MB | {second['seconds']:.1f} | "
-        f"{args.rows / second['seconds']:,.0f} | {second['rss_mb']:.0f} MiB |",
-        f"| large again (all already imported) | {args.rows:,} | {large_bytes / 1e6:.1f} MB | {again['seconds']:.1f} | "
-        f"{args.rows / again['seconds']:,.0f} | {again['rss_mb']:.0f} MiB |",
+        "| import | rows | file | seconds | rows/s | CPU per row: import process + its database backend | "
+        "rows/s by CPU | peak RSS of the import process |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        row_line("small, new", args.small_rows, small_bytes, first),
+        row_line("large, new", args.rows, large_bytes, second),
+        row_line("large again (all already imported)", args.rows, large_bytes, again),
         "",
         f"- Cases opened: {first['created']:,} + {second['created']:,}; the second import of the large file opened "
         f"{again['created']:,}.",
         f"- Seconds include the process's start, the file check (one pass) and the import (a second pass). "
         f"audit_verify afterwards: {verify_seconds:.0f} s, exit {verified.returncode}: "
         f"{(verified.stdout.strip().splitlines() or [''])[-1]}",
-        f"- Bench process peak RSS (synthesis): {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB.",
+        f"- Bench process peak RSS (synthesis): {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB. "
+        f"Load average at the end: {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} on {os.cpu_count()} CPUs. "
+        f"\"rows/s by CPU\" is 1 / (CPU per row): the rate if the import and its backend had the CPU to "
+        f"themselves, one after the other.",
         "",
     ]
     print("\n".join(lines))
