@@ -91,7 +91,7 @@ def audit_record_many(events: list[dict[str, Any]]) -> list[AuditEvent]:
     if not events:
         return []
     streams = [stream_for(tenant_id=item.get("tenant_id"), case_id=item.get("case_id")) for item in events]
-    heads = _lock_or_create_heads(connection, sorted(set(streams), key=_head_lock_key))
+    heads = _lock_or_create_heads(connection, sorted(set(streams)))
     built = []
     for stream, item in zip(streams, events, strict=True):
         head_id, last_sequence, last_hash = heads[stream]
@@ -119,11 +119,6 @@ def _advance_heads(connection, heads: list[tuple[int, int, str]]) -> None:
     AuditStreamHead.objects.bulk_update(
         [AuditStreamHead(pk=head_id, last_sequence=sequence, last_hash=last_hash) for head_id, sequence, last_hash in heads],
         ["last_sequence", "last_hash"])
-
-
-def _head_lock_key(stream: str) -> tuple:
-    kind, _, number = stream.partition(":")
-    return (0 if kind == "tenant" else 1, kind, int(number) if number.isdigit() else 0, number)
 
 
 def _lock_or_create_heads(connection, streams: list[str]) -> dict[str, tuple[int, int, str]]:
