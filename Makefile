@@ -5,6 +5,7 @@
 #   make test-postgres  the whole suite on PostgreSQL (DATABASE_URL, default postgres://postgres@127.0.0.1:5432/arbiter)
 #   make bench          a few performance figures on a throwaway database, then the step benchmark
 #   make bench-ledger   audit_verify and case_replay --all over a generated 1,000,000-event ledger
+#   make bench-import   manage.py import_complaints of 100,000 synthesised CFPB rows into PostgreSQL (rows/s, RSS)
 #   make lint           ruff
 #   make worker         a Celery worker alone (for deployments with their own web server)
 #   make serve          production: gunicorn + Celery worker + beat on the configured services (README)
@@ -23,7 +24,7 @@ TEST_WORKERS ?= auto
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install install-dev run test test-postgres lint bench worker clean bench-venv bench-ledger
+.PHONY: install install-dev run test test-postgres lint bench worker clean bench-venv bench-ledger bench-import
 
 install: $(STAMP)
 
@@ -74,6 +75,7 @@ bench: install-dev bench-venv
 # Throwaway databases, dropped and recreated by each benchmark: never the one bench/ui_at_scale.py keeps.
 BENCH_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/arbiter_bench_steps
 LEDGER_BENCH_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/arbiter_bench_ledger
+IMPORT_BENCH_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/arbiter_bench_import
 BENCH_VENV := var/bench-venv
 BENCH_VENV_STAMP := $(BENCH_VENV)/.installed-langgraph-1.2.24
 
@@ -88,6 +90,11 @@ $(BENCH_VENV_STAMP):
 # audit_verify (full and --since) and case_replay --all over a generated ledger (LEDGER_EVENTS events).
 bench-ledger: install-dev
 	$(PY) bench/ledger.py --database-url $(LEDGER_BENCH_DATABASE_URL) $(LEDGER_BENCH_ARGS)
+
+# Bulk intake: 100,000 synthesised CFPB rows through manage.py import_complaints (IMPORT_BENCH_ARGS: --rows,
+# --results bench/RESULTS.md to append the figures).
+bench-import: install-dev
+	$(PY) bench/import.py --database-url $(IMPORT_BENCH_DATABASE_URL) $(IMPORT_BENCH_ARGS)
 
 worker: install
 	$(VENV)/bin/celery -A config worker --loglevel=$${LOG_LEVEL:-INFO}

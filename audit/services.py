@@ -10,8 +10,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from audit.hashing import current_key_id, event_hash
-from audit.hooks import run_after_record
+from audit.hooks import run_after_record, run_after_record_many
 from audit.models import AuditEvent, AuditStreamHead
+from core.bulk import insert_rows
 
 
 def stream_for(*, tenant_id: int | None, case_id: int | None = None) -> str:
@@ -72,6 +73,69 @@ def audit_record(
     event._state.db = connection.alias
     run_after_record(event)  # in this same transaction (audit/hooks.py; integrations: ADR 0009)
     return event
+
+
+def audit_record_many(events: list[dict[str, Any]]) -> list[AuditEvent]:
+    """Append many events at once, each chained in its stream exactly as audit_record would chain it,
+    in the order given: for bulk writers (the complaint import) that record thousands of events in
+    one transaction. Each item holds audit_record's keyword arguments.
+
+    Same rules as audit_record: inside the transaction of the change (refused otherwise); the heads
+    of every stream written are locked before any event is appended, tenant streams before case
+    streams and each kind in name order (the lock order of docs/architecture.md), so two batches
+    never wait on each other in opposite orders. A handful of statements whatever the number of
+    events; the listeners (audit/hooks.py) see every event, in order, in this transaction."""
+    connection = transaction.get_connection()
+    if not connection.in_atomic_block:
+        raise RuntimeError("audit_record_many must be called inside the transaction of the change it records.")
+    if not events:
+        return []
+    streams = [stream_for(tenant_id=item.get("tenant_id"), case_id=item.get("case_id")) for item in events]
+    heads = _lock_or_create_heads(connection, sorted(set(streams)))
+    built = []
+    for stream, item in zip(streams, events, strict=True):
+        head_id, last_sequence, last_hash = heads[stream]
+        fields = {key: value for key, value in item.items() if key != "case_id"}
+        event = audit_event_build(stream=stream, sequence=last_sequence + 1, prev_hash=last_hash, **fields)
+        heads[stream] = (head_id, event.sequence, event.hash)
+        built.append(event)
+    insert_rows(built)  # new rows; the ledger refuses only changes
+    _advance_heads(connection, list(heads.values()))
+    for stream, head in heads.items():
+        audit_head_remember(stream, head)
+    run_after_record_many(built)
+    return built
+
+
+def _advance_heads(connection, heads: list[tuple[int, int, str]]) -> None:
+    """Set each (id, last_sequence, last_hash) head in one statement (the heads are locked)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("UPDATE audit_auditstreamhead AS head SET last_sequence = new.sequence, last_hash = new.hash "
+                           "FROM unnest(%s::bigint[], %s::bigint[], %s::text[]) AS new(id, sequence, hash) "
+                           "WHERE head.id = new.id",
+                           [[head[0] for head in heads], [head[1] for head in heads], [head[2] for head in heads]])
+        return
+    AuditStreamHead.objects.bulk_update(
+        [AuditStreamHead(pk=head_id, last_sequence=sequence, last_hash=last_hash) for head_id, sequence, last_hash in heads],
+        ["last_sequence", "last_hash"])
+
+
+def _lock_or_create_heads(connection, streams: list[str]) -> dict[str, tuple[int, int, str]]:
+    """{stream: (id, last_sequence, last_hash)} of every stream, created where missing, locked."""
+    AuditStreamHead.objects.bulk_create([AuditStreamHead(stream=stream) for stream in streams],
+                                        ignore_conflicts=True)
+    rows = {}
+    # Tenant (and global) streams first, then case streams: each query locks its rows in stream order.
+    for group in ([s for s in streams if not s.startswith("case:")], [s for s in streams if s.startswith("case:")]):
+        if not group:
+            continue
+        query = AuditStreamHead.objects.filter(stream__in=group).order_by("stream")
+        if connection.features.has_select_for_update:
+            query = query.select_for_update()
+        rows |= {stream: (pk, sequence, last_hash) for pk, stream, sequence, last_hash
+                 in query.values_list("pk", "stream", "last_sequence", "last_hash")}
+    return {stream: rows[stream] for stream in streams}
 
 
 def audit_event_build(*, tenant_id: int | None, stream: str, sequence: int, prev_hash: str, actor_type: str,

@@ -3,7 +3,7 @@ routes here, and a link in templates/web/_nav.html."""
 
 from django.urls import path
 
-from web.views import actions, audit, cases, live, memory, queue, review, review_decide, runs, threads
+from web.views import actions, audit, cases, intake, live, memory, queue, review, review_decide, runs, threads
 
 app_name = "web"
 
@@ -59,6 +59,9 @@ urlpatterns = [
     path("review/", review.review_inbox, name="review_inbox"),
     path("review/decide/", review_decide.review_decide, name="review_decide"),
     path("review/notices/<int:pk>/settle/", review_decide.review_settle, name="review_settle"),
+    path("imports/", intake.import_list, name="import_list"),
+    path("imports/<int:pk>/", intake.import_detail, name="import_detail"),
+    path("imports/<int:pk>/errors.csv", intake.import_errors, name="import_errors"),
     path("audit/", audit.audit_timeline, name="audit_timeline"),
     path("audit/export.<str:fmt>", audit.audit_export, name="audit_export"),
 ]

@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "runs",
     "agents",
     "analyst",
+    "intake",
     "web",
     "drf_spectacular_sidecar",  # the API docs' JS and CSS served from here (no CDN)
     "csp",

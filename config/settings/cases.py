@@ -1,4 +1,4 @@
-"""Cases: evidence uploads, deadline scans, notices by e-mail and their dispatch, PDF text extraction."""
+"""Cases: evidence uploads, deadline scans, notices by e-mail and their dispatch, PDF text extraction, bulk intake."""
 
 from config.env import env_bool, env_int, env_list, env_str
 from config.settings.base import VAR_DIR
@@ -42,3 +42,9 @@ ARBITER_DEADLINE_SCAN_INTERVAL_SECONDS = env_int("ARBITER_DEADLINE_SCAN_INTERVAL
 ARBITER_PDF_MAX_BYTES = env_int("ARBITER_PDF_MAX_BYTES", 5 * 1024 * 1024, minimum=1)
 ARBITER_PDF_MAX_PAGES = env_int("ARBITER_PDF_MAX_PAGES", 200, minimum=1)
 ARBITER_PDF_MAX_CHARS = env_int("ARBITER_PDF_MAX_CHARS", 500_000, minimum=1)
+
+# --- Bulk intake: complaint imports (intake/, docs/adr/0029-bulk-intake.md) -------------------
+# The largest complaints file accepted, on the upload page and by `manage.py import_complaints`.
+INTAKE_MAX_UPLOAD_BYTES = env_int("INTAKE_MAX_UPLOAD_BYTES", 512 * 1024 * 1024, minimum=1)
+# Rows written per transaction: each chunk commits its cases, events, audit records and progress.
+INTAKE_CHUNK_ROWS = env_int("INTAKE_CHUNK_ROWS", 500, minimum=1)

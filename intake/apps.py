@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class IntakeConfig(AppConfig):
+    name = "intake"
+    verbose_name = "Intake: complaints brought in from outside, in bulk"

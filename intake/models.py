@@ -1,0 +1,82 @@
+"""Bulk intake: an import of a complaints file, and the complaints it has brought in.
+
+A `ComplaintImport` is one file (uploaded on the page, or read in place by `manage.py
+import_complaints`) and its progress; an `ImportedComplaint` claims one external complaint id for
+a tenant. The claim's unique (tenant, complaint id) is what makes an import idempotent: a second
+import of the same complaint inserts no claim, and so opens no case."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class ImportStatus(models.TextChoices):
+    QUEUED = "queued", "Waiting to start"
+    RUNNING = "running", "Importing"
+    DONE = "done", "Finished"
+    FAILED = "failed", "Stopped"
+
+
+def import_upload_path(instance, filename: str) -> str:
+    return f"imports/{instance.tenant_id}/{filename}"
+
+
+class ComplaintImport(models.Model):
+    tenant = models.ForeignKey("accounts.Tenant", on_delete=models.PROTECT, related_name="+")
+    filename = models.CharField(max_length=255)
+    # The uploaded file (page imports); empty for `manage.py import_complaints`, which reads it in place.
+    file = models.FileField(upload_to=import_upload_path, blank=True)
+    status = models.CharField(max_length=20, choices=ImportStatus.choices, default=ImportStatus.QUEUED)
+    # Progress: how far through the file the reader is, in bytes (the row count is known only at the end).
+    bytes_total = models.PositiveBigIntegerField(default=0)
+    bytes_done = models.PositiveBigIntegerField(default=0)
+    rows_read = models.PositiveIntegerField(default=0)
+    created_count = models.PositiveIntegerField(default=0)
+    duplicate_count = models.PositiveIntegerField(default=0)
+    error_count = models.PositiveIntegerField(default=0)
+    unknown_columns = models.JSONField(default=list, blank=True)
+    error_report = models.FileField(upload_to=import_upload_path, blank=True)
+    failure = models.TextField(blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True,
+                                   related_name="+")
+    actor_id = models.CharField(max_length=200)  # who started it (user:<pk> or system:<name>)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    # Written with every chunk: a running import whose heartbeat is old lost its worker.
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"import {self.pk} {self.filename} ({self.status})"
+
+    @property
+    def percent(self) -> int:
+        if self.status == ImportStatus.DONE:
+            return 100
+        if not self.bytes_total:
+            return 0
+        return min(99, int(100 * self.bytes_done / self.bytes_total))
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in (ImportStatus.QUEUED, ImportStatus.RUNNING)
+
+
+class ImportedComplaint(models.Model):
+    """One external complaint claimed by a tenant, by the import that opened its case."""
+
+    tenant = models.ForeignKey("accounts.Tenant", on_delete=models.PROTECT, related_name="+")
+    complaint_id = models.CharField(max_length=32)
+    complaint_import = models.ForeignKey(ComplaintImport, on_delete=models.PROTECT, related_name="claims")
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "complaint_id"],
+                                               name="imported_complaint_unique_per_tenant")]
+
+    def __str__(self) -> str:
+        return f"complaint {self.complaint_id}"
