@@ -13,6 +13,7 @@ from django.urls import reverse
 
 from cases import selectors
 from cases.models import Approval, ProposalStatus
+from conversations.models import Message, MessageRole
 from core.actors import Actor
 from runs import selectors as run_selectors
 from runs.models import RunStatus
@@ -35,15 +36,34 @@ def read_until(user) -> datetime | None:
     return NotificationsRead.objects.filter(user=user).values_list("read_until", flat=True).first()
 
 
+def _run_notifications(*, user, runs) -> list[Notification]:
+    """A run that ended links to the run; a chat run that replied links to its reply in the thread
+    (one query finds the replies of all of them)."""
+    chat_runs = [run for run in runs if run.thread_id]
+    replies = dict(Message.objects.filter(tenant_id=user.tenant_id, thread_id__in={r.thread_id for r in chat_runs},
+                                          run_id__in=[str(r.pk) for r in chat_runs], role=MessageRole.ASSISTANT)
+                   .values_list("run_id", "sequence")) if chat_runs else {}
+    found = []
+    for run in runs:
+        sequence = replies.get(str(run.pk))
+        if run.thread_id and sequence is not None:
+            url = reverse("web:thread_detail", args=[run.thread_id]) + f"#message-{sequence}"
+            found.append(Notification(at=run.updated_at, url=url,
+                                      text=f"The assistant replied in the thread “{run.thread.title}”."))
+            continue
+        where = f" of {run.case.reference}" if run.case else ""
+        found.append(Notification(at=run.updated_at, url=reverse("web:run_detail", args=[run.pk]),
+                                  text=f"Your run R{run.pk}{where} {RUN_WORDS.get(run.status, run.status)}."))
+    return found
+
+
 def notifications_for_user(*, user, limit: int = 30) -> list[Notification]:
     """The newest `limit` notifications of `user` (three queries, each capped at `limit`)."""
     me = Actor.for_user(user).identifier
     found: list[Notification] = []
-    for run in run_selectors.run_list_for_user(user=user).filter(started_by_user=user, status__in=ENDED) \
-            .order_by("-updated_at")[:limit]:
-        where = f" of {run.case.reference}" if run.case else ""
-        found.append(Notification(at=run.updated_at, url=reverse("web:run_detail", args=[run.pk]),
-                                  text=f"Your run R{run.pk}{where} {RUN_WORDS.get(run.status, run.status)}."))
+    runs = list(run_selectors.run_list_for_user(user=user).filter(started_by_user=user, status__in=ENDED)
+                .select_related("thread").order_by("-updated_at")[:limit])
+    found += _run_notifications(user=user, runs=runs)
     proposals = selectors.proposal_list_for_user(user=user).filter(
         Q(proposer_id=me) | Q(requested_by=me), decided_at__isnull=False,
         status__in=[ProposalStatus.APPLIED, ProposalStatus.REJECTED]).order_by("-decided_at")[:limit]
