@@ -60,5 +60,6 @@ urlpatterns = [
     path("review/decide/", review_decide.review_decide, name="review_decide"),
     path("review/notices/<int:pk>/settle/", review_decide.review_settle, name="review_settle"),
     path("audit/", audit.audit_timeline, name="audit_timeline"),
+    path("audit/verify/", audit.audit_verify_now, name="audit_verify_now"),
     path("audit/export.<str:fmt>", audit.audit_export, name="audit_export"),
 ]
