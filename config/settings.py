@@ -267,6 +267,10 @@ SPECTACULAR_SETTINGS = {
     },
 }
 
+# How often (seconds) the case queue and the review inbox ask whether anything changed, to show new
+# and changed items without a reload (one indexed query per ask; static/js/live-lists.js).
+ARBITER_LIVE_LIST_SECONDS = env_int("ARBITER_LIVE_LIST_SECONDS", 10, minimum=1)
+
 # --- Agent runs (runs/, docs/runs-contract.md) ---------------------------------------------
 # Default budgets of a run (steps, tokens, wall time; reaching one fails it); run_start may lower or raise them per run.
 ARBITER_RUN_MAX_STEPS = env_int("ARBITER_RUN_MAX_STEPS", 40, minimum=1)

@@ -16,6 +16,7 @@ urlpatterns = [
     path("cases/<str:reference>/take/", queue.case_take, name="case_take"),
     path("cases/<str:reference>/live/notices/", live.case_live_notices, name="case_live_notices"),
     path("notifications/", live.notifications, name="notifications"),
+    path("live/changes/", live.list_changes, name="list_changes"),
     path("notifications/all/", live.notification_list, name="notification_list"),
     path("notifications/read/", live.notifications_read, name="notifications_read"),
     path("cases/<str:reference>/audit/", audit.case_audit, name="case_audit"),

@@ -272,3 +272,61 @@ def test_at_390_the_queue_is_cards_with_take_on_screen(new_page, analyst):
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     assert page.evaluate("""() => { const wrap = document.querySelector('#case-results .table-wrap');
         return wrap.scrollWidth <= wrap.clientWidth; }""")  # no sideways scroll inside the list either
+
+
+def row_top(page, selector: str) -> float:
+    return page.locator(selector).bounding_box()["y"]
+
+
+def test_the_queue_shows_new_and_changed_cases_without_a_reload_and_keeps_the_focus(
+        new_page, analyst, supervisor, settings, db_turn):
+    settings.ARBITER_LIVE_LIST_SECONDS = 1
+    cases = [make_case(actor=analyst, title=f"Disputed charge {n} on the statement", narrative="") for n in range(4)]
+    page = new_page(width=1440, height=900)
+    log_in(page, "analyst")
+    loads = []
+    page.on("load", lambda: loads.append(page.url))
+    page.evaluate("window.__samePage = true")
+    focused = f"#case-row-{cases[1].pk} td a"
+    page.locator(focused).first.focus()
+    page.locator(focused).first.hover()
+    top = row_top(page, f"#case-row-{cases[1].pk}")
+    page.wait_for_timeout(1500)  # the first poll has taken the page's token
+    with db_turn():  # another person, in another session
+        services.case_transition(actor=supervisor, case=cases[2], transition="triage")
+        newcomer = make_case(actor=supervisor, title="A new complaint arrived", narrative="")
+    # The changed row is updated in place; the new one waits behind the "1 new" bar.
+    page.locator(f"#case-row-{cases[2].pk}", has_text="Triaged").wait_for()
+    page.locator("#live-bar", has_text="1 new item").wait_for()
+    shot(page, "queue-live-1440")
+    assert page.locator(f"#case-row-{newcomer.pk}").count() == 0
+    assert page.evaluate("document.activeElement.closest('tr') && document.activeElement.closest('tr').id") \
+        == f"case-row-{cases[1].pk}"
+    assert row_top(page, f"#case-row-{cases[1].pk}") == top  # the row under the pointer did not move
+    page.get_by_role("button", name="1 new item — show").click()
+    page.locator(f"#case-row-{newcomer.pk}").wait_for()
+    assert loads == [] and page.evaluate("window.__samePage === true")
+
+
+def test_the_inbox_shows_a_new_item_without_a_reload(new_page, analyst, supervisor, agent, settings, db_turn):
+    settings.ARBITER_LIVE_LIST_SECONDS = 1
+    work = a_morning(analyst=analyst, agent=agent)
+    page = new_page(width=1440, height=900)
+    log_in(page, "supervisor")
+    page.goto("/review/")
+    page.evaluate("window.__samePage = true")
+    selected = page.locator(".review-row.is-selected [data-row-link]")
+    selected.focus()
+    key = page.evaluate("document.activeElement.closest('tr').dataset.rowKey")
+    page.wait_for_timeout(1500)
+    with db_turn():
+        case = make_case(actor=analyst, title="One more statement question", narrative="")
+        fresh = services.proposal_create(actor=agent, case=case, kind="risk_level", payload={"risk_level": "low"},
+                                         rationale="Small amount.")
+        services.proposal_reject(actor=supervisor, proposal=work["singles"][0], note="Decided elsewhere.")
+    page.locator("#live-bar", has_text="1 new item").wait_for()
+    page.locator(f'.review-row.is-gone[data-row-key="p{work["singles"][0].pk}"]').wait_for()
+    assert page.evaluate("document.activeElement.closest('tr').dataset.rowKey") == key
+    page.get_by_role("button", name="1 new item — show").click()
+    page.locator(f'.review-row[data-row-key="p{fresh.pk}"]').wait_for()
+    assert page.evaluate("window.__samePage === true")
