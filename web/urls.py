@@ -3,7 +3,20 @@ routes here, and a link in templates/web/_nav.html."""
 
 from django.urls import path
 
-from web.views import actions, audit, cases, live, memory, queue, review, review_decide, runs, search, threads
+from web.views import (
+    actions,
+    audit,
+    cases,
+    live,
+    memory,
+    preferences,
+    queue,
+    review,
+    review_decide,
+    runs,
+    search,
+    threads,
+)
 
 app_name = "web"
 
@@ -58,6 +71,7 @@ urlpatterns = [
     path("memory/<int:pk>/confirm/", memory.memory_confirm, name="memory_confirm"),
     path("memory/<int:pk>/forget/", memory.memory_forget, name="memory_forget"),
     path("search/", search.search, name="search"),
+    path("preferences/density/", preferences.density_set, name="density_set"),
     path("review/", review.review_inbox, name="review_inbox"),
     path("review/decide/", review_decide.review_decide, name="review_decide"),
     path("review/notices/<int:pk>/settle/", review_decide.review_settle, name="review_settle"),

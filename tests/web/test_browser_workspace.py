@@ -330,3 +330,34 @@ def test_the_inbox_shows_a_new_item_without_a_reload(new_page, analyst, supervis
     page.get_by_role("button", name="1 new item — show").click()
     page.locator(f'.review-row[data-row-key="p{fresh.pk}"]').wait_for()
     assert page.evaluate("window.__samePage === true")
+
+
+VISIBLE_ROWS = """(selector) => Array.from(document.querySelectorAll(selector))
+    .filter(r => r.getBoundingClientRect().top >= 0 && r.getBoundingClientRect().bottom <= window.innerHeight).length"""
+
+
+def test_compact_and_comfortable_lists_at_1440_by_900(new_page, analyst, supervisor, agent):
+    for n in range(18):
+        case = make_case(actor=analyst, title=f"Disputed charge number {n} on the statement", narrative="")
+        services.proposal_create(actor=agent, case=case, kind="risk_level", payload={"risk_level": "medium"},
+                                 rationale="Assessed from the narrative.")
+    page = new_page(width=1440, height=900)
+    log_in(page, "supervisor")
+    counts = {}
+    for density in ("compact", "comfortable"):
+        assert page.evaluate("document.body.className") == f"density-{density}"
+        page.goto("/")
+        shot(page, f"queue-{density}-1440")
+        counts[("queue", density)] = page.evaluate(VISIBLE_ROWS, "#case-results tbody tr")
+        page.goto("/review/")
+        shot(page, f"inbox-{density}-1440")
+        counts[("inbox", density)] = page.evaluate(VISIBLE_ROWS, ".review-row")
+        if density == "compact":  # the toggle in the top bar; remembered on the account
+            page.get_by_role("button", name="Compact lists").click()
+            page.wait_for_url("**/review/")
+    print("rows in view at 1440×900:", counts)
+    assert counts[("queue", "compact")] >= 12 and counts[("inbox", "compact")] >= 8, counts
+    assert counts[("queue", "comfortable")] < counts[("queue", "compact")], counts
+    assert counts[("inbox", "comfortable")] < counts[("inbox", "compact")], counts
+    page.goto("/")  # still comfortable on the next page load
+    assert page.evaluate("document.body.className") == "density-comfortable"
