@@ -361,3 +361,61 @@ def test_compact_and_comfortable_lists_at_1440_by_900(new_page, analyst, supervi
     assert counts[("inbox", "comfortable")] < counts[("inbox", "compact")], counts
     page.goto("/")  # still comfortable on the next page load
     assert page.evaluate("document.body.className") == "density-comfortable"
+
+
+@pytest.mark.parametrize("width,height", [(1440, 900), (390, 844)])
+def test_axe_on_every_page_and_state(new_page, analyst, supervisor, agent, width, height, db_turn):
+    """0 serious or critical axe violations on each page and state this work touches, at both widths:
+    the queue, the global search, a case page, the workspace with its forms and the shortcut list,
+    a decision's message, the notifications page, and the audit page after "Verify now"."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    work = a_morning(analyst=analyst, agent=agent)
+    case = work["singles"][0].case
+    services.proposal_reject(actor=supervisor, proposal=work["singles"][1], note="Not shown in the evidence.")
+    axe, found = Axe(), {}
+
+    def check(page, name):
+        page.wait_for_load_state("networkidle")
+        shot(page, f"{name}-{width}")
+        found[name] = serious(axe, page)
+        assert page.evaluate("document.documentElement.scrollWidth") <= width, name
+
+    page = new_page(width=width, height=height)
+    log_in(page, "supervisor")
+    check(page, "queue")
+    page.goto(f"/search/?q={case.reference}")
+    page.locator("table.table--search tbody tr").first.wait_for()
+    check(page, "search")
+    page.goto(f"/cases/{case.reference}/")
+    check(page, "case")
+    page.goto("/review/")
+    check(page, "workspace")
+    page.locator('#review-pane details[data-decide="approve"] > summary').click()
+    check(page, "workspace-approve-open")
+    page.locator('#review-pane details[data-decide="reject"] > summary').click()
+    check(page, "workspace-reject-open")
+    page.keyboard.press("Escape")
+    page.locator(".review-row.is-selected [data-row-link]").focus()
+    page.keyboard.press("a")
+    page.keyboard.press("Enter")
+    wait_decided(page, "Approved:")
+    check(page, "workspace-decided-message")
+    focus_is_in_the_list(page)
+    page.keyboard.press("?")  # (at 390 the button is hidden: a phone has no keys; a tablet's keyboard does)
+    page.locator("#shortcut-help").wait_for()
+    check(page, "shortcut-help")
+    page.keyboard.press("Escape")
+    page.goto("/audit/?scope=all")
+    page.locator(f'[data-stream="case:{case.pk}"] button', has_text="Verify now").click()
+    page.locator(".flash", has_text="intact").wait_for()
+    check(page, "audit-after-verify-now")
+    page.goto(f"/cases/{case.reference}/audit/")
+    check(page, "case-audit")
+    page.context.clear_cookies()
+    log_in(page, "analyst")
+    page.goto("/notifications/all/")
+    check(page, "notifications")
+    page.goto(f"/cases/{work['singles'][2].case.reference}/")
+    check(page, "case-as-proposer")
+    assert not any(found.values()), {k: v for k, v in found.items() if v}

@@ -221,8 +221,9 @@ def change_words(event, labels: dict) -> str:
     audited payload is its case event's: `cases.case.transitioned` is `case.transitioned`)."""
     if event.action not in CHANGE_ACTIONS:
         return ""
-    return event_summary(SimpleNamespace(event_type=event.action.removeprefix("cases."), payload=event.payload or {}),
-                         labels)
+    # The reason or note is shown under it already (event.note): the words here are the change only.
+    payload = {k: v for k, v in (event.payload or {}).items() if k not in ("reason", "note")}
+    return event_summary(SimpleNamespace(event_type=event.action.removeprefix("cases."), payload=payload), labels)
 
 
 @require_POST
