@@ -389,6 +389,12 @@ def test_axe_on_every_page_and_state(new_page, analyst, supervisor, agent, width
     check(page, "search")
     page.goto(f"/cases/{case.reference}/")
     check(page, "case")
+    page.keyboard.press("/")  # a page without a list search of its own: "/" goes to the search of all cases
+    assert page.evaluate("document.activeElement.id") == "global-search-q"
+    page.keyboard.type(case.title.split()[0])
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/search/?q=*")
+    assert page.locator("table.table--search tbody tr").count() >= 1
     page.goto("/review/")
     check(page, "workspace")
     page.locator('#review-pane details[data-decide="approve"] > summary').click()
