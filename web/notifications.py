@@ -36,19 +36,26 @@ def read_until(user) -> datetime | None:
     return NotificationsRead.objects.filter(user=user).values_list("read_until", flat=True).first()
 
 
-def _run_notifications(*, user, runs) -> list[Notification]:
-    """A run that ended links to the run; a chat run that replied links to its reply in the thread
-    (one query finds the replies of all of them)."""
+def chat_reply_urls(*, user, runs) -> dict[int, str]:
+    """For each chat run of `runs` that replied: the URL of its reply in its thread (one query, none
+    when no run is a chat run)."""
     chat_runs = [run for run in runs if run.thread_id]
-    replies = dict(Message.objects.filter(tenant_id=user.tenant_id, thread_id__in={r.thread_id for r in chat_runs},
-                                          run_id__in=[str(r.pk) for r in chat_runs], role=MessageRole.ASSISTANT)
-                   .values_list("run_id", "sequence")) if chat_runs else {}
+    if not chat_runs:
+        return {}
+    replies = Message.objects.filter(tenant_id=user.tenant_id, thread_id__in={r.thread_id for r in chat_runs},
+                                     run_id__in=[str(r.pk) for r in chat_runs], role=MessageRole.ASSISTANT) \
+        .values_list("run_id", "thread_id", "sequence")
+    return {int(run_id): reverse("web:thread_detail", args=[thread_id]) + f"#message-{sequence}"
+            for run_id, thread_id, sequence in replies}
+
+
+def _run_notifications(*, user, runs) -> list[Notification]:
+    """A run that ended links to the run; a chat run that replied links to its reply in the thread."""
+    replies = chat_reply_urls(user=user, runs=runs)
     found = []
     for run in runs:
-        sequence = replies.get(str(run.pk))
-        if run.thread_id and sequence is not None:
-            url = reverse("web:thread_detail", args=[run.thread_id]) + f"#message-{sequence}"
-            found.append(Notification(at=run.updated_at, url=url,
+        if run.pk in replies:
+            found.append(Notification(at=run.updated_at, url=replies[run.pk],
                                       text=f"The assistant replied in the thread “{run.thread.title}”."))
             continue
         where = f" of {run.case.reference}" if run.case else ""

@@ -77,6 +77,8 @@ def test_a_chat_reply_links_to_the_reply_in_its_thread(client, analyst, case, mo
                                                        django_capture_on_commit_callbacks):
     monkeypatch.setattr("runs.tasks.enqueue_step", lambda run_id, **kw: None)
     thread = chat.thread_create(actor=analyst, tenant=analyst.tenant, case=case, title="Refund dispute")
+    client.force_login(analyst)
+    client.get(reverse("web:notifications"))  # the header's poll: its first call starts the clock
     with django_capture_on_commit_callbacks(execute=True):
         question = chat.message_post(actor=analyst, thread=thread, content="What does the consumer ask for?")
     drive(AgentRun.objects.get(pk=int(question.reply_run_id)))
@@ -87,3 +89,6 @@ def test_a_chat_reply_links_to_the_reply_in_its_thread(client, analyst, case, mo
     assert [(n.text, n.url) for n in items] == [(
         "The assistant replied in the thread “Refund dispute”.",
         reverse("web:thread_detail", args=[thread.pk]) + f"#message-{reply.sequence}")]
+    # The toast of the header's poll opens the reply too.
+    toast = client.get(reverse("web:notifications")).content.decode()
+    assert f'href="{reverse("web:thread_detail", args=[thread.pk])}#message-{reply.sequence}">Read the reply</a>' in toast

@@ -20,7 +20,7 @@ from runs import selectors as run_selectors
 from runs.models import RunStatus
 from web.access import member_required
 from web.case_page import case_page_context
-from web.notifications import notifications_for_user
+from web.notifications import chat_reply_urls, notifications_for_user
 from web.services import notifications_mark_read
 
 SESSION_KEY = "runs_seen_at"
@@ -49,6 +49,9 @@ def notifications(request):
         runs = list(run_selectors.run_list_for_user(user=request.user)
                     .filter(started_by_user=request.user, status__in=ENDED, updated_at__gt=since)
                     .select_related("case").order_by("-updated_at")[:NOTIFICATIONS_SHOWN])
+    replies = chat_reply_urls(user=request.user, runs=runs)  # a chat run's toast opens its reply
+    for run in runs:
+        run.reply_url = replies.get(run.pk)
     unread = sum(1 for n in notifications_for_user(user=request.user) if n.is_unread)
     return render(request, "web/_notifications.html", {"ended_runs": runs, "unread": unread})
 
