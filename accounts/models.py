@@ -20,6 +20,13 @@ class Role(models.TextChoices):
     ADMIN = "admin", "Admin"
 
 
+class Density(models.TextChoices):
+    """How tightly the browser UI sets its lists: a person's own choice (accounts.services.user_density_set)."""
+
+    COMPACT = "compact", "Compact"
+    COMFORTABLE = "comfortable", "Comfortable"
+
+
 class User(AbstractUser):
     """A person. Belongs to one tenant with one role. Agents are never users."""
 
@@ -28,6 +35,9 @@ class User(AbstractUser):
     # The identity behind an API key (accounts.ApiKey): it has no password and cannot log in; its
     # role limits what the key may do, and four eyes tells it apart from every person.
     is_service_account = models.BooleanField(default=False)
+    # The lists' density this person chose; read with the user on every request (no query of its own).
+    ui_density = models.CharField(max_length=12, choices=Density.choices, default=Density.COMPACT,
+                                  db_default=Density.COMPACT)
 
     class Meta:
         constraints = [

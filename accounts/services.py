@@ -1,4 +1,4 @@
-"""Writes for accounts: API keys. Tenants and people are managed in the admin."""
+"""Writes for accounts: API keys, and a person's display density. Tenants and people are managed in the admin."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from accounts.models import ApiKey, Role, Tenant, User
+from accounts.models import ApiKey, Density, Role, Tenant, User
 from audit.services import audit_record
 from core.errors import Conflict, Invalid
 
@@ -96,3 +96,14 @@ def api_key_touch(*, api_key: ApiKey, now: datetime) -> None:
 
     ApiKey.objects.filter(Q(last_used_at__isnull=True) | Q(last_used_at__lt=cutoff), pk=api_key.pk) \
         .update(last_used_at=now)
+
+
+def user_density_set(*, user: User, density: str) -> User:
+    """Remember how tightly `user` wants the lists set ("compact" or "comfortable"). A person's own
+    display preference: not audited, changes nothing anyone else sees. Invalid for another value;
+    nothing is saved then."""
+    if density not in Density.values:
+        raise Invalid("Choose a compact or a comfortable view.", fields={"density": ["compact or comfortable"]})
+    User.objects.filter(pk=user.pk).update(ui_density=density)
+    user.ui_density = density
+    return user

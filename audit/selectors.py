@@ -78,3 +78,11 @@ def audit_chain_status(*, tenant_id: int, streams: Iterable[str]) -> dict[str, C
             .values_list("stream", "last_sequence", "verified_sequence", "verified_at"))
     return {stream: ChainStatus(stream=stream, events=events, verified_sequence=sequence, verified_at=at)
             for stream, events, sequence, at in rows}
+
+
+def audit_latest_event_id(*, tenant_id: int, action_prefix: str) -> int:
+    """The id of the tenant's newest audit event whose action starts with `action_prefix` (0 when
+    none): a token that changes whenever something of that kind changed. One query, walking the
+    (tenant, created_at, id) index from its newest end."""
+    return (AuditEvent.objects.filter(tenant_id=tenant_id, action__startswith=action_prefix)
+            .order_by("-created_at", "-id").values_list("id", flat=True).first()) or 0

@@ -426,6 +426,20 @@ def verify_stream(stream: str) -> ChainBreak | None:
     return result.breaks[0] if result.breaks else None
 
 
+def verify_stream_and_record(stream: str) -> tuple[ChainBreak | None, AuditVerifiedHead | None]:
+    """One stream verified in full now and recorded (a person's "Verify now"): every event from
+    the first, and the latest signed anchor. When it is intact its verified head is recorded with
+    the time of this verification (even when no event was appended since the last one); a broken
+    stream keeps its recorded head. Returns the first break (or None) and the verified head."""
+    result = verify_ledger([stream])
+    broken = result.breaks[0] if result.breaks else None
+    if broken is None and result.anchor_error:
+        broken = ChainBreak(stream, None, 0, f"the latest signed anchor cannot be trusted: {result.anchor_error}")
+    if broken is None:
+        AuditVerifiedHead.objects.filter(stream=stream).update(verified_at=timezone.now())
+    return broken, AuditVerifiedHead.objects.filter(stream=stream).first()
+
+
 def verify_all(streams: list[str] | None = None) -> tuple[int, list[ChainBreak]]:
     result = verify_ledger(streams)
     if result.anchor_error:

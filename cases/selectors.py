@@ -76,9 +76,9 @@ QUICK_VIEWS = ("mine", "decide", "overdue", "unassigned")
 
 
 def _search_filter(qs: QuerySet[Case], *, tenant_id, search: str) -> QuerySet[Case]:
-    """Every word must match the reference, title, company, product or narrative (each word may
-    match a different one). PostgreSQL: one GIN lookup in the per-case words the web app's
-    triggers keep (CaseWords); elsewhere a case-insensitive substring match per word."""
+    """Every word must match the reference, title, company, product, consumer (name or email) or
+    narrative (each word may match a different one). PostgreSQL: one GIN lookup in the per-case words the
+    database triggers keep (CaseWords); elsewhere a case-insensitive substring match per word."""
     words = search.split()[:SEARCH_MAX_WORDS]
     if connection.vendor == "postgresql":
         query = SearchQuery(" ".join(words), config=SEARCH_CONFIG, search_type="plain")
@@ -95,7 +95,8 @@ def _search_filter(qs: QuerySet[Case], *, tenant_id, search: str) -> QuerySet[Ca
     for word in words:
         told = narratives.filter(text__icontains=word).order_by().values("case_id")
         qs = qs.filter(Q(reference__icontains=word) | Q(title__icontains=word) | Q(company__icontains=word)
-                       | Q(product__icontains=word) | Q(pk__in=told))
+                       | Q(product__icontains=word) | Q(complainant_name__icontains=word)
+                       | Q(complainant_email__icontains=word) | Q(pk__in=told))
     return qs
 
 

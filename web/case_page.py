@@ -236,7 +236,10 @@ def _decorate_proposals(proposals: list, *, case: Case, actor: Actor, role: str,
         proposal.is_own = actor.identifier in {proposal.proposer_id, proposal.requested_by}
         is_pending = proposal.status == ProposalStatus.PENDING
         proposal.may_decide = is_pending and may_decide_proposals and not proposal.is_own
-        proposal.may_withdraw = is_pending and (proposal.is_own or role == policy.SUPERVISOR)
+        # Withdraw is the proposer's side taking it back (the service also lets a supervisor): a
+        # supervisor who may decide it approves or rejects instead, so it is not offered beside those.
+        proposal.may_withdraw = is_pending and not proposal.may_decide and (
+            proposal.is_own or role == policy.SUPERVISOR)
         proposal.four_eyes_note = is_pending and may_decide_proposals and proposal.is_own
         proposal.approve_form = _item_form(outcome, key, "approve", lambda p=proposal, k=key: ProposalApproveForm(
             initial={"expected_version": case.version, "evidence_seen": evidence_ids,
@@ -299,7 +302,8 @@ def _decorate_notices(notices: list, *, events: list, actor: Actor, role: str, o
         notice.may_submit = may_draft and notice.status == NoticeStatus.DRAFT
         notice.may_decide = notice.is_pending and may_approve_notices and not is_author
         notice.four_eyes_note = notice.is_pending and may_approve_notices and is_author
-        notice.may_withdraw = may_draft and can_proceed(notice.withdraw)
+        # Beside Approve/Reject a supervisor decides; withdrawing stays with the drafting side.
+        notice.may_withdraw = may_draft and can_proceed(notice.withdraw) and not notice.may_decide
         notice.may_send = may_send and notice.status in (NoticeStatus.APPROVED, NoticeStatus.FAILED)
         notice.valid_approval = next((a for a in notice.approvals.all()
                                       if a.is_valid and a.content_hash == notice.content_hash), None)

@@ -27,7 +27,7 @@ SCHEMES: dict[str, dict[str, str]] = {
     "actor_type": {"user": "Person", "agent": "Agent", "system": "System"},
     # The hash chain of an audit stream, as the timeline states it (audit.selectors.ChainStatus).
     "chain_state": {"verified": "Verified up to its latest event", "behind": "Events appended since it was verified",
-                    "never": "Never verified"},
+                    "never": "Never verified", "broken": "Broken"},
     "target_type": {"case": "Case", "proposal": "Proposal", "notice": "Notice", "evidence": "Evidence",
                     "run": "Run", "thread": "Thread", "message": "Message", "memory": "Memory"},
 }

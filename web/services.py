@@ -1,14 +1,25 @@
-"""The write path of the browser UI's own data (saved queue views). A saved view is a person's
-preference, not case state: it is not audited and changes nothing anyone else sees."""
+"""The write path of the browser UI's own data (saved queue views, read marks, the density a
+person chose) and its one audit action, "Verify now". A saved view is a person's preference, not
+case state: it is not audited and changes nothing anyone else sees."""
 
 from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
 
 from django.db import IntegrityError, transaction
 from django.db.models.functions import Greatest
 from django.http import QueryDict
+from django.utils import timezone
 
-from core.errors import Invalid, NotFound
+from audit.selectors import audit_chain_status
+from audit.verify import ChainBreak, verify_stream_and_record
+from core.errors import Forbidden, Invalid, NotFound
+from web.access import AUDIT_FORBIDDEN_MESSAGE
 from web.models import NotificationsRead, SavedView
+
+logger = logging.getLogger(__name__)
 
 SAVED_VIEWS_PER_USER = 30
 QUERY_KEYS_DROPPED = ("after", "before", "page", "saved")
@@ -78,3 +89,36 @@ def notifications_mark_read(*, user, until) -> None:
     if not created:
         # One conditional UPDATE: two tabs marking at once keep the later of the two times.
         NotificationsRead.objects.filter(pk=mark.pk).update(read_until=Greatest("read_until", until))
+
+
+@dataclass(frozen=True)
+class StreamVerification:
+    """What "Verify now" found for one stream: intact up to `events` (its latest event) at `at`,
+    or `broken` at an event."""
+
+    stream: str
+    events: int
+    at: datetime
+    broken: ChainBreak | None
+
+
+def audit_stream_verify_now(*, user, stream: str) -> StreamVerification:
+    """Verify one of the tenant's audit streams now, in full (every event, and the latest signed
+    anchor: audit.verify.verify_stream_and_record). A stream that passes gets its verified head
+    recorded with this time (audit.models.AuditVerifiedHead, the record `audit_verify` keeps and
+    the timeline reads); a broken one keeps its recorded head. Auditors, supervisors and
+    administrators only (Forbidden); a stream that is not the tenant's is NotFound; nothing is
+    recorded when it refuses. Takes no lock a write path waits for: the walk reads, the verified
+    head is one upsert. Not an audit event: like `audit_verify`, it records its result in the
+    verified head (and the log), and appending an event would leave the stream unverified again."""
+    if not getattr(user, "can_see_audit", False) or user.tenant_id is None:
+        raise Forbidden(AUDIT_FORBIDDEN_MESSAGE)
+    known = audit_chain_status(tenant_id=user.tenant_id, streams=[stream or ""]).get(stream or "")
+    if known is None:
+        raise NotFound("That audit stream is not one of your organisation's; reload the audit page.")
+    broken, head = verify_stream_and_record(stream)
+    at = head.verified_at if broken is None and head is not None else timezone.now()
+    events = head.sequence if broken is None and head is not None else known.events
+    logger.info("audit stream verified on request", extra={"stream": stream, "user_id": user.pk,
+                                                          "intact": broken is None, "events": events})
+    return StreamVerification(stream=stream, events=events, at=at, broken=broken)

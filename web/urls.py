@@ -3,7 +3,21 @@ routes here, and a link in templates/web/_nav.html."""
 
 from django.urls import path
 
-from web.views import actions, audit, cases, intake, live, memory, queue, review, review_decide, runs, threads
+from web.views import (
+    actions,
+    audit,
+    cases,
+    intake,
+    live,
+    memory,
+    preferences,
+    queue,
+    review,
+    review_decide,
+    runs,
+    search,
+    threads,
+)
 
 app_name = "web"
 
@@ -16,6 +30,7 @@ urlpatterns = [
     path("cases/<str:reference>/take/", queue.case_take, name="case_take"),
     path("cases/<str:reference>/live/notices/", live.case_live_notices, name="case_live_notices"),
     path("notifications/", live.notifications, name="notifications"),
+    path("live/changes/", live.list_changes, name="list_changes"),
     path("notifications/all/", live.notification_list, name="notification_list"),
     path("notifications/read/", live.notifications_read, name="notifications_read"),
     path("cases/<str:reference>/audit/", audit.case_audit, name="case_audit"),
@@ -56,6 +71,8 @@ urlpatterns = [
     path("memory/", memory.memory_list, name="memory_list"),
     path("memory/<int:pk>/confirm/", memory.memory_confirm, name="memory_confirm"),
     path("memory/<int:pk>/forget/", memory.memory_forget, name="memory_forget"),
+    path("search/", search.search, name="search"),
+    path("preferences/density/", preferences.density_set, name="density_set"),
     path("review/", review.review_inbox, name="review_inbox"),
     path("review/decide/", review_decide.review_decide, name="review_decide"),
     path("review/notices/<int:pk>/settle/", review_decide.review_settle, name="review_settle"),
@@ -63,5 +80,6 @@ urlpatterns = [
     path("imports/<int:pk>/", intake.import_detail, name="import_detail"),
     path("imports/<int:pk>/errors.csv", intake.import_errors, name="import_errors"),
     path("audit/", audit.audit_timeline, name="audit_timeline"),
+    path("audit/verify/", audit.audit_verify_now, name="audit_verify_now"),
     path("audit/export.<str:fmt>", audit.audit_export, name="audit_export"),
 ]

@@ -63,3 +63,8 @@ if ARBITER_BEAT_MISSING_AFTER_SECONDS <= ARBITER_BEAT_HEARTBEAT_SECONDS:
     raise ImproperlyConfigured("ARBITER_BEAT_MISSING_AFTER_SECONDS must exceed ARBITER_BEAT_HEARTBEAT_SECONDS.")
 # A request that meets a database or broker outage answers 503 with this Retry-After (seconds).
 ARBITER_OUTAGE_RETRY_AFTER_SECONDS = env_int("ARBITER_OUTAGE_RETRY_AFTER_SECONDS", 10, minimum=1)
+
+# --- Browser UI ------------------------------------------------------------------------------
+# How often (seconds) the case queue and the review inbox ask whether anything changed, to show new
+# and changed items without a reload (one indexed query per ask; static/js/live-lists.js).
+ARBITER_LIVE_LIST_SECONDS = env_int("ARBITER_LIVE_LIST_SECONDS", 10, minimum=1)

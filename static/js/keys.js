@@ -1,7 +1,8 @@
 /* Arbiter: keyboard shortcuts. Every one is also a visible control (a button, a link, a form), so
    nothing here is the only way to do anything; the list of them opens with "?".
 
-   Everywhere: ? the list of shortcuts, g then i the review inbox.
+   Everywhere: ? the list of shortcuts, g then i the review inbox, / search (the page's own list
+   search where it has one, else the search of all cases in the top bar).
    In the review workspace: j / k next / previous item (shown in the reading pane, the focus stays in
    the list), Enter read it (the focus moves into the pane), a approve (its form opens, Enter
    confirms), r reject (type the reason, Enter), o open the case, / search, Esc back to the list. */
@@ -128,7 +129,11 @@
     pendingG = 0;
     if (key === "g") { pendingG = window.setTimeout(function () { pendingG = 0; }, 1500); return; }
     if (deciding && workspace()) { event.preventDefault(); return; }
-    if (workspace() && onWorkspaceKey(event, key)) { event.preventDefault(); }
+    if (workspace() && onWorkspaceKey(event, key)) { event.preventDefault(); return; }
+    if (key === "/") {
+      var box = document.querySelector("[data-list-search]") || document.querySelector("[data-global-search]");
+      if (box) { box.focus(); box.select(); event.preventDefault(); }
+    }
   });
 
   document.addEventListener("click", function (event) {

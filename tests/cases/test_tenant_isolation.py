@@ -40,7 +40,7 @@ def test_every_case_selector_is_covered():
                       "notice_earlier_versions_for", "deadline_rows_for_inbox"}
     audit_public = {name for name, obj in inspect.getmembers(audit_selectors, inspect.isfunction)
                     if obj.__module__ == audit_selectors.__name__}
-    assert audit_public == {"audit_events_for_tenant", "audit_chain_status"}
+    assert audit_public == {"audit_events_for_tenant", "audit_chain_status", "audit_latest_event_id"}
 
 
 def test_list_selectors_return_only_the_users_tenant(world, analyst, outsider):
@@ -63,6 +63,17 @@ def test_list_selectors_return_only_the_users_tenant(world, analyst, outsider):
         assert list(inbox["proposals"]) == [mine["proposal"]]
         assert list(inbox["notices"]) == [mine["notice"]]
 
+
+
+def test_the_lists_changed_since_token_is_the_tenants_own(world, analyst, outsider):
+    from audit.models import AuditEvent
+
+    for user in (analyst, outsider):
+        own = AuditEvent.objects.filter(tenant_id=user.tenant_id, action__startswith="cases.").order_by("-id")
+        token = audit_selectors.audit_latest_event_id(tenant_id=user.tenant_id, action_prefix="cases.")
+        assert token == own.first().pk
+    assert audit_selectors.audit_latest_event_id(tenant_id=analyst.tenant_id, action_prefix="cases.") != \
+        audit_selectors.audit_latest_event_id(tenant_id=outsider.tenant_id, action_prefix="cases.")
 
 
 def test_a_notice_s_earlier_versions_are_read_only_in_its_own_tenant(world, analyst, outsider):

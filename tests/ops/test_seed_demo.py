@@ -119,3 +119,28 @@ def test_rows_of_both_export_vintages_are_read():
     assert (str(new_fields["received_at"]), new_fields["consumer_state"], new_fields["tags"]) == ("2026-04-21", "", "")
     assert old_fields["title"] == "Trouble during payment process — Example Servicing"
     assert new_fields["title"] == "Trouble during payment process"
+
+
+def test_the_demo_looks_like_a_working_day():
+    """Due dates in a realistic mix (about 20% overdue, 30% due this week, the rest later or done),
+    and every analyst owns cases, some left for someone to take."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    _seed()
+    today = timezone.localdate()
+    for slug in ("acme", "northwind"):
+        cases = list(Case.objects.filter(tenant__slug=slug))
+        done = [c for c in cases if c.status in ("decided", "closed")]
+        open_cases = [c for c in cases if c not in done]
+        overdue = [c for c in open_cases if c.next_due and c.next_due < today]
+        this_week = [c for c in open_cases if c.next_due and today <= c.next_due <= today + timedelta(days=7)]
+        share = len(overdue) / len(cases), len(this_week) / len(cases)
+        assert 0.1 <= share[0] <= 0.3, (slug, share)
+        assert 0.2 <= share[1] <= 0.4, (slug, share)
+        assert len(overdue) + len(this_week) < len(cases)  # the rest is later, or done
+    assert Case.objects.filter(status__in=("decided", "closed")).exists()
+    owned = Counter(Case.objects.exclude(assignee=None).values_list("assignee__username", flat=True))
+    assert owned["analyst"] >= 5 and owned["analyst_b"] >= 5 and owned["analyst2"] >= 3, owned
+    assert Case.objects.filter(assignee=None, status="new").exists()  # some left to take

@@ -179,3 +179,95 @@ def test_a_hand_edited_timeline_cursor_is_a_400_with_the_first_page(client, audi
     response = get(client, auditor, reverse("web:audit_timeline") + f"?after={token}")
     assert response.status_code == 400 and "changed by hand" in response.content.decode()
     assert actions_on_page(response) == actions_on_page(get(client, auditor, reverse("web:audit_timeline")))
+
+
+# --- one truthful status per stream, "Verify now", and changes in words ---------------------------
+
+def verify_now(client, user, stream, next_url):
+    client.force_login(user)
+    return client.post(reverse("web:audit_verify_now"), {"stream": stream, "next": next_url})
+
+
+def test_verify_now_verifies_the_stream_records_it_and_the_page_shows_one_status(client, auditor, supervisor,
+                                                                                  case):
+    from audit.models import AuditVerifiedHead
+
+    stream, url = f"case:{case.pk}", reverse("web:audit_timeline") + "?scope=all"
+    assert chain_lines(get(client, auditor, url))[stream]["state"] == "never"
+    events = AuditEvent.objects.filter(stream=stream).count()
+
+    response = verify_now(client, auditor, stream, url)
+
+    assert response.status_code == 302 and response["Location"] == url
+    head = AuditVerifiedHead.objects.get(stream=stream)
+    assert head.sequence == events
+    page = client.get(url)
+    html = page.content.decode()
+    assert f"Case {case.reference}: verified {events} events at" in html and "— intact." in html  # the message
+    assert chain_lines(page)[stream]["state"] == "verified"
+    line = html[html.index(f'data-stream="{stream}"'):]
+    line = line[:line.index("</li>")]
+    assert "its latest" in line and "— intact." in line and "never verified" not in line
+    # A supervisor may too; the case's own trail shows its one status, and offers to record it.
+    assert verify_now(client, supervisor, stream, url).status_code == 302
+    trail = get(client, auditor, reverse("web:case_audit", args=[case.reference])).content.decode()
+    assert trail.count('class="chain-line') == 0 and "<strong>intact</strong>" in trail and "Verify now" in trail
+
+
+def test_verify_now_on_a_broken_stream_says_broken_and_keeps_saying_it(client, auditor, case):
+    from audit.models import AuditVerifiedHead
+
+    stream, url = f"case:{case.pk}", reverse("web:audit_timeline") + "?scope=all"
+    verify_now(client, auditor, stream, url)
+    recorded = AuditVerifiedHead.objects.get(stream=stream)
+    event = AuditEvent.objects.filter(stream=stream).order_by("sequence").first()
+    with triggers_disabled():
+        raw_execute("UPDATE audit_auditevent SET action = %s WHERE id = %s", ["cases.case.forged", event.pk])
+
+    verify_now(client, auditor, stream, url)
+
+    page = client.get(url)
+    html = page.content.decode()
+    assert f"Case {case.reference}: broken at event 1" in html  # the message
+    assert chain_lines(page)[stream]["state"] == "broken"
+    line = html[html.index(f'data-stream="{stream}"'):]
+    line = line[:line.index("</li>")]
+    assert "<strong>broken</strong> at event 1" in line and "intact" not in line
+    after = AuditVerifiedHead.objects.get(stream=stream)
+    assert (after.sequence, after.verified_at) == (recorded.sequence, recorded.verified_at)  # not recorded as good
+
+
+def test_verify_now_is_refused_to_analysts_and_for_another_tenants_stream(client, analyst, auditor, case, outsider):
+    from audit.models import AuditVerifiedHead
+    from tests.factories import make_case
+    from tests.helpers import assert_nothing_changed
+
+    theirs = make_case(actor=outsider, title="Theirs")
+    url = reverse("web:audit_timeline")
+    with assert_nothing_changed(extra={"verified heads": lambda: AuditVerifiedHead.objects.count()}):
+        assert verify_now(client, analyst, f"case:{case.pk}", url).status_code == 403
+        response = verify_now(client, auditor, f"case:{theirs.pk}", url)
+        assert response.status_code == 302
+        assert "not one of your organisation" in client.get(url).content.decode()
+        verify_now(client, auditor, "no such stream", url)
+    assert client.get(reverse("web:audit_verify_now")).status_code == 405
+
+
+def test_audit_rows_say_what_changed_before_and_after(client, auditor, analyst, supervisor, case):
+    services.case_transition(actor=analyst, case=case, transition="triage")
+    proposal = services.proposal_create(actor=analyst, case=case, kind="risk_level", payload={"risk_level": "high"},
+                                        rationale="Loss.")
+    services.proposal_approve(actor=supervisor, proposal=proposal)
+    from django.utils.html import escape
+
+    from cases.models import CaseEvent
+    from web.templatetags.arbiter_ui import event_summary
+
+    html = get(client, auditor, reverse("web:audit_timeline") + "?scope=all").content.decode()
+    assert "Triage: new → triaged" in html
+    # The very words of the case timeline, for each change.
+    changes = CaseEvent.objects.filter(case=case, event_type__in=("case.transitioned", "case.risk_changed"))
+    assert changes.count() == 2
+    for event in changes:
+        words = event_summary(event)
+        assert "→" in words and f'<p class="change-words small">{escape(words)}</p>' in html

@@ -272,3 +272,156 @@ def test_at_390_the_queue_is_cards_with_take_on_screen(new_page, analyst):
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     assert page.evaluate("""() => { const wrap = document.querySelector('#case-results .table-wrap');
         return wrap.scrollWidth <= wrap.clientWidth; }""")  # no sideways scroll inside the list either
+
+
+def row_top(page, selector: str) -> float:
+    return page.locator(selector).bounding_box()["y"]
+
+
+def test_the_queue_shows_new_and_changed_cases_without_a_reload_and_keeps_the_focus(
+        new_page, analyst, supervisor, settings, db_turn):
+    settings.ARBITER_LIVE_LIST_SECONDS = 1
+    cases = [make_case(actor=analyst, title=f"Disputed charge {n} on the statement", narrative="") for n in range(4)]
+    page = new_page(width=1440, height=900)
+    log_in(page, "analyst")
+    loads = []
+    page.on("load", lambda: loads.append(page.url))
+    page.evaluate("window.__samePage = true")
+    focused = f"#case-row-{cases[1].pk} td a"
+    page.locator(focused).first.focus()
+    page.locator(focused).first.hover()
+    top = row_top(page, f"#case-row-{cases[1].pk}")
+    page.wait_for_timeout(1500)  # the first poll has taken the page's token
+    with db_turn():  # another person, in another session
+        services.case_transition(actor=supervisor, case=cases[2], transition="triage")
+        newcomer = make_case(actor=supervisor, title="A new complaint arrived", narrative="")
+    # The changed row is updated in place; the new one waits behind the "1 new" bar.
+    page.locator(f"#case-row-{cases[2].pk}", has_text="Triaged").wait_for()
+    page.locator("#live-bar", has_text="1 new item").wait_for()
+    shot(page, "queue-live-1440")
+    assert page.locator(f"#case-row-{newcomer.pk}").count() == 0
+    assert page.evaluate("document.activeElement.closest('tr') && document.activeElement.closest('tr').id") \
+        == f"case-row-{cases[1].pk}"
+    assert row_top(page, f"#case-row-{cases[1].pk}") == top  # the row under the pointer did not move
+    page.get_by_role("button", name="1 new item — show").click()
+    page.locator(f"#case-row-{newcomer.pk}").wait_for()
+    assert loads == [] and page.evaluate("window.__samePage === true")
+
+
+def test_the_inbox_shows_a_new_item_without_a_reload(new_page, analyst, supervisor, agent, settings, db_turn):
+    settings.ARBITER_LIVE_LIST_SECONDS = 1
+    work = a_morning(analyst=analyst, agent=agent)
+    page = new_page(width=1440, height=900)
+    log_in(page, "supervisor")
+    page.goto("/review/")
+    page.evaluate("window.__samePage = true")
+    selected = page.locator(".review-row.is-selected [data-row-link]")
+    selected.focus()
+    key = page.evaluate("document.activeElement.closest('tr').dataset.rowKey")
+    page.wait_for_timeout(1500)
+    with db_turn():
+        case = make_case(actor=analyst, title="One more statement question", narrative="")
+        fresh = services.proposal_create(actor=agent, case=case, kind="risk_level", payload={"risk_level": "low"},
+                                         rationale="Small amount.")
+        services.proposal_reject(actor=supervisor, proposal=work["singles"][0], note="Decided elsewhere.")
+    page.locator("#live-bar", has_text="1 new item").wait_for()
+    page.locator(f'.review-row.is-gone[data-row-key="p{work["singles"][0].pk}"]').wait_for()
+    assert page.evaluate("document.activeElement.closest('tr').dataset.rowKey") == key
+    page.get_by_role("button", name="1 new item — show").click()
+    page.locator(f'.review-row[data-row-key="p{fresh.pk}"]').wait_for()
+    assert page.evaluate("window.__samePage === true")
+
+
+VISIBLE_ROWS = """(selector) => Array.from(document.querySelectorAll(selector))
+    .filter(r => r.getBoundingClientRect().top >= 0 && r.getBoundingClientRect().bottom <= window.innerHeight).length"""
+
+
+def test_compact_and_comfortable_lists_at_1440_by_900(new_page, analyst, supervisor, agent):
+    for n in range(18):
+        case = make_case(actor=analyst, title=f"Disputed charge number {n} on the statement", narrative="")
+        services.proposal_create(actor=agent, case=case, kind="risk_level", payload={"risk_level": "medium"},
+                                 rationale="Assessed from the narrative.")
+    page = new_page(width=1440, height=900)
+    log_in(page, "supervisor")
+    counts = {}
+    for density in ("compact", "comfortable"):
+        assert page.evaluate("document.body.className") == f"density-{density}"
+        page.goto("/")
+        shot(page, f"queue-{density}-1440")
+        counts[("queue", density)] = page.evaluate(VISIBLE_ROWS, "#case-results tbody tr")
+        page.goto("/review/")
+        shot(page, f"inbox-{density}-1440")
+        counts[("inbox", density)] = page.evaluate(VISIBLE_ROWS, ".review-row")
+        if density == "compact":  # the toggle in the top bar; remembered on the account
+            page.get_by_role("button", name="Compact lists").click()
+            page.wait_for_url("**/review/")
+    print("rows in view at 1440×900:", counts)
+    assert counts[("queue", "compact")] >= 12 and counts[("inbox", "compact")] >= 8, counts
+    assert counts[("queue", "comfortable")] < counts[("queue", "compact")], counts
+    assert counts[("inbox", "comfortable")] < counts[("inbox", "compact")], counts
+    page.goto("/")  # still comfortable on the next page load
+    assert page.evaluate("document.body.className") == "density-comfortable"
+
+
+@pytest.mark.parametrize("width,height", [(1440, 900), (390, 844)])
+def test_axe_on_every_page_and_state(new_page, analyst, supervisor, agent, width, height, db_turn):
+    """0 serious or critical axe violations on each page and state this work touches, at both widths:
+    the queue, the global search, a case page, the workspace with its forms and the shortcut list,
+    a decision's message, the notifications page, and the audit page after "Verify now"."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    work = a_morning(analyst=analyst, agent=agent)
+    case = work["singles"][0].case
+    services.proposal_reject(actor=supervisor, proposal=work["singles"][1], note="Not shown in the evidence.")
+    axe, found = Axe(), {}
+
+    def check(page, name):
+        page.wait_for_load_state("networkidle")
+        shot(page, f"{name}-{width}")
+        found[name] = serious(axe, page)
+        assert page.evaluate("document.documentElement.scrollWidth") <= width, name
+
+    page = new_page(width=width, height=height)
+    log_in(page, "supervisor")
+    check(page, "queue")
+    page.goto(f"/search/?q={case.reference}")
+    page.locator("table.table--search tbody tr").first.wait_for()
+    check(page, "search")
+    page.goto(f"/cases/{case.reference}/")
+    check(page, "case")
+    page.keyboard.press("/")  # a page without a list search of its own: "/" goes to the search of all cases
+    assert page.evaluate("document.activeElement.id") == "global-search-q"
+    page.keyboard.type(case.title.split()[0])
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/search/?q=*")
+    assert page.locator("table.table--search tbody tr").count() >= 1
+    page.goto("/review/")
+    check(page, "workspace")
+    page.locator('#review-pane details[data-decide="approve"] > summary').click()
+    check(page, "workspace-approve-open")
+    page.locator('#review-pane details[data-decide="reject"] > summary').click()
+    check(page, "workspace-reject-open")
+    page.keyboard.press("Escape")
+    page.locator(".review-row.is-selected [data-row-link]").focus()
+    page.keyboard.press("a")
+    page.keyboard.press("Enter")
+    wait_decided(page, "Approved:")
+    check(page, "workspace-decided-message")
+    focus_is_in_the_list(page)
+    page.keyboard.press("?")  # (at 390 the button is hidden: a phone has no keys; a tablet's keyboard does)
+    page.locator("#shortcut-help").wait_for()
+    check(page, "shortcut-help")
+    page.keyboard.press("Escape")
+    page.goto("/audit/?scope=all")
+    page.locator(f'[data-stream="case:{case.pk}"] button', has_text="Verify now").click()
+    page.locator(".flash", has_text="intact").wait_for()
+    check(page, "audit-after-verify-now")
+    page.goto(f"/cases/{case.reference}/audit/")
+    check(page, "case-audit")
+    page.context.clear_cookies()
+    log_in(page, "analyst")
+    page.goto("/notifications/all/")
+    check(page, "notifications")
+    page.goto(f"/cases/{work['singles'][2].case.reference}/")
+    check(page, "case-as-proposer")
+    assert not any(found.values()), {k: v for k, v in found.items() if v}

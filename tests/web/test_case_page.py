@@ -280,3 +280,25 @@ def test_a_text_file_s_content_is_previewed_escaped_and_a_missing_file_is_no_500
     letter.file.storage.delete(letter.file.name)  # the stored file is gone (an operator's mistake)
     response = client.get(reverse("web:case_detail", args=[case.reference]))
     assert response.status_code == 200 and 'data-preview="file"' not in response.content.decode()
+
+
+# --- Withdraw: the proposer's side, explained ----------------------------------------------------------
+
+def test_withdraw_is_the_proposers_side_and_says_what_it_does(client, analyst, supervisor):
+    case = make_case(actor=analyst, title="Fee charged twice", narrative="")
+    services.proposal_create(actor=analyst, case=case, kind="risk_level", payload={"risk_level": "high"},
+                             rationale="Large loss.")
+    notice = services.notice_draft(actor=analyst, case=case, subject="About your complaint", body="We are on it.")
+    services.notice_submit(actor=analyst, notice=notice)
+    url = reverse("web:case_detail", args=[case.reference])
+
+    client.force_login(supervisor)
+    page = visible_text(client.get(url).content.decode())
+    assert "Approve and apply" in page
+    assert "Withdraw" not in page  # a supervisor who decides approves or rejects; nothing unexplained beside them
+
+    client.force_login(analyst)
+    page = " ".join(visible_text(client.get(url).content.decode()).split())
+    assert "Withdraw proposal" in page
+    assert "Withdrawing takes the proposal back before anyone decides it" in page
+    assert "Withdraw notice" in page and "Withdrawing stops this notice: it will not be sent" in page

@@ -75,3 +75,36 @@ def test_a_person_is_told_when_a_run_they_started_ends(client, analyst, analyst_
     client.force_login(analyst_b)
     client.get(url, **HTMX)
     assert f"R{run.pk} of" not in client.get(url, **HTMX).content.decode()  # not theirs
+
+
+# --- live lists: the "changed since" token the queue and the inbox poll --------------------------
+
+def test_the_list_token_changes_with_a_case_and_costs_one_query(client, analyst, supervisor, outsider, case):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from tests.factories import make_case
+
+    client.force_login(supervisor)
+    url = reverse("web:list_changes")
+    first = client.get(url).json()["token"]
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get(url).json()["token"] == first  # nothing changed
+    # the session, the user, the token: the token's own query is the only one that reads the ledger
+    assert len(queries) <= 3, [q["sql"] for q in queries]
+    assert sum("audit_auditevent" in q["sql"] for q in queries) == 1
+    services.proposal_create(actor=analyst, case=case, kind="risk_level", payload={"risk_level": "high"},
+                             rationale="Large loss.")
+    second = client.get(url).json()["token"]
+    assert second != first
+    make_case(actor=outsider, title="Another tenant's case")  # not ours: the token stays
+    assert client.get(url).json()["token"] == second
+    response = client.get(url)
+    assert response["Cache-Control"] == "no-store"
+
+
+def test_the_queue_and_the_inbox_carry_the_live_list(client, supervisor, case):
+    client.force_login(supervisor)
+    for name, kind in (("web:case_list", "queue"), ("web:review_inbox", "inbox")):
+        html = client.get(reverse(name)).content.decode()
+        assert f'data-live-list="{kind}"' in html and 'id="live-bar"' in html and "js/live-lists.js" in html

@@ -8,6 +8,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 from cases import services
+from conversations import services as chat
+from conversations.models import Message
+from runs.models import AgentRun
+from tests.runs.conftest import drive
 from web.models import NotificationsRead
 
 pytestmark = pytest.mark.django_db
@@ -67,3 +71,24 @@ def test_the_poll_updates_the_bell_count(client, analyst, supervisor, case):
     client.force_login(analyst)
     html = client.get(reverse("web:notifications")).content.decode()
     assert '<span id="bell-count" hx-swap-oob="true"><span class="bell-count">1</span>' in html
+
+
+def test_a_chat_reply_links_to_the_reply_in_its_thread(client, analyst, case, monkeypatch,
+                                                       django_capture_on_commit_callbacks):
+    monkeypatch.setattr("runs.tasks.enqueue_step", lambda run_id, **kw: None)
+    thread = chat.thread_create(actor=analyst, tenant=analyst.tenant, case=case, title="Refund dispute")
+    client.force_login(analyst)
+    client.get(reverse("web:notifications"))  # the header's poll: its first call starts the clock
+    with django_capture_on_commit_callbacks(execute=True):
+        question = chat.message_post(actor=analyst, thread=thread, content="What does the consumer ask for?")
+    drive(AgentRun.objects.get(pk=int(question.reply_run_id)))
+    reply = Message.objects.get(thread=thread, role="assistant")
+
+    items = page(client, analyst).context["items"]
+
+    assert [(n.text, n.url) for n in items] == [(
+        "The assistant replied in the thread “Refund dispute”.",
+        reverse("web:thread_detail", args=[thread.pk]) + f"#message-{reply.sequence}")]
+    # The toast of the header's poll opens the reply too.
+    toast = client.get(reverse("web:notifications")).content.decode()
+    assert f'href="{reverse("web:thread_detail", args=[thread.pk])}#message-{reply.sequence}">Read the reply</a>' in toast

@@ -219,6 +219,8 @@ def test_posting_shows_the_pending_reply_and_polling_appends_the_answer(client, 
     answered = get(client, analyst, thread_url(thread, "web:thread_pending") + "?after=1").content.decode()
     assert '<div hx-swap-oob="beforeend:#message-list">' in answered and 'id="message-2"' in answered
     assert "The assistant is replying" not in answered and 'hx-trigger="every 2s"' not in answered
+    # The thread's message count follows the replies that arrive (swapped in out of band).
+    assert '<span id="message-count" class="muted small" hx-swap-oob="true">(2 messages)</span>' in answered
 
 
 def test_posting_without_javascript_redirects_to_the_thread(client, analyst, thread):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from django import template
+from django.conf import settings
 from django.utils import timezone
 from django.utils.html import format_html
 
@@ -129,6 +130,12 @@ def nav_current(context, *prefixes: str) -> str:
         if (prefix == "/" and path == "/") or (prefix != "/" and path.startswith(prefix)):
             return mark_safe(' aria-current="page"')
     return ""
+
+
+@register.simple_tag
+def live_list_seconds() -> int:
+    """How often the queue and the inbox ask whether anything changed (ARBITER_LIVE_LIST_SECONDS)."""
+    return settings.ARBITER_LIVE_LIST_SECONDS
 
 
 @register.filter

@@ -11,27 +11,37 @@ from __future__ import annotations
 
 import csv
 import json
+from datetime import datetime
+from types import SimpleNamespace
 
+from django.contrib import messages
 from django.http import StreamingHttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.dateformat import format as date_format
+from django.views.decorators.http import require_POST
 
 from audit.selectors import audit_chain_status, audit_events_for_tenant
 from audit.verify import verify_stream
 from cases import selectors
-from core.errors import Invalid, NotFound
+from core.errors import DomainError, Invalid, NotFound
 from web.access import member_required, require_audit_access
 from web.actors import actor_labels, tenant_users
 from web.forms import AuditFilterForm
 from web.keyset import keyset_page
 from web.labels import SCHEMES, action_label, label
+from web.services import audit_stream_verify_now
+from web.templatetags.arbiter_ui import event_summary
 
 EVENTS_PER_PAGE = 50
 # A case's own trail also re-checks its stream on page load when it is at most this long (a bounded
 # cost); longer ones, and the tenant timeline, show only what `audit_verify` recorded.
 LIVE_VERIFY_MAX_EVENTS = 2000
-CHAIN_STATES = ("verified", "behind", "never")
+CHAIN_STATES = ("verified", "behind", "never", "broken")
+# Breaks "Verify now" found, per stream, kept in the person's session: a broken stream keeps its
+# recorded verified head, so without this the page would go on showing the last good verification.
+BREAKS_KEY = "audit_breaks"
 COUNT_LIMIT = 1000
 EXPORT_CHUNK = 2000
 EXPORT_FIELDS = ("id", "created_at", "tenant_id", "stream", "sequence", "actor_type", "actor_id", "action",
@@ -85,20 +95,38 @@ def _stream_order(status) -> tuple:
     return (kind, int(rest) if rest.isdigit() else 0, rest)
 
 
-def _chain_line(status, references: dict[int, str]) -> dict:
-    """One stream's chain status for the page: its name in words, its state (CHAIN_STATES) and the
-    figures the sentence needs."""
-    case_id = _case_id(status.stream)
+def stream_name(stream: str, references: dict[int, str]) -> str:
+    case_id = _case_id(stream)
     if case_id is not None:
-        name = f"Case {references.get(case_id) or status.stream}"
-    elif status.stream.startswith("tenant:"):
-        name = "Organisation-wide events"
+        return f"Case {references.get(case_id) or stream}"
+    if stream.startswith("tenant:"):
+        return "Organisation-wide events"
+    return label(stream, "stream")
+
+
+def _known_break(stream: str, breaks: dict, verified_at) -> dict | None:
+    """The break "Verify now" found on `stream` in this session, unless a later verification passed."""
+    found = breaks.get(stream)
+    if not found:
+        return None
+    try:
+        at = datetime.fromisoformat(found["at"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return None if verified_at is not None and verified_at > at else found | {"at": at}
+
+
+def _chain_line(status, references: dict[int, str], breaks: dict) -> dict:
+    """One stream's one chain status for the page: its name in words, its state (CHAIN_STATES) and
+    the figures the sentence needs."""
+    broken = _known_break(status.stream, breaks, status.verified_at)
+    if broken is not None:
+        state = "broken"
     else:
-        name = label(status.stream, "stream")
-    state = "never" if status.never_verified else ("verified" if status.up_to_date else "behind")
-    return {"stream": status.stream, "name": name, "state": state, "state_label": label(state, "chain_state"),
-            "events": status.events, "sequence": status.verified_sequence, "verified_at": status.verified_at,
-            "appended": status.appended_since}
+        state = "never" if status.never_verified else ("verified" if status.up_to_date else "behind")
+    return {"stream": status.stream, "name": stream_name(status.stream, references), "state": state,
+            "state_label": label(state, "chain_state"), "events": status.events, "sequence": status.verified_sequence,
+            "verified_at": status.verified_at, "appended": status.appended_since, "break": broken}
 
 
 def _chain_summary(chains: list[dict]) -> dict:
@@ -135,7 +163,9 @@ def _timeline(request, *, case=None):
         status = 400
         page = keyset_page(events, key="created_at", descending=True, size=EVENTS_PER_PAGE)
     total = events.order_by()[:COUNT_LIMIT + 1].count()
-    labels = actor_labels(tenant_id=request.user.tenant_id, identifiers={e.actor_id for e in page},
+    assignees = {f"user:{(e.payload or {}).get('assignee_id')}" for e in page
+                 if e.action == "cases.case.assigned" and (e.payload or {}).get("assignee_id")}
+    labels = actor_labels(tenant_id=request.user.tenant_id, identifiers={e.actor_id for e in page} | assignees,
                           usernames={u.pk: u.username for u in users})
     case_ids = {_case_id(e.stream) for e in page} - {None}
     if case_filter is not None:
@@ -149,11 +179,13 @@ def _timeline(request, *, case=None):
         event.action_words = action_label(event.action)
         event.run_link = reverse("web:run_detail", args=[int(event.run_id)]) if event.run_id.isdigit() else None
         event.note = (event.payload or {}).get("note") or (event.payload or {}).get("reason") or ""
+        event.change_words = change_words(event, labels)
     # The hash-chain status of the streams in view: read from the stream heads and the
     # heads `audit_verify` recorded — no hash recomputed for the timeline, whatever its size.
     streams = [f"case:{case_filter.pk}"] if case_filter is not None else [e.stream for e in page]
     statuses = audit_chain_status(tenant_id=request.user.tenant_id, streams=streams)
-    chains = [_chain_line(known, references) for known in sorted(statuses.values(), key=_stream_order)]
+    breaks = request.session.get(BREAKS_KEY) or {}
+    chains = [_chain_line(known, references, breaks) for known in sorted(statuses.values(), key=_stream_order)]
     for event in page:
         known = statuses.get(event.stream)
         event.chain_verified = bool(known and known.verified_sequence and event.sequence <= known.verified_sequence)
@@ -163,7 +195,7 @@ def _timeline(request, *, case=None):
         # One case's stream is short: it is also checked now (bounded), and the page says when.
         broken = verify_stream(case_status.stream)
         chain = {"ok": broken is None, "verified_at": timezone.now(), "break": broken,
-                 "reference": case_filter.reference}
+                 "reference": case_filter.reference, "stream": case_status.stream, "events": case_status.events}
     query = request.GET.copy()
     for key in ("after", "before"):
         query.pop(key, None)
@@ -177,6 +209,53 @@ def _timeline(request, *, case=None):
         "scope_all": data.get("scope") == "all" or bool(data.get("actor_type")),
         "export_query": query.urlencode(),
     }, status=status)
+
+
+# Audit actions whose words say what changed, before → after (as on the case timeline).
+CHANGE_ACTIONS = ("cases.case.transitioned", "cases.case.risk_changed", "cases.case.assigned",
+                  "cases.proposal.created")
+
+
+def change_words(event, labels: dict) -> str:
+    """What a case's audit event changed, before → after, in the case timeline's words (a case's
+    audited payload is its case event's: `cases.case.transitioned` is `case.transitioned`)."""
+    if event.action not in CHANGE_ACTIONS:
+        return ""
+    # The reason or note is shown under it already (event.note): the words here are the change only.
+    payload = {k: v for k, v in (event.payload or {}).items() if k not in ("reason", "note")}
+    return event_summary(SimpleNamespace(event_type=event.action.removeprefix("cases."), payload=payload), labels)
+
+
+@require_POST
+@member_required
+def audit_verify_now(request):
+    """"Verify now": one stream verified in full and recorded; back to the page it was asked from,
+    which shows the stream's one status (and a message saying what was found)."""
+    require_audit_access(request.user)  # the audit pages' own refusal (403) for those who cannot see them
+    stream = request.POST.get("stream", "")
+    back = request.POST.get("next") or ""
+    back = back if back.startswith("/audit/") or (back.startswith("/cases/") and "/audit/" in back) \
+        else reverse("web:audit_timeline")
+    try:
+        found = audit_stream_verify_now(user=request.user, stream=stream)
+    except DomainError as error:
+        messages.error(request, error.message)
+        return redirect(back)
+    references = {}
+    if _case_id(stream) is not None:
+        references = dict(selectors.case_list_for_user(user=request.user).filter(pk=_case_id(stream))
+                          .values_list("pk", "reference"))
+    name = stream_name(stream, references)
+    breaks = dict(request.session.get(BREAKS_KEY) or {})
+    if found.broken is None:
+        breaks.pop(stream, None)
+        messages.success(request, f"{name}: verified {found.events} event{'s' if found.events != 1 else ''} "
+                                  f"at {date_format(timezone.localtime(found.at), 'H:i')} — intact.")
+    else:
+        breaks[stream] = {"sequence": found.broken.sequence, "reason": found.broken.reason, "at": found.at.isoformat()}
+        messages.error(request, f"{name}: broken at event {found.broken.sequence} — {found.broken.reason}.")
+    request.session[BREAKS_KEY] = breaks
+    return redirect(back)
 
 
 @member_required

@@ -1,6 +1,12 @@
 """`manage.py seed_demo`: two tenants, a user for each role, and cases built from real CFPB
 complaints (cases/demo_data/), some of them moved along their lifecycle.
 
+A working day: each case is dated so that its next due date falls in a realistic mix (about one
+case in five overdue, three in ten due this week, the rest later; the decided and closed ones are
+done), and every analyst owns cases (`analyst`, `analyst_b`, `analyst2`; one case in five is left
+unassigned for someone to take). The received dates are set relative to today for that mix: the
+CFPB export's own dates are months or years old and would make every case overdue.
+
 Idempotent: tenants are found by slug, users by username and cases by (tenant, source,
 source_reference), so a second run creates nothing. Cases are opened and moved ONLY through
 cases.services, exactly as a person would, so every one has its events and audit trail. A case and
@@ -12,7 +18,7 @@ from __future__ import annotations
 import csv
 import os
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
 
 from django.core.management.base import BaseCommand
@@ -59,6 +65,30 @@ USERS = (
 
 # Every fifth complaint goes to the second tenant, the rest to the first.
 SECOND_TENANT_EVERY = 5
+
+# Position of a case among its tenant's complaints, modulo 10 -> where its next due date falls:
+# 2 in 10 overdue, 3 in 10 due this week, the rest later.
+DUE_MIX = {0: "overdue", 5: "overdue", 1: "this_week", 4: "this_week", 8: "this_week"}
+# The tenant's analysts own its cases in turn; every fifth case is left for someone to take.
+OWNERS = {"acme": ("analyst", "analyst_b"), "northwind": ("analyst2",)}
+UNASSIGNED_EVERY = 5
+
+
+def received_for(*, policy, position: int, today: date) -> date:
+    """The received date that puts the case's first due date (acknowledgement) where DUE_MIX says:
+    overdue by a few days, due in 1-6 days, or due in two weeks or more."""
+    from cases.deadlines import compute_due_dates
+
+    wanted = DUE_MIX.get(position % 10, "later")
+    low, high = {"overdue": (today - timedelta(days=9), today - timedelta(days=2)),
+                 "this_week": (today + timedelta(days=1), today + timedelta(days=6)),
+                 "later": (today + timedelta(days=10), today + timedelta(days=30))}[wanted]
+    for back in range(0, 120):
+        start = today - timedelta(days=back)
+        due = min(compute_due_dates(policy, start).values())
+        if low <= due <= high:
+            return start
+    return today
 
 
 def demo_password() -> str:
@@ -127,10 +157,14 @@ class Command(BaseCommand):
         for slug, analyst, supervisor in (("acme", "analyst", "supervisor"),
                                           ("northwind", "analyst2", "supervisor2")):
             stories = STORIES[slug]
+            owners = OWNERS[slug]
             for position, row in enumerate(per_tenant[slug]):
                 story = stories[position] if position < len(stories) else ()
+                owner = None if position % UNASSIGNED_EVERY == UNASSIGNED_EVERY - 1 \
+                    else users[owners[position % len(owners)]]
                 case, created = self._ensure_case(tenant=tenants[slug], row=row, analyst=users[analyst],
-                                                  supervisor=users[supervisor], story=story)
+                                                  supervisor=users[supervisor], story=story, owner=owner,
+                                                  position=position)
                 if created:
                     created_count += 1
                     extra = f" → {', '.join(story)}" if story else ""
@@ -165,17 +199,25 @@ class Command(BaseCommand):
             self.stdout.write(f"  reset the password of {spec.username} to DEMO_PASSWORD")
         return user
 
-    def _ensure_case(self, *, tenant, row, analyst, supervisor, story):
+    def _ensure_case(self, *, tenant, row, analyst, supervisor, story, owner, position: int):
+        from django.utils import timezone
+
         from cases.models import Case
-        from cases.services import case_create
+        from cases.services import case_create, case_take
+        from cases.services.deadlines import deadline_policy_current
 
         fields = case_fields_from_row(row)
         existing = Case.objects.filter(tenant=tenant, source=SOURCE,
                                        source_reference=fields["source_reference"]).first()
         if existing is not None:
             return existing, False
+        fields["received_at"] = received_for(policy=deadline_policy_current(tenant_id=tenant.pk),
+                                             position=position, today=timezone.localdate())
         with transaction.atomic():
             case = case_create(actor=analyst, tenant=tenant, **fields)
+            if owner is not None:
+                case_take(actor=owner, case=case)
+                case.refresh_from_db()
             for step in story:
                 STEPS[step](case=case, analyst=analyst, supervisor=supervisor)
                 case.refresh_from_db()
