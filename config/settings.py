@@ -46,6 +46,7 @@ INSTALLED_APPS = [
     "runs",
     "agents",
     "analyst",
+    "reports",
     "web",
     "drf_spectacular_sidecar",  # the API docs' JS and CSS served from here (no CDN)
     "csp",
@@ -360,6 +361,13 @@ CELERY_BEAT_SCHEDULE["record-deadline-crossings"] = {
 ARBITER_PDF_MAX_BYTES = env_int("ARBITER_PDF_MAX_BYTES", 5 * 1024 * 1024, minimum=1)
 ARBITER_PDF_MAX_PAGES = env_int("ARBITER_PDF_MAX_PAGES", 200, minimum=1)
 ARBITER_PDF_MAX_CHARS = env_int("ARBITER_PDF_MAX_CHARS", 500_000, minimum=1)
+
+# --- The supervisor's dashboard (reports/) ---------------------------------------------
+# How often beat rebuilds the dashboard's facts (service levels, time to decision, agent quality);
+# workload and due dates are read live. The page says when its facts were last rebuilt.
+ARBITER_DASHBOARD_REFRESH_SECONDS = env_int("ARBITER_DASHBOARD_REFRESH_SECONDS", 900, minimum=60)
+CELERY_BEAT_SCHEDULE["refresh-dashboard"] = {
+    "task": "reports.tasks.dashboard_refresh_task", "schedule": float(ARBITER_DASHBOARD_REFRESH_SECONDS)}
 
 # --- REST API for runs, memory and threads (runs/api, conversations/api) ----------------------
 # Their models have a `status` too; name each choice set after its model (as for cases above).

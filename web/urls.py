@@ -3,7 +3,19 @@ routes here, and a link in templates/web/_nav.html."""
 
 from django.urls import path
 
-from web.views import actions, audit, cases, live, memory, queue, review, review_decide, runs, threads
+from web.views import (
+    actions,
+    audit,
+    cases,
+    dashboard,
+    live,
+    memory,
+    queue,
+    review,
+    review_decide,
+    runs,
+    threads,
+)
 
 app_name = "web"
 
@@ -59,6 +71,9 @@ urlpatterns = [
     path("review/", review.review_inbox, name="review_inbox"),
     path("review/decide/", review_decide.review_decide, name="review_decide"),
     path("review/notices/<int:pk>/settle/", review_decide.review_settle, name="review_settle"),
+    path("dashboard/", dashboard.dashboard, name="dashboard"),
+    path("dashboard/export.csv", dashboard.dashboard_export, name="dashboard_export"),
+    path("dashboard/agents/<str:subject>/", dashboard.dashboard_agent_outputs, name="dashboard_agent_outputs"),
     path("audit/", audit.audit_timeline, name="audit_timeline"),
     path("audit/export.<str:fmt>", audit.audit_export, name="audit_export"),
 ]
