@@ -6,7 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, timedelta
 
-from django.db.models import Q
+from django.db.models import F, Q
+
+SLA_MEASURES = {"acknowledge": "Acknowledged within the due date", "answer": "Answered within the due date"}
+# Time from receipt to the standing decision, in days: (key, label, lowest, highest or None, MonthRollup field).
+DECISION_BUCKETS = (("0-15", "Within 15 days", 0, 15, "decided_0_15"),
+                    ("16-30", "16 to 30 days", 16, 30, "decided_16_30"),
+                    ("31-60", "31 to 60 days", 31, 60, "decided_31_60"),
+                    ("61-", "More than 60 days", 61, None, "decided_61_plus"))
 
 # A team or product filter for cases that have none (the dashboard groups them under "No team").
 NONE_VALUE = "(none)"
@@ -79,3 +86,23 @@ def received_in(month: date) -> Q:
     end = next_month(month)
     return (Q(received_at__gte=month, received_at__lt=end)
             | Q(received_at__isnull=True, created_at__date__gte=month, created_at__date__lt=end))
+
+
+def sla_condition(*, measure: str, met: bool, today: date) -> Q:
+    """On CaseFact: the acknowledgement (first notice sent) or the answer (the decision) came by its
+    due date (met), or came late, or has not come and the date has passed (missed). Cases still
+    within their time count as neither."""
+    done, due = ("acknowledged_on", "acknowledge_due") if measure == "acknowledge" else ("decided_on", "close_due")
+    came = Q(**{f"{done}__isnull": False, f"{due}__isnull": False})
+    if met:
+        return came & Q(**{f"{done}__lte": F(due)})
+    return (came & Q(**{f"{done}__gt": F(due)})) | Q(**{f"{done}__isnull": True, f"{due}__lt": today})
+
+
+def decision_condition(bucket: str) -> Q:
+    """On CaseFact: decided within the bucket's range of days (DECISION_BUCKETS)."""
+    for key, _label, lowest, highest, _field in DECISION_BUCKETS:
+        if key == bucket:
+            condition = Q(days_to_decision__gte=lowest)
+            return condition & Q(days_to_decision__lte=highest) if highest is not None else condition
+    raise ValueError(f"unknown bucket {bucket!r}")

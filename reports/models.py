@@ -68,3 +68,31 @@ class AgentTally(models.Model):
 
     def __str__(self) -> str:
         return f"{self.agent} {self.subject} {self.kind} {self.outcome}: {self.count}"
+
+
+class MonthRollup(models.Model):
+    """Per month of receipt, product and team: the service levels and the time to decision, summed
+    from CaseFact at the refresh (a missed date is one passed by the refresh's day), so the page sums a
+    few hundred rows instead of reading every case."""
+
+    tenant = models.ForeignKey("accounts.Tenant", on_delete=models.CASCADE, related_name="+")
+    month = models.DateField()
+    product = models.CharField(max_length=200, blank=True)
+    team = models.CharField(max_length=100, blank=True)
+    received = models.PositiveIntegerField(default=0)
+    acknowledge_met = models.PositiveIntegerField(default=0)
+    acknowledge_missed = models.PositiveIntegerField(default=0)
+    answer_met = models.PositiveIntegerField(default=0)
+    answer_missed = models.PositiveIntegerField(default=0)
+    decided = models.PositiveIntegerField(default=0)
+    decision_days = models.PositiveIntegerField(default=0, help_text="Days from receipt to decision, summed.")
+    decided_0_15 = models.PositiveIntegerField(default=0)
+    decided_16_30 = models.PositiveIntegerField(default=0)
+    decided_31_60 = models.PositiveIntegerField(default=0)
+    decided_61_plus = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        indexes = [models.Index(fields=["tenant", "month"])]
+
+    def __str__(self) -> str:
+        return f"{self.month:%Y-%m} {self.product} {self.team}: {self.received}"

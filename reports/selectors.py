@@ -7,12 +7,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date
 
-from django.db.models import Avg, Count, Exists, F, OuterRef, Q, Sum
+from django.db.models import Count, Exists, OuterRef, Q, Sum
 
 from accounts.models import User
 from cases.models import OPEN_STATUSES, Case, Notice, NoticeStatus, Proposal
-from reports.filters import NONE_VALUE, DashboardFilters, week_end
-from reports.models import AgentTally, CaseFact, DashboardRefresh
+from reports.filters import (
+    DECISION_BUCKETS,
+    NONE_VALUE,
+    SLA_MEASURES,
+    DashboardFilters,
+    decision_condition,
+    sla_condition,
+    week_end,
+)
+from reports.models import AgentTally, CaseFact, DashboardRefresh, MonthRollup
 from reports.outcomes import (
     DISPUTE_OUTCOMES,
     NOTICE_OUTCOMES,
@@ -24,10 +32,6 @@ from runs.models import Artifact
 
 DEADLINE_TYPES = {"acknowledge": "Acknowledgement", "response": "Response", "close": "Final response"}
 DUE_STATES = {"overdue": "Overdue", "this_week": "Due this week"}
-SLA_MEASURES = {"acknowledge": "Acknowledged within the due date", "answer": "Answered within the due date"}
-# Time from receipt to the standing decision, in days: (key, label, lowest, highest or None).
-DECISION_BUCKETS = (("0-15", "Within 15 days", 0, 15), ("16-30", "16 to 30 days", 16, 30),
-                    ("31-60", "31 to 60 days", 31, 60), ("61-", "More than 60 days", 61, None))
 SLA_MONTHS_SHOWN = 12
 
 
@@ -70,49 +74,35 @@ def deadline_condition(*, deadline: str, due: str, today: date) -> Q:
 
 
 def deadlines_due(*, user, filters: DashboardFilters, today: date) -> list[dict]:
-    """Per deadline type: open cases overdue and due this week — one query."""
-    counts = {f"{deadline}__{due}": Count("pk", filter=deadline_condition(deadline=deadline, due=due, today=today))
-              for deadline in DEADLINE_TYPES for due in DUE_STATES}
-    totals = _open_cases(user, filters).order_by().aggregate(**counts)
-    return [{"deadline": deadline, "label": label,
-             **{due: totals[f"{deadline}__{due}"] or 0 for due in DUE_STATES}}
+    """Per deadline type: open cases overdue and due this week. Two queries: the final response over
+    the open cases; the acknowledgement and response over the open cases without a sent notice (one
+    anti-join, not one probe per count)."""
+    window = {"overdue": lambda field: Q(**{f"{field}__lt": today}),
+              "this_week": lambda field: Q(**{f"{field}__gte": today, f"{field}__lte": week_end(today)})}
+    fields = {"acknowledge": "acknowledge_due", "response": "response_due", "close": "close_due"}
+    open_cases = _open_cases(user, filters).order_by()
+    totals = open_cases.aggregate(**{f"close__{due}": Count("pk", filter=window[due]("close_due"))
+                                     for due in DUE_STATES})
+    unsent = open_cases.filter(~Q(Exists(Notice.objects.filter(case=OuterRef("pk"), status=NoticeStatus.SENT))))
+    totals |= unsent.aggregate(**{f"{deadline}__{due}": Count("pk", filter=window[due](fields[deadline]))
+                                  for deadline in ("acknowledge", "response") for due in DUE_STATES})
+    return [{"deadline": deadline, "label": label, **{due: totals[f"{deadline}__{due}"] or 0 for due in DUE_STATES}}
             for deadline, label in DEADLINE_TYPES.items()]
 
 
-def sla_condition(*, measure: str, met: bool, today: date) -> Q:
-    """On CaseFact: the acknowledgement (first notice sent) or the answer (the decision) came by its
-    due date (met), or came late, or has not come and the date has passed (missed). Cases still
-    within their time count as neither."""
-    done, due = ("acknowledged_on", "acknowledge_due") if measure == "acknowledge" else ("decided_on", "close_due")
-    came = Q(**{f"{done}__isnull": False, f"{due}__isnull": False})
-    if met:
-        return came & Q(**{f"{done}__lte": F(due)})
-    return (came & Q(**{f"{done}__gt": F(due)})) | Q(**{f"{done}__isnull": True, f"{due}__lt": today})
+def _rollups(user, filters: DashboardFilters):
+    return MonthRollup.objects.filter(tenant_id=_tenant_id(user)).filter(filters.on_facts()).order_by()
 
 
-def decision_condition(bucket: str) -> Q:
-    """On CaseFact: decided within the bucket's range of days (DECISION_BUCKETS)."""
-    for key, _label, lowest, highest in DECISION_BUCKETS:
-        if key == bucket:
-            condition = Q(days_to_decision__gte=lowest)
-            return condition & Q(days_to_decision__lte=highest) if highest is not None else condition
-    raise ValueError(f"unknown bucket {bucket!r}")
-
-
-def _facts(user, filters: DashboardFilters):
-    return CaseFact.objects.filter(tenant_id=_tenant_id(user)).filter(filters.on_facts()).order_by()
-
-
-def sla_by_month(*, user, filters: DashboardFilters, today: date) -> list[dict]:
+def sla_by_month(*, user, filters: DashboardFilters) -> list[dict]:
     """Per month of receipt (the latest SLA_MONTHS_SHOWN with cases): cases received, and for the
-    acknowledgement and the answer how many were met and missed, with the share met of those
-    decided either way."""
-    counts = {"received": Count("pk")}
+    acknowledgement and the answer how many were met and missed (as of the last refresh), with the
+    share met of those decided either way."""
+    sums = {"received": Sum("received")}
     for measure in SLA_MEASURES:
-        counts[f"{measure}_met"] = Count("pk", filter=sla_condition(measure=measure, met=True, today=today))
-        counts[f"{measure}_missed"] = Count("pk", filter=sla_condition(measure=measure, met=False, today=today))
-    rows = list(_facts(user, filters).values("month").annotate(**counts).order_by("-month")[:SLA_MONTHS_SHOWN])
-    for row in reversed(rows):
+        sums |= {f"{measure}_met": Sum(f"{measure}_met"), f"{measure}_missed": Sum(f"{measure}_missed")}
+    rows = list(_rollups(user, filters).values("month").annotate(**sums).order_by("-month")[:SLA_MONTHS_SHOWN])
+    for row in rows:
         for measure in SLA_MEASURES:
             met, missed = row[f"{measure}_met"], row[f"{measure}_missed"]
             row[f"{measure}_rate"] = round(100 * met / (met + missed)) if met + missed else None
@@ -121,11 +111,12 @@ def sla_by_month(*, user, filters: DashboardFilters, today: date) -> list[dict]:
 
 def decision_times(*, user, filters: DashboardFilters) -> dict:
     """Decided cases by days from receipt to decision (DECISION_BUCKETS), and the mean — one query."""
-    counts = {key: Count("pk", filter=decision_condition(key)) for key, *_ in DECISION_BUCKETS}
-    totals = _facts(user, filters).filter(days_to_decision__isnull=False).aggregate(
-        decided=Count("pk"), mean=Avg("days_to_decision"), **counts)
-    return {"decided": totals["decided"], "mean": round(totals["mean"], 1) if totals["mean"] is not None else None,
-            "buckets": [{"key": key, "label": label, "count": totals[key]} for key, label, *_ in DECISION_BUCKETS]}
+    totals = _rollups(user, filters).aggregate(decided=Sum("decided"), days=Sum("decision_days"),
+                                               **{field: Sum(field) for *_, field in DECISION_BUCKETS})
+    decided = totals["decided"] or 0
+    return {"decided": decided, "mean": round(totals["days"] / decided, 1) if decided else None,
+            "buckets": [{"key": key, "label": label, "count": totals[field] or 0}
+                        for key, label, _low, _high, field in DECISION_BUCKETS]}
 
 
 def agent_tallies(*, user, filters: DashboardFilters) -> list[dict]:
@@ -137,7 +128,7 @@ def agent_tallies(*, user, filters: DashboardFilters) -> list[dict]:
 
 def filter_choices(*, user) -> dict[str, list[str]]:
     """The teams and products the facts know (for the filter menus)."""
-    facts = CaseFact.objects.filter(tenant_id=_tenant_id(user)).order_by()
+    facts = MonthRollup.objects.filter(tenant_id=_tenant_id(user)).order_by()
     return {"teams": sorted(facts.values_list("team", flat=True).distinct()),
             "products": sorted(facts.values_list("product", flat=True).distinct())}
 

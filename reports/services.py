@@ -9,12 +9,14 @@ from collections.abc import Iterator
 from datetime import date
 
 from django.db import transaction
-from django.db.models import Count, F, Min, OuterRef, Subquery
+from django.db.models import Count, F, Min, OuterRef, Q, Subquery, Sum
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from accounts.models import Tenant
 from cases.models import SETTLED_STATUSES, Case, CaseEvent, Notice, NoticeStatus, Proposal
-from reports.models import AgentTally, CaseFact, DashboardRefresh
+from reports.filters import DECISION_BUCKETS, SLA_MEASURES, decision_condition, sla_condition
+from reports.models import AgentTally, CaseFact, DashboardRefresh, MonthRollup
 from reports.outcomes import AGENT_PREFIX, dispute_outcome, notice_outcome
 from runs.models import Artifact
 
@@ -22,7 +24,7 @@ BATCH_SIZE = 2000
 
 
 @transaction.atomic
-def dashboard_refresh(*, tenant_id: int) -> DashboardRefresh:
+def dashboard_refresh(*, tenant_id: int, today: date | None = None) -> DashboardRefresh:
     """Rebuild the tenant's dashboard facts from its cases, notices, case events, proposals and
     dispute artifacts, in one transaction: a reader sees the old facts or the new, never half.
 
@@ -38,6 +40,8 @@ def dashboard_refresh(*, tenant_id: int) -> DashboardRefresh:
     for batch in _batched(_case_facts(tenant_id)):
         CaseFact.objects.bulk_create(batch)
         written += len(batch)
+    MonthRollup.objects.filter(tenant_id=tenant_id).delete()
+    MonthRollup.objects.bulk_create(_month_rollups(tenant_id, today or timezone.localdate()), batch_size=BATCH_SIZE)
     AgentTally.objects.filter(tenant_id=tenant_id).delete()
     AgentTally.objects.bulk_create(_agent_tallies(tenant_id), batch_size=BATCH_SIZE)
     refresh.refreshed_at = timezone.now()
@@ -89,6 +93,19 @@ def _case_facts(tenant_id: int) -> Iterator[CaseFact]:
                        team=team, received_on=received_on, acknowledge_due=acknowledge_due, close_due=close_due,
                        acknowledged_on=_local_date(first_sent), decided_on=decided_on,
                        days_to_decision=max(0, (decided_on - received_on).days) if decided_on else None)
+
+
+def _month_rollups(tenant_id: int, today: date) -> list[MonthRollup]:
+    """CaseFact summed per month, product and team, with the conditions the queue's links use."""
+    sums = {"received": Count("pk"), "decided": Count("pk", filter=Q(days_to_decision__isnull=False)),
+            "decision_days": Coalesce(Sum("days_to_decision"), 0)}
+    for measure in SLA_MEASURES:
+        sums[f"{measure}_met"] = Count("pk", filter=sla_condition(measure=measure, met=True, today=today))
+        sums[f"{measure}_missed"] = Count("pk", filter=sla_condition(measure=measure, met=False, today=today))
+    for key, _label, _low, _high, field in DECISION_BUCKETS:
+        sums[field] = Count("pk", filter=decision_condition(key))
+    rows = CaseFact.objects.filter(tenant_id=tenant_id).order_by().values("month", "product", "team").annotate(**sums)
+    return [MonthRollup(tenant_id=tenant_id, **row) for row in rows]
 
 
 def _agent_tallies(tenant_id: int) -> list[AgentTally]:

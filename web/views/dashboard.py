@@ -90,7 +90,7 @@ def dashboard(request):
         "export_query": urlencode(filters.query()),
         "workload": workload_section(user=user, filters=filters, today=today),
         "deadlines": deadlines_section(user=user, filters=filters, today=today),
-        "sla": sla_section(user=user, filters=filters, today=today),
+        "sla": sla_section(user=user, filters=filters),
         "decisions": decision_section(user=user, filters=filters),
         "agents": agent_sections(user=user, filters=filters),
     }
@@ -125,7 +125,7 @@ def export_rows(*, user, filters: DashboardFilters, today) -> list[tuple]:
     for row in selectors.deadlines_due(user=user, filters=filters, today=today):
         rows += [("due dates", row["label"], "overdue", row["overdue"]),
                  ("due dates", row["label"], "due this week", row["this_week"])]
-    for row in selectors.sla_by_month(user=user, filters=filters, today=today):
+    for row in selectors.sla_by_month(user=user, filters=filters):
         month = row["month"].strftime("%Y-%m")
         rows.append(("service levels", month, "received", row["received"]))
         for measure in selectors.SLA_MEASURES:

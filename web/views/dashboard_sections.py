@@ -23,9 +23,9 @@ def _queue(base: dict, **params) -> str:
     return f"{reverse('web:case_list')}?{urlencode({**base, **params})}"
 
 
-def sla_section(*, user, filters: DashboardFilters, today) -> dict:
+def sla_section(*, user, filters: DashboardFilters) -> dict:
     base = filters.query()
-    rows = selectors.sla_by_month(user=user, filters=filters, today=today)
+    rows = selectors.sla_by_month(user=user, filters=filters)
     for row in rows:
         month = row["month"].strftime("%Y-%m")
         row["label"] = row["month"].strftime("%B %Y")
