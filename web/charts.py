@@ -6,12 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 WIDTH = 360  # viewBox units; the SVG scales to its column (about 360 px wide on a phone)
-LABEL_HEIGHT = 16
-BAR_HEIGHT = 12
+LABEL_HEIGHT = 20
+BAR_HEIGHT = 14
 BAR_GAP = 3
 ROW_GAP = 10
-VALUE_ROOM = 56  # room right of the longest bar for its value
-LEGEND_HEIGHT = 22
+VALUE_ROOM = 64  # room right of the longest bar for its value
+LEGEND_HEIGHT = 26
 
 
 @dataclass
@@ -34,7 +34,7 @@ class Chart:
     width: int = WIDTH
     labels: list[tuple[str, int]] = field(default_factory=list)  # (text, y)
     bars: list[Bar] = field(default_factory=list)
-    legend: list[tuple[str, str, int]] = field(default_factory=list)  # (name, css class, x)
+    legend: list[tuple[str, str, int, int]] = field(default_factory=list)  # (name, css class, x, y)
 
 
 def bar_chart(*, title: str, description: str, rows: list[tuple[str, list[float | None]]],
@@ -43,16 +43,20 @@ def bar_chart(*, title: str, description: str, rows: list[tuple[str, list[float 
     no bar and reads "no data"). `series` is [(name, css class)]; `unit` follows each value."""
     values = [v for _label, row in rows for v in row if v is not None]
     top = maximum if maximum is not None else max(values, default=0) or 1
-    y = LEGEND_HEIGHT if len(series) > 1 else 4
     chart = Chart(title=title, description=description, height=0)
-    if len(series) > 1:
-        x = 0
+    y = 4
+    if len(series) > 1:  # the legend, wrapped onto as many lines as it needs
+        x, line = 0, 0
         for name, css_class in series:
-            chart.legend.append((name, css_class, x))
-            x += 16 + 7 * len(name) + 18
+            width = 18 + 8 * len(name)
+            if x and x + width > WIDTH:
+                x, line = 0, line + 1
+            chart.legend.append((name, css_class, x, line * LEGEND_HEIGHT))
+            x += width + 16
+        y = (line + 1) * LEGEND_HEIGHT
     span = WIDTH - VALUE_ROOM
     for label, row in rows:
-        chart.labels.append((label, y + 12))
+        chart.labels.append((label, y + 15))
         y += LABEL_HEIGHT
         for (_name, css_class), value in zip(series, row, strict=True):
             width = round(span * (value or 0) / top, 1) if value is not None else 0
