@@ -1,8 +1,15 @@
 """The refresh rebuilds a tenant's dashboard facts from the domain rows (tests/reports/scenario.py)."""
 
+import io
 from datetime import date
 
-from reports.models import AgentTally, CaseFact, DashboardRefresh
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.db.models import Sum
+
+from reports.models import AgentTally, CaseFact, DashboardRefresh, MonthRollup
+from reports.tasks import dashboard_refresh_task
 from reports.services import dashboard_refresh, dashboard_refresh_all
 
 
@@ -57,3 +64,23 @@ def test_refresh_of_one_tenant_leaves_another_alone(tenant, other_tenant, dashbo
     dashboard_refresh(tenant_id=tenant.pk)
     dashboard_refresh(tenant_id=other_tenant.pk)
     assert CaseFact.objects.filter(tenant=tenant).count() == 5
+
+
+def test_the_command_and_the_beat_task_refresh_every_tenant(tenant, other_tenant, dashboard_cases, settings):
+    assert settings.CELERY_BEAT_SCHEDULE["refresh-dashboard"]["task"] == "reports.tasks.dashboard_refresh_task"
+    assert dashboard_refresh_task() == 2
+    assert CaseFact.objects.count() == 5
+    out = io.StringIO()
+    call_command("dashboard_refresh", "--tenant", "acme", stdout=out)
+    assert "Refreshed the dashboard of acme: 5 case(s)" in out.getvalue()
+    with pytest.raises(CommandError, match="No tenant with the slug 'nobody'"):
+        call_command("dashboard_refresh", "--tenant", "nobody")
+
+
+def test_month_rollups_count_missed_dates_as_of_the_refresh_day(tenant, dashboard_cases):
+    dashboard_refresh(tenant_id=tenant.pk, today=date(2026, 3, 18))
+    january = MonthRollup.objects.filter(month=date(2026, 1, 1)).aggregate(missed=Sum("answer_missed"))
+    assert january["missed"] == 0  # B's final response is due on 21 March
+    dashboard_refresh(tenant_id=tenant.pk, today=date(2026, 3, 22))
+    january = MonthRollup.objects.filter(month=date(2026, 1, 1)).aggregate(missed=Sum("answer_missed"))
+    assert january["missed"] == 1
