@@ -9,8 +9,8 @@ from django.core.management.base import CommandError
 from django.db.models import Sum
 
 from reports.models import AgentTally, CaseFact, DashboardRefresh, MonthRollup
-from reports.tasks import dashboard_refresh_task
 from reports.services import dashboard_refresh, dashboard_refresh_all
+from reports.tasks import dashboard_refresh_task
 
 
 def facts_of(cases) -> dict:
