@@ -1,6 +1,7 @@
 """The dashboard's reads, scoped to the user's tenant. Workload and due dates are read live from the
-cases (an aggregate over the open ones, on the (tenant, status) index); service levels, time to
-decision and agent quality from the facts the periodic refresh keeps (reports.services)."""
+cases (aggregates over the open ones, served on PostgreSQL by the partial covering index of
+reports/migrations/0003); service levels, time to decision and agent quality from the facts the
+periodic refresh keeps (reports.services)."""
 
 from __future__ import annotations
 

@@ -12,6 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from cases import policy
 from reports.models import CaseFact
 from reports.services import dashboard_refresh
 from tests.factories import make_case
@@ -155,3 +156,9 @@ def test_query_count_does_not_grow_with_the_data(client, supervisor, analyst, re
     with django_assert_max_num_queries(len(small.captured_queries)):
         assert client.get(reverse("web:dashboard")).status_code == 200
     assert len(small.captured_queries) <= 16
+
+
+@pytest.mark.parametrize("role_user", ["analyst", "supervisor", "auditor", "admin_user"])
+def test_the_navigation_and_the_view_follow_one_role_rule(request, role_user):
+    user = request.getfixturevalue(role_user)
+    assert user.can_see_dashboard == (user.role in policy.CAN_SEE_DASHBOARD)
