@@ -59,6 +59,11 @@ class User(AbstractUser):
     def can_see_audit(self) -> bool:
         return self.role in {Role.AUDITOR, Role.SUPERVISOR, Role.ADMIN}
 
+    @property
+    def can_see_dashboard(self) -> bool:
+        """The supervisor's dashboard (cases.policy.CAN_SEE_DASHBOARD, the same roles)."""
+        return self.role in {Role.SUPERVISOR, Role.AUDITOR, Role.ADMIN}
+
 
 class ApiKey(models.Model):
     """A machine credential for an integration (`Authorization: Bearer arb_<prefix>_<secret>`).

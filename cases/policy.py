@@ -45,6 +45,8 @@ CAN_DISPATCH_NOTICES = frozenset({ANALYST, SUPERVISOR})
 CAN_ADD_EVIDENCE = frozenset({ANALYST, SUPERVISOR})
 CAN_CREATE_CASES = frozenset({ANALYST, SUPERVISOR, ADMIN})
 CAN_SEE_AUDIT = frozenset({AUDITOR, SUPERVISOR, ADMIN})
+# The supervisor's dashboard (reports/, web/views/dashboard.py): the roles that oversee the work read it.
+CAN_SEE_DASHBOARD = frozenset({SUPERVISOR, AUDITOR, ADMIN})
 
 
 def role_may_transition(role: str | None, transition: str) -> bool:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 APPS = ("config", "core", "accounts", "audit", "cases", "conversations", "runs", "agents", "analyst",
-        "integrations", "outbox", "ops", "web")
+        "integrations", "outbox", "ops", "reports", "web")
 MAX_LINES = 80
 
 

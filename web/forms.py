@@ -7,6 +7,8 @@ from django import forms
 
 from cases import policy
 from cases.models import CASE_TRANSITIONS, TRANSITION_LABELS, CaseStatus, ProposalKind, RiskLevel
+from reports.filters import NONE_VALUE, DashboardFilters, parse_month
+from reports.selectors import DEADLINE_TYPES, DECISION_BUCKETS, DUE_STATES, SLA_MEASURES, QueueFilter
 
 REASON_LABELS = {
     "decide": "Decision and resolution",
@@ -52,8 +54,19 @@ class CaseFilterForm(forms.Form):
     pending = forms.BooleanField(label="Has pending work", required=False,
                                  help_text="A proposal or notice waiting for a decision or to be sent.")
     sort = forms.ChoiceField(label="Sort by", required=False, choices=[])
+    # The dashboard's links (web/views/dashboard.py): kept as hidden fields while filtering on.
+    team = forms.CharField(required=False, max_length=100)
+    month = forms.CharField(required=False, max_length=7)
+    open = forms.BooleanField(required=False)
+    deadline = forms.ChoiceField(required=False, choices=[("", ""), *DEADLINE_TYPES.items()])
+    due = forms.ChoiceField(required=False, choices=[("", ""), *DUE_STATES.items()])
+    sla = forms.ChoiceField(required=False, choices=[("", ""), *[(f"{m}_{o}", f"{m}_{o}") for m in SLA_MEASURES
+                                                                   for o in ("met", "missed")]])
+    decided_in = forms.ChoiceField(required=False, choices=[("", ""), *[(b[0], b[1]) for b in DECISION_BUCKETS]])
 
-    FILTER_FIELDS = ("q", "view", "status", "risk_level", "product", "company", "assignee", "tag", "pending")
+    FILTER_FIELDS = ("q", "view", "status", "risk_level", "product", "company", "assignee", "tag", "pending",
+                     "team", "month", "open", "deadline", "due", "sla", "decided_in")
+    DASHBOARD_FIELDS = ("team", "month", "open", "deadline", "due", "sla", "decided_in")
 
     def __init__(self, *args, users=(), **kwargs):
         super().__init__(*args, **kwargs)
@@ -67,11 +80,33 @@ class CaseFilterForm(forms.Form):
         return {
             "search": (data.get("q") or "").strip() or None, "view": data.get("view") or None,
             "status": data.get("status") or None, "risk_level": data.get("risk_level") or None,
-            "product": (data.get("product") or "").strip() or None,
+            "product": None if data.get("product") == NONE_VALUE else (data.get("product") or "").strip() or None,
             "company": (data.get("company") or "").strip() or None,
             "assignee_id": data.get("assignee"), "tag": (data.get("tag") or "").strip() or None,
             "has_pending_work": bool(data.get("pending")), "sort": sort.lstrip("-"),
         }
+
+    def clean_month(self) -> str:
+        month = (self.cleaned_data.get("month") or "").strip()
+        if month and parse_month(month) is None:
+            raise forms.ValidationError("Give the month as year and month, e.g. 2026-03.")
+        return month
+
+    def queue_filter(self) -> QueueFilter:
+        """The dashboard's conditions in this URL (web.views.queue applies them to the list)."""
+        data = getattr(self, "cleaned_data", {}) if self.is_valid() else {}
+        filters = DashboardFilters(team=data.get("team") or None,
+                                   product=NONE_VALUE if data.get("product") == NONE_VALUE else None,
+                                   month=parse_month(data.get("month") or ""))
+        return QueueFilter(filters=filters, open_only=bool(data.get("open")), deadline=data.get("deadline") or None,
+                           due=data.get("due") or None, sla=data.get("sla") or None,
+                           decided_in=data.get("decided_in") or None)
+
+    def dashboard_values(self) -> dict[str, str]:
+        """The dashboard's parameters present in this URL (the queue keeps them as hidden fields)."""
+        data = getattr(self, "cleaned_data", {})
+        return {name: ("1" if data[name] is True else str(data[name])) for name in self.DASHBOARD_FIELDS
+                if data.get(name) not in (None, "", False)}
 
     @property
     def sort_value(self) -> str:
@@ -257,3 +292,32 @@ class AuditFilterForm(forms.Form):
 class ThreadCreateForm(forms.Form):
     title = forms.CharField(label="Title", max_length=300,
                             error_messages={"required": "Give the thread a title."})
+
+
+class DashboardFilterForm(forms.Form):
+    """The dashboard's filters; an unknown value is a 400 with the page unfiltered."""
+
+    team = forms.ChoiceField(label="Team", required=False, choices=[])
+    product = forms.ChoiceField(label="Product", required=False, choices=[])
+    month = forms.CharField(label="Month received", required=False, max_length=7,
+                            widget=forms.TextInput(attrs={"type": "month", "placeholder": "2026-03"}),
+                            help_text="Year and month, e.g. 2026-03.")
+
+    def __init__(self, *args, teams=(), products=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["team"].choices = [("", "Every team"), *[(t or NONE_VALUE, t or "No team") for t in teams]]
+        self.fields["product"].choices = [("", "Every product"),
+                                          *[(p or NONE_VALUE, p or "No product") for p in products]]
+
+    def clean_month(self) -> str:
+        month = (self.cleaned_data.get("month") or "").strip()
+        if month and parse_month(month) is None:
+            raise forms.ValidationError("Give the month as year and month, e.g. 2026-03.")
+        return month
+
+    def filters(self) -> DashboardFilters:
+        if not self.is_valid():
+            return DashboardFilters()
+        data = self.cleaned_data
+        return DashboardFilters(team=data.get("team") or None, product=data.get("product") or None,
+                                month=parse_month(data.get("month") or ""))

@@ -53,6 +53,7 @@ INSTALLED_APPS = [
     "agents",
     "analyst",
     "intake",
+    "reports",
     "web",
     "drf_spectacular_sidecar",  # the API docs' JS and CSS served from here (no CDN)
     "csp",

@@ -11,7 +11,10 @@ from config.settings.cases import (
     ARBITER_DEADLINE_SCAN_INTERVAL_SECONDS,
     ARBITER_NOTICE_DISPATCH_REDELIVER_AFTER_SECONDS,
 )
-from config.settings.operations import ARBITER_OUTBOX_RELAY_INTERVAL_SECONDS
+from config.settings.operations import (
+    ARBITER_DASHBOARD_REFRESH_SECONDS,
+    ARBITER_OUTBOX_RELAY_INTERVAL_SECONDS,
+)
 from config.settings.runs import ARBITER_REAP_INTERVAL_SECONDS, ARBITER_RUN_STEP_TIME_LIMIT
 
 # --- Celery --------------------------------------------------------------------------------
@@ -54,6 +57,8 @@ CELERY_BEAT_SCHEDULE = {
                              "schedule": float(ARBITER_WEBHOOK_POLL_SECONDS)},
     "purge-expired-idempotency-keys": {"task": "integrations.tasks.idempotency_purge_task",
                                        "schedule": float(60 * 60)},
+    "refresh-dashboard": {"task": "reports.tasks.dashboard_refresh_task",
+                          "schedule": float(ARBITER_DASHBOARD_REFRESH_SECONDS)},
 }
 # var/ and the beat schedule's folder exist whatever the database and broker (celery beat cannot
 # create its schedule file otherwise).

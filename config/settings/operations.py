@@ -68,3 +68,8 @@ ARBITER_OUTAGE_RETRY_AFTER_SECONDS = env_int("ARBITER_OUTAGE_RETRY_AFTER_SECONDS
 # How often (seconds) the case queue and the review inbox ask whether anything changed, to show new
 # and changed items without a reload (one indexed query per ask; static/js/live-lists.js).
 ARBITER_LIVE_LIST_SECONDS = env_int("ARBITER_LIVE_LIST_SECONDS", 10, minimum=1)
+
+# --- The supervisor's dashboard (reports/) ---------------------------------------------
+# How often beat rebuilds the dashboard's facts (service levels, time to decision, agent quality);
+# workload and due dates are read live. The page says when its facts were last rebuilt.
+ARBITER_DASHBOARD_REFRESH_SECONDS = env_int("ARBITER_DASHBOARD_REFRESH_SECONDS", 900, minimum=60)

@@ -17,6 +17,8 @@ from cases import policy, selectors, services
 from cases.selectors import CASE_SORTS, QUICK_VIEWS
 from cases.services.case import CAN_TAKE_CASES
 from core.errors import DomainError, Invalid
+from reports.filters import NONE_VALUE
+from reports.selectors import DEADLINE_TYPES, DECISION_BUCKETS, DUE_STATES
 from web import services as web_services
 from web.access import member_required
 from web.actors import tenant_users
@@ -74,6 +76,27 @@ def _view_links(request) -> dict[str, str]:
     return links
 
 
+def describe_dashboard_filter(form: CaseFilterForm) -> str:
+    """The dashboard's conditions in this URL, in words ("" when there are none)."""
+    values = form.dashboard_values()
+    parts = []
+    if values.get("team"):
+        parts.append("team: " + ("no team" if values["team"] == NONE_VALUE else values["team"]))
+    if values.get("month"):
+        parts.append(f"received in {values['month']}")
+    if values.get("open"):
+        parts.append("open cases only")
+    if values.get("deadline") and values.get("due"):
+        parts.append(f"{DEADLINE_TYPES[values['deadline']].lower()} {DUE_STATES[values['due']].lower()}")
+    if values.get("sla"):
+        measure, _, outcome = values["sla"].partition("_")
+        parts.append(f"{measure == 'acknowledge' and 'acknowledgement' or 'answer'} "
+                     f"{'on time' if outcome == 'met' else 'late or missing'}")
+    if values.get("decided_in"):
+        parts.append("decided " + dict((b[0], b[1]) for b in DECISION_BUCKETS)[values["decided_in"]].lower())
+    return "; ".join(parts)
+
+
 def queue_context(request, *, form: CaseFilterForm) -> tuple[dict, int]:
     status = 200
     notes = []
@@ -82,7 +105,8 @@ def queue_context(request, *, form: CaseFilterForm) -> tuple[dict, int]:
     kwargs = form.selector_kwargs()
     sort = form.sort_value if form.is_valid() else DEFAULT_SORT
     kwargs["sort"], kwargs["descending"] = sort.lstrip("-"), sort.startswith("-")
-    cases = selectors.case_list_for_user(user=request.user, **kwargs)
+    cases = selectors.case_list_for_user(user=request.user, **kwargs).filter(
+        form.queue_filter().condition(tenant_id=request.user.tenant_id, today=timezone.localdate()))
     try:
         page = keyset_page(cases, key="sort_key", descending=sort.startswith("-"),
                            cursor=request.GET.get("after"), before=request.GET.get("before"), size=CASES_PER_PAGE)
@@ -101,7 +125,8 @@ def queue_context(request, *, form: CaseFilterForm) -> tuple[dict, int]:
         "total_is_capped": total > COUNT_LIMIT, "count_limit": COUNT_LIMIT, "notes": notes,
         "is_filtered": form.is_filtered, "sort": sort, "sort_links": _sort_links(request, sort),
         "view": view or "", "view_links": _view_links(request), "may_take": may_take(request.user),
-        "today": timezone.localdate(),
+        "today": timezone.localdate(), "dashboard_values": form.dashboard_values(),
+        "dashboard_description": describe_dashboard_filter(form),
         "may_decide": request.user.role in (policy.CAN_APPROVE_PROPOSALS | policy.CAN_APPROVE_NOTICES),
     }, status
 

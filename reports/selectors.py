@@ -1,0 +1,192 @@
+"""The dashboard's reads, scoped to the user's tenant. Workload and due dates are read live from the
+cases (aggregates over the open ones, served on PostgreSQL by the partial covering index of
+reports/migrations/0003); service levels, time to decision and agent quality from the facts the
+periodic refresh keeps (reports.services)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+
+from django.db.models import Count, Exists, OuterRef, Q, Sum
+
+from accounts.models import User
+from cases.models import OPEN_STATUSES, Case, Notice, NoticeStatus, Proposal
+from reports.filters import (
+    DECISION_BUCKETS,
+    NONE_VALUE,
+    SLA_MEASURES,
+    DashboardFilters,
+    decision_condition,
+    sla_condition,
+    week_end,
+)
+from reports.models import AgentTally, CaseFact, DashboardRefresh, MonthRollup
+from reports.outcomes import (
+    DISPUTE_OUTCOMES,
+    NOTICE_OUTCOMES,
+    PROPOSAL_OUTCOMES,
+    dispute_outcome,
+    notice_outcome,
+)
+from runs.models import Artifact
+
+DEADLINE_TYPES = {"acknowledge": "Acknowledgement", "response": "Response", "close": "Final response"}
+DUE_STATES = {"overdue": "Overdue", "this_week": "Due this week"}
+SLA_MONTHS_SHOWN = 12
+
+
+def _tenant_id(user) -> int | None:
+    return getattr(user, "tenant_id", None)
+
+
+def _open_cases(user, filters: DashboardFilters):
+    return Case.objects.filter(tenant_id=_tenant_id(user), status__in=sorted(OPEN_STATUSES)).filter(filters.on_cases())
+
+
+def workload(*, user, filters: DashboardFilters, today: date) -> dict:
+    """Open cases per analyst (assignee) and per team, each with how many are overdue."""
+    counts = {"open": Count("pk"), "overdue": Count("pk", filter=Q(next_due__lt=today))}
+    by_person = list(_open_cases(user, filters).order_by().values("assignee_id").annotate(**counts))
+    names = dict(User.objects.filter(tenant_id=_tenant_id(user), pk__in=[r["assignee_id"] for r in by_person
+                                                                        if r["assignee_id"]])
+                 .values_list("pk", "username"))
+    people = sorted(({"assignee_id": r["assignee_id"], "label": names.get(r["assignee_id"], "Unassigned"),
+                      "open": r["open"], "overdue": r["overdue"]} for r in by_person),
+                    key=lambda r: (r["assignee_id"] is None, -r["open"], r["label"]))
+    teams = sorted(({"team": r["assigned_team"] or NONE_VALUE, "label": r["assigned_team"] or "No team",
+                     "open": r["open"], "overdue": r["overdue"]}
+                    for r in _open_cases(user, filters).order_by().values("assigned_team").annotate(**counts)),
+                   key=lambda r: (r["team"] == NONE_VALUE, -r["open"], r["label"]))
+    return {"people": people, "teams": teams}
+
+
+def deadline_condition(*, deadline: str, due: str, today: date) -> Q:
+    """An open case whose due date of this type is overdue, or due between today and Sunday. The
+    acknowledgement and response are met once a notice is sent, the final response once the case
+    is decided (cases.deadlines.met_deadlines)."""
+    field = {"acknowledge": "acknowledge_due", "response": "response_due", "close": "close_due"}[deadline]
+    when = Q(**{f"{field}__lt": today}) if due == "overdue" else Q(**{f"{field}__gte": today,
+                                                                       f"{field}__lte": week_end(today)})
+    condition = Q(status__in=sorted(OPEN_STATUSES)) & when
+    if deadline != "close":
+        condition &= ~Q(Exists(Notice.objects.filter(case=OuterRef("pk"), status=NoticeStatus.SENT)))
+    return condition
+
+
+def deadlines_due(*, user, filters: DashboardFilters, today: date) -> list[dict]:
+    """Per deadline type: open cases overdue and due this week. Two queries: the final response over
+    the open cases; the acknowledgement and response over the open cases without a sent notice (one
+    anti-join, not one probe per count)."""
+    window = {"overdue": lambda field: Q(**{f"{field}__lt": today}),
+              "this_week": lambda field: Q(**{f"{field}__gte": today, f"{field}__lte": week_end(today)})}
+    fields = {"acknowledge": "acknowledge_due", "response": "response_due", "close": "close_due"}
+    open_cases = _open_cases(user, filters).order_by()
+    totals = open_cases.aggregate(**{f"close__{due}": Count("pk", filter=window[due]("close_due"))
+                                     for due in DUE_STATES})
+    unsent = open_cases.filter(~Q(Exists(Notice.objects.filter(case=OuterRef("pk"), status=NoticeStatus.SENT))))
+    totals |= unsent.aggregate(**{f"{deadline}__{due}": Count("pk", filter=window[due](fields[deadline]))
+                                  for deadline in ("acknowledge", "response") for due in DUE_STATES})
+    return [{"deadline": deadline, "label": label, **{due: totals[f"{deadline}__{due}"] or 0 for due in DUE_STATES}}
+            for deadline, label in DEADLINE_TYPES.items()]
+
+
+def _rollups(user, filters: DashboardFilters):
+    return MonthRollup.objects.filter(tenant_id=_tenant_id(user)).filter(filters.on_facts()).order_by()
+
+
+def sla_by_month(*, user, filters: DashboardFilters) -> list[dict]:
+    """Per month of receipt (the latest SLA_MONTHS_SHOWN with cases): cases received, and for the
+    acknowledgement and the answer how many were met and missed (as of the last refresh), with the
+    share met of those decided either way."""
+    sums = {"received": Sum("received")}
+    for measure in SLA_MEASURES:
+        sums |= {f"{measure}_met": Sum(f"{measure}_met"), f"{measure}_missed": Sum(f"{measure}_missed")}
+    rows = list(_rollups(user, filters).values("month").annotate(**sums).order_by("-month")[:SLA_MONTHS_SHOWN])
+    for row in rows:
+        for measure in SLA_MEASURES:
+            met, missed = row[f"{measure}_met"], row[f"{measure}_missed"]
+            row[f"{measure}_rate"] = round(100 * met / (met + missed)) if met + missed else None
+    return list(reversed(rows))
+
+
+def decision_times(*, user, filters: DashboardFilters) -> dict:
+    """Decided cases by days from receipt to decision (DECISION_BUCKETS), and the mean — one query."""
+    totals = _rollups(user, filters).aggregate(decided=Sum("decided"), days=Sum("decision_days"),
+                                               **{field: Sum(field) for *_, field in DECISION_BUCKETS})
+    decided = totals["decided"] or 0
+    return {"decided": decided, "mean": round(totals["days"] / decided, 1) if decided else None,
+            "buckets": [{"key": key, "label": label, "count": totals[field] or 0}
+                        for key, label, _low, _high, field in DECISION_BUCKETS]}
+
+
+def agent_tallies(*, user, filters: DashboardFilters) -> list[dict]:
+    """{agent, subject, kind, outcome, count} summed over the filtered months, products and teams."""
+    return list(AgentTally.objects.filter(tenant_id=_tenant_id(user)).filter(filters.on_facts()).order_by()
+                .values("agent", "subject", "kind", "outcome").annotate(count=Sum("count"))
+                .order_by("subject", "agent", "kind", "outcome"))
+
+
+def filter_choices(*, user) -> dict[str, list[str]]:
+    """The teams and products the facts know (for the filter menus)."""
+    facts = MonthRollup.objects.filter(tenant_id=_tenant_id(user)).order_by()
+    return {"teams": sorted(facts.values_list("team", flat=True).distinct()),
+            "products": sorted(facts.values_list("product", flat=True).distinct())}
+
+
+def last_refresh(*, user) -> DashboardRefresh | None:
+    return DashboardRefresh.objects.filter(tenant_id=_tenant_id(user)).first()
+
+
+@dataclass(frozen=True)
+class QueueFilter:
+    """The dashboard's conditions as the case queue takes them from its URL (each a number's link)."""
+
+    filters: DashboardFilters
+    open_only: bool = False
+    deadline: str | None = None
+    due: str | None = None
+    sla: str | None = None
+    decided_in: str | None = None
+
+    def condition(self, *, tenant_id: int, today: date) -> Q:
+        condition = self.filters.on_cases()
+        if self.open_only:
+            condition &= Q(status__in=sorted(OPEN_STATUSES))
+        if self.deadline and self.due:
+            condition &= deadline_condition(deadline=self.deadline, due=self.due, today=today)
+        elif self.due == "overdue":  # any due date still open (the stored next_due, as the workload counts)
+            condition &= Q(next_due__lt=today)
+        elif self.due == "this_week":
+            condition &= Q(next_due__gte=today, next_due__lte=week_end(today))
+        facts = CaseFact.objects.filter(tenant_id=tenant_id)
+        if self.sla:
+            measure, _, outcome = self.sla.partition("_")
+            facts = facts.filter(sla_condition(measure=measure, met=outcome == "met", today=today))
+        if self.decided_in:
+            facts = facts.filter(decision_condition(self.decided_in))
+        if self.sla or self.decided_in:
+            condition &= Q(pk__in=facts.values("case_id"))
+        return condition
+
+
+AGENT_OUTPUT_SUBJECTS = {"proposal": PROPOSAL_OUTCOMES, "notice": NOTICE_OUTCOMES, "dispute": DISPUTE_OUTCOMES}
+
+
+def agent_outputs(*, user, subject: str, agent: str, outcome: str, kind: str | None,
+                  filters: DashboardFilters):
+    """The rows behind one agent-quality number, read live (newest first): an agent's proposals of a
+    kind with a status, the notices it drafted, or the disputes it raised, that ended this way."""
+    tenant_id = _tenant_id(user)
+    on_facts = filters.on_facts(prefix="case__fact__")
+    if subject == "proposal":
+        rows = Proposal.objects.filter(tenant_id=tenant_id, proposer_id=agent, status=outcome)
+        if kind:
+            rows = rows.filter(kind=kind)
+    elif subject == "notice":
+        rows = (Notice.objects.filter(tenant_id=tenant_id, drafted_by=agent).annotate(outcome=notice_outcome())
+                .filter(outcome=outcome))
+    else:
+        rows = (Artifact.objects.filter(tenant_id=tenant_id, kind="dispute", produced_by=agent)
+                .annotate(outcome=dispute_outcome()).filter(outcome=outcome))
+    return rows.filter(on_facts).select_related("case").order_by("-created_at", "-pk")
