@@ -120,8 +120,9 @@ def summarise(stats_csv: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
-def report(rows: list[dict[str, str]], *, users: int, minutes: float, load_before, load_after) -> None:
-    print(f"\n{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {users} users for {minutes:g} min, "
+def report(rows: list[dict[str, str]], *, users: int, minutes: float, gunicorn: str, load_before,
+           load_after) -> None:
+    print(f"\n{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {users} users for {minutes:g} min, gunicorn {gunicorn}, "
           f"{os.cpu_count()} CPUs; load average before {load_before[0]:.2f} / {load_before[1]:.2f} / "
           f"{load_before[2]:.2f}, after {load_after[0]:.2f} / {load_after[1]:.2f} / {load_after[2]:.2f}")
     print(f"{'request':34} {'count':>7} {'fails':>6} {'p50 ms':>7} {'p95 ms':>7} {'p99 ms':>7} {'max ms':>7} "
@@ -140,6 +141,8 @@ def main() -> int:
     parser.add_argument("--port", type=int, default=0, help="the web's port (default: a free one)")
     parser.add_argument("--database-url", default=os.environ.get("LOAD_BENCH_DATABASE_URL") or DEFAULT_DATABASE_URL)
     parser.add_argument("--broker-url", default=os.environ.get("LOAD_BENCH_BROKER_URL") or DEFAULT_BROKER_URL)
+    parser.add_argument("--gunicorn-arg", action="append", default=[], metavar="ARG",
+                        help="one more gunicorn argument, e.g. --gunicorn-arg=--worker-class=sync (repeatable)")
     parser.add_argument("--keep-database", action="store_true", help="leave the seeded database (for profiling)")
     args = parser.parse_args()
 
@@ -154,7 +157,8 @@ def main() -> int:
     try:
         prepare(env)
         web = subprocess.Popen([str(BIN / "gunicorn"), "config.wsgi:application", "--bind", f"127.0.0.1:{port}",
-                                "--config", "config/gunicorn.conf.py", "--name", "arbiter-bench-web"],
+                                "--config", "config/gunicorn.conf.py", "--name", "arbiter-bench-web",
+                                *args.gunicorn_arg],
                                cwd=ROOT, env=env, start_new_session=True,
                                stdout=open(var_dir / "web.log", "wb"), stderr=subprocess.STDOUT)
         wait_for(f"http://127.0.0.1:{port}/healthz", timeout=90)
@@ -168,6 +172,7 @@ def main() -> int:
         locust.wait(timeout=args.minutes * 60 + 120)
         load_after = os.getloadavg()
         report(summarise(var_dir / "locust_stats.csv"), users=args.users, minutes=args.minutes,
+               gunicorn=" ".join(args.gunicorn_arg) or "as config/gunicorn.conf.py sets it",
                load_before=load_before, load_after=load_after)
         failures = var_dir / "locust_failures.csv"
         if failures.exists() and len(failures.read_text().splitlines()) > 1:

@@ -18,6 +18,7 @@ PASSWORD = "arbiter-demo"
 # Who works a queue on a weekday: mostly analysts, a supervisor, now and then the auditor.
 ROLES = itertools.cycle(["analyst", "analyst_b", "analyst", "supervisor", "analyst_b", "auditor"])
 WRITERS = {"analyst", "analyst_b", "supervisor"}
+CLOSED = {"decided", "closed"}
 _TOKEN = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 
 
@@ -28,12 +29,16 @@ class Person(HttpUser):
     def on_start(self) -> None:
         self.username = next(ROLES)
         self.references: list[str] = []
+        self.open_references: list[str] = []
         self.log_in()
         with self.client.get("/api/v1/cases/", name="/api/v1/cases/", catch_response=True) as response:
             if response.status_code != 200:
                 response.failure(f"case list answered {response.status_code}")
                 return
-            self.references = [row["reference"] for row in response.json()["results"]]
+            rows = response.json()["results"]
+            self.references = [row["reference"] for row in rows]
+            # Evidence is added to cases still being worked (a decided or closed case refuses it).
+            self.open_references = [row["reference"] for row in rows if row["status"] not in CLOSED]
 
     def log_in(self) -> None:
         self.client.cookies.clear()
@@ -79,7 +84,7 @@ class Person(HttpUser):
 
     @task(5)
     def add_evidence(self) -> None:
-        reference = self._reference()
+        reference = random.choice(self.open_references) if self.open_references else None
         if not reference or self.username not in WRITERS:
             return self.case_page()  # the auditor reads instead
         token = self.client.cookies.get("csrftoken", "")
