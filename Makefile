@@ -5,6 +5,7 @@
 #   make test-postgres  the whole suite on PostgreSQL (DATABASE_URL, default postgres://postgres@127.0.0.1:5432/arbiter)
 #   make bench          a few performance figures on a throwaway database, then the step benchmark
 #   make bench-ledger   audit_verify and case_replay --all over a generated 1,000,000-event ledger
+#   make bench-load     capacity: gunicorn on a throwaway seeded PostgreSQL, 50 locust users for 5 minutes
 #   make lint           ruff
 #   make worker         a Celery worker alone (for deployments with their own web server)
 #   make serve          production: gunicorn + Celery worker + beat on the configured services (README)
@@ -23,7 +24,7 @@ TEST_WORKERS ?= auto
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install install-dev run test test-postgres lint bench worker clean bench-venv bench-ledger
+.PHONY: install install-dev run test test-postgres lint bench worker clean bench-venv bench-ledger bench-load
 
 install: $(STAMP)
 
@@ -88,6 +89,13 @@ $(BENCH_VENV_STAMP):
 # audit_verify (full and --since) and case_replay --all over a generated ledger (LEDGER_EVENTS events).
 bench-ledger: install-dev
 	$(PY) bench/ledger.py --database-url $(LEDGER_BENCH_DATABASE_URL) $(LEDGER_BENCH_ARGS)
+
+# Capacity (ADR 0025): gunicorn as `make serve` runs it, on its own PostgreSQL database (dropped,
+# seeded with the demo data, dropped again), locust headless on the loopback with a working day's
+# mix. LOAD_BENCH_ARGS: --users N --minutes M --port P --gunicorn-arg=ARG.
+LOAD_BENCH_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/arbiter_bench_load
+bench-load: install-dev
+	LOAD_BENCH_DATABASE_URL=$(LOAD_BENCH_DATABASE_URL) $(PY) bench/load.py $(LOAD_BENCH_ARGS)
 
 worker: install
 	$(VENV)/bin/celery -A config worker --loglevel=$${LOG_LEVEL:-INFO}
