@@ -99,7 +99,7 @@ def test_run_steps_and_notice_drafts_on_one_case_leave_no_failed_run(analyst, se
 
     def step_or_draft(index: int):
         if index < len(runs):
-            return drive(AgentRun.objects.get(pk=runs[index].pk), worker_id=f"worker-{index}").status
+            return drive(runs[index], worker_id=f"worker-{index}").status
 
         @retry_on_deadlock
         def draft(number: int):
