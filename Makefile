@@ -6,6 +6,7 @@
 #   make bench          a few performance figures on a throwaway database, then the step benchmark
 #   make bench-ledger   audit_verify and case_replay --all over a generated 1,000,000-event ledger
 #   make bench-import   manage.py import_complaints of 100,000 synthesised CFPB rows into PostgreSQL (rows/s, RSS)
+#   make bench-load     capacity: gunicorn on a throwaway seeded PostgreSQL, 50 locust users for 5 minutes
 #   make lint           ruff
 #   make worker         a Celery worker alone (for deployments with their own web server)
 #   make serve          production: gunicorn + Celery worker + beat on the configured services (README)
@@ -24,7 +25,7 @@ TEST_WORKERS ?= auto
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install install-dev run test test-postgres lint bench worker clean bench-venv bench-ledger bench-import
+.PHONY: install install-dev run test test-postgres lint bench worker clean bench-venv bench-ledger bench-import bench-load
 
 install: $(STAMP)
 
@@ -95,6 +96,13 @@ bench-ledger: install-dev
 # --results bench/RESULTS.md to append the figures).
 bench-import: install-dev
 	$(PY) bench/import.py --database-url $(IMPORT_BENCH_DATABASE_URL) $(IMPORT_BENCH_ARGS)
+
+# Capacity (ADR 0025): gunicorn as `make serve` runs it, on its own PostgreSQL database (dropped,
+# seeded with the demo data, dropped again), locust headless on the loopback with a working day's
+# mix. LOAD_BENCH_ARGS: --users N --minutes M --port P --gunicorn-arg=ARG.
+LOAD_BENCH_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/arbiter_bench_load
+bench-load: install-dev
+	LOAD_BENCH_DATABASE_URL=$(LOAD_BENCH_DATABASE_URL) $(PY) bench/load.py $(LOAD_BENCH_ARGS)
 
 worker: install
 	$(VENV)/bin/celery -A config worker --loglevel=$${LOG_LEVEL:-INFO}

@@ -20,3 +20,16 @@ control_socket = os.environ.get("GUNICORN_CONTROL_SOCKET") or str(_var_dir / "gu
 if len(control_socket.encode()) > 107:
     raise SystemExit(f"gunicorn control socket path too long for a Unix socket ({control_socket}); "
                      f"set GUNICORN_CONTROL_SOCKET to a shorter path")
+
+# A request spends much of its time waiting for PostgreSQL (and a login for its password hash):
+# threads let a worker process serve other requests meanwhile, without a process per request's
+# memory. WEB_CONCURRENCY processes (default 2: one per core here) × GUNICORN_THREADS threads
+# (default 4); measured with bench/load.py (bench/RESULTS.md). Each thread keeps its own
+# database connection (DB_CONN_MAX_AGE), so PostgreSQL sees at most processes × threads of them.
+worker_class = "gthread"
+workers = int(os.environ.get("WEB_CONCURRENCY") or 2)
+threads = int(os.environ.get("GUNICORN_THREADS") or 4)
+# A kept-alive connection idle this long is closed. Longer than a person's pause between two
+# clicks of one page's requests, so a browser (or a proxy) reusing it does not meet a connection
+# the server is closing at that very moment (a reset, seen in bench/load.py at gunicorn's 2 s).
+keepalive = 5

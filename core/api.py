@@ -34,7 +34,7 @@ from rest_framework.response import Response
 from core.db import is_lock_conflict
 from core.errors import Busy, DomainError
 from core.outages import REQUEST_OUTAGES, outage_kind, outage_response
-from core.ratelimit import set_rate_limit_headers
+from core.ratelimit import RateLimitUnavailable, set_rate_limit_headers
 
 # Largest values the database columns hold (PostgreSQL integer / bigint; SQLite holds 64 bits).
 INT_MAX = 2**31 - 1
@@ -89,6 +89,8 @@ def exception_handler(exc, context):
     response = drf_exception_handler(exc, context)
     if response is None:
         return None
+    if isinstance(exc, RateLimitUnavailable):  # an outage of the cache: when to come back, as for any outage
+        response["Retry-After"] = str(settings.ARBITER_OUTAGE_RETRY_AFTER_SECONDS)
     # A refusal counted by a rate limit (a throttle, a failed credential) says where the count stands.
     decision = getattr(context.get("request"), "rate_limit", None)
     if decision is not None:

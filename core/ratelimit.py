@@ -8,8 +8,8 @@ processes together admit at most N per window. A window that starts as the previ
 admit up to N again at once (the known cost of fixed windows, ADR 0016), in exchange for one
 atomic operation per request and a Reset that is the same for every process.
 
-When the cache cannot be reached, a limited request is answered 503 (an outage), not let through
-unlimited and not a 500."""
+When the cache cannot be reached, a limited request is answered 503 with Retry-After (an outage),
+not let through unlimited and not a 500."""
 
 from __future__ import annotations
 
@@ -25,7 +25,11 @@ from redis.exceptions import RedisError
 from rest_framework import status
 from rest_framework.exceptions import APIException
 
+from core.outages import OutageLog
+
 logger = logging.getLogger("arbiter.ratelimit")
+# An unreachable store is said once when it starts failing and once, with the count, when it works again.
+STORE_OUTAGE = OutageLog("rate limits: the cache")
 
 PERIOD_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 # A window's counter outlives the window a little, so it never expires while it is still counted.
@@ -90,8 +94,9 @@ def rate_hit(*, scope: str, ident: str, rate: str, now: float | None = None) -> 
     except (DatabaseError, RedisError, OSError, ValueError) as exc:
         # ValueError: the counter vanished between add and incr (evicted); treat it as an outage
         # rather than guess a count.
-        logger.warning("rate limit store unavailable", extra={"scope": scope, "error": str(exc)})
+        STORE_OUTAGE.failed(exc)
         raise RateLimitUnavailable() from exc
+    STORE_OUTAGE.succeeded()
     return RateDecision(limit=limit, count=count, reset_seconds=reset)
 
 
@@ -102,8 +107,9 @@ def rate_peek(*, scope: str, ident: str, rate: str, now: float | None = None) ->
     try:
         count = cache.get(_key(scope, ident, start), 0)
     except (DatabaseError, RedisError, OSError) as exc:
-        logger.warning("rate limit store unavailable", extra={"scope": scope, "error": str(exc)})
+        STORE_OUTAGE.failed(exc)
         raise RateLimitUnavailable() from exc
+    STORE_OUTAGE.succeeded()
     return RateDecision(limit=limit, count=count, reset_seconds=reset)
 
 

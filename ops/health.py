@@ -121,4 +121,6 @@ def readyz_response() -> JsonResponse:
     status, results = run_checks()
     response = JsonResponse({"status": status, "checks": results}, status=503 if status == "not ready" else 200)
     response["Cache-Control"] = "no-store"
+    if status == "not ready":  # a 503 says when to ask again, as every outage answer does (core.outages)
+        response["Retry-After"] = str(settings.ARBITER_OUTAGE_RETRY_AFTER_SECONDS)
     return response

@@ -58,13 +58,13 @@ class WorkerHeartbeatThread(threading.Thread):
         return self.outages.setdefault(what, OutageLog(f"worker {self.worker_name}: {what}"))
 
     def tick(self, *, starting: bool = False) -> None:
-        from outbox.services import outbox_relay, worker_heartbeat_record
+        from outbox.services import outbox_relay_or_raise, worker_heartbeat_record
 
         if starting or time.monotonic() - self.last_heartbeat >= settings.ARBITER_WORKER_HEARTBEAT_SECONDS:
             self.last_heartbeat = time.monotonic()
             self._attempt("heartbeat", lambda: worker_heartbeat_record(name=self.worker_name, pid=os.getpid(),
                                                                        starting=starting))
-            self._attempt("outbox relay", outbox_relay)
+            self._attempt("outbox relay", outbox_relay_or_raise)
         for duty, (path, interval) in settings.ARBITER_WORKER_DUTIES.items():
             if self.stopping.is_set():
                 return

@@ -22,9 +22,11 @@ from django.db.models import F
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
+from core.outages import OutageLog
 from outbox.models import BeatHeartbeat, DutyTurn, OutboxMessage, WorkerHeartbeat
 
 logger = logging.getLogger(__name__)
+AFTER_COMMIT_OUTAGE = OutageLog("outbox: publishing after commit")
 
 # How a task is handed to the broker: by default Celery's send_task(name, kwargs=...). A task whose
 # app has its own single enqueue point names it here (a function taking the row's kwargs), so the
@@ -83,12 +85,18 @@ def outbox_enqueue(*, task: str, kwargs: dict | None = None, dedupe_key: str | N
 
 def relay_after_commit(row_id: int) -> None:
     """The on-commit publish: best effort. It never raises — the request that committed the change
-    has succeeded whatever the broker says; the relay retries what is still pending."""
+    has succeeded whatever the broker says; the relay retries what is still pending. An unreachable
+    broker is said once per outage (and its end with the count), not once per request."""
     try:
-        outbox_relay(ids=[row_id])
+        report = outbox_relay(ids=[row_id])
     except Exception as exc:  # a broker or database error must not turn a committed request into a 500
         logger.warning("outbox: publishing O%s after commit failed (%s: %s); the relay will retry it", row_id,
                        type(exc).__name__, exc)
+        return
+    if report.outage is not None:
+        AFTER_COMMIT_OUTAGE.failed(report.outage)
+    elif report.published:
+        AFTER_COMMIT_OUTAGE.succeeded()
 
 
 @dataclass
@@ -96,6 +104,9 @@ class RelayReport:
     published: list[int] = field(default_factory=list)
     failed: list[int] = field(default_factory=list)
     skipped: list[int] = field(default_factory=list)  # claimed by another relay, or already relayed
+    # The broker's error when it could not be reached: the pass stopped there, the row waits. Not
+    # logged per row; the caller says it once per outage (core.outages.OutageLog).
+    outage: Exception | None = None
 
     def __str__(self) -> str:
         return f"published {len(self.published)}, failed {len(self.failed)}, skipped {len(self.skipped)}"
@@ -143,16 +154,26 @@ def outbox_relay(*, ids: Iterable[int] | None = None, limit: int | None = None, 
             OutboxMessage.objects.filter(pk=row_id, relayed_at__isnull=True).update(
                 available_at=timezone.now() + timedelta(seconds=backoff),
                 last_error=f"{type(exc).__name__}: {exc}"[:2000])
-            logger.warning("outbox: O%s (%s) not published: %s; retry in %ss", row_id, task, exc, backoff)
             report.failed.append(row_id)
             if _broker_unreachable(exc):
+                report.outage = exc
                 break  # the next rows would fail the same way: leave them due for the next pass
+            logger.warning("outbox: O%s (%s) not published: %s; retry in %ss", row_id, task, exc, backoff)
             continue
         OutboxMessage.objects.filter(pk=row_id, relayed_at__isnull=True).update(relayed_at=timezone.now(),
                                                                                 last_error="")
         report.published.append(row_id)
     if report.published or report.failed:
         logger.info("outbox relay: %s", report)
+    return report
+
+
+def outbox_relay_or_raise() -> RelayReport:
+    """outbox_relay for the loops that log an outage once (the worker's heartbeat thread, the beat
+    task): the broker's error is raised when it could not be reached, for their OutageLog."""
+    report = outbox_relay()
+    if report.outage is not None:
+        raise report.outage
     return report
 
 

@@ -13,6 +13,7 @@ from django.db import models
 from django.utils import timezone
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
+from cases.models import ThreadSafeRefreshMixin
 from core.hashing import canonical_json, sha256_hex
 
 
@@ -41,7 +42,10 @@ class RunPhase(models.TextChoices):
     ERROR = "error", "Error"
 
 
-class AgentRun(ConcurrentTransitionMixin, models.Model):
+# ThreadSafeRefreshMixin: django-fsm's own refresh_from_db lifts the protection of `status` for
+# every thread while it reloads; with threads serving requests (gthread) or stepping runs, two
+# refreshes at once raised AttributeError (found by the deadlock-mix test).
+class AgentRun(ThreadSafeRefreshMixin, ConcurrentTransitionMixin, models.Model):
     tenant = models.ForeignKey("accounts.Tenant", on_delete=models.PROTECT, related_name="+")
     case = models.ForeignKey("cases.Case", on_delete=models.PROTECT, null=True, blank=True, related_name="runs")
     thread = models.ForeignKey("conversations.Thread", on_delete=models.PROTECT, null=True, blank=True,

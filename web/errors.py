@@ -24,6 +24,7 @@ TITLES = {
     "forbidden": "You are not permitted to do this",
     "not_found": "Not found",
     "invalid": "Please correct the highlighted fields",
+    "busy": "Arbiter is busy",
 }
 
 # What a person can do next, per code (shown under the message on error pages).
@@ -34,6 +35,7 @@ NEXT_STEPS = {
     "forbidden": "Ask a supervisor or an administrator if you think you should be able to do this.",
     "not_found": "Check the address, or go back to the case queue.",
     "invalid": "Correct the fields marked below and submit again.",
+    "busy": "Wait a moment and submit again.",
 }
 
 
@@ -81,5 +83,8 @@ class DomainErrorMiddleware:
             # Replace the page's main region: the element the request targeted may no longer exist.
             response["HX-Retarget"] = "#main"
             response["HX-Reswap"] = "innerHTML"
-            return response
-        return render(request, "errors/domain_error.html", context, status=status_for(exception))
+        else:
+            response = render(request, "errors/domain_error.html", context, status=status_for(exception))
+        if exception.context.get("retry_after"):  # Busy: the database kept refusing for lock conflicts
+            response["Retry-After"] = str(exception.context["retry_after"])
+        return response

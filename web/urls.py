@@ -1,8 +1,10 @@
 """Browser UI routes (namespace "web"). New areas (runs, threads) add their own modules and
-routes here, and a link in templates/web/_nav.html."""
+routes here, and a link in templates/web/_nav.html. Every route's writes are retried after a
+deadlock (web.retries), wrapped here once for all of them."""
 
 from django.urls import path
 
+from web.retries import writes_retried
 from web.views import (
     actions,
     audit,
@@ -22,7 +24,7 @@ from web.views import (
 
 app_name = "web"
 
-urlpatterns = [
+urlpatterns = writes_retried([
     path("", queue.case_list, name="case_list"),
     path("views/", queue.saved_view_save, name="saved_view_save"),
     path("views/<int:pk>/delete/", queue.saved_view_delete, name="saved_view_delete"),
@@ -86,4 +88,4 @@ urlpatterns = [
     path("audit/", audit.audit_timeline, name="audit_timeline"),
     path("audit/verify/", audit.audit_verify_now, name="audit_verify_now"),
     path("audit/export.<str:fmt>", audit.audit_export, name="audit_export"),
-]
+])

@@ -107,7 +107,12 @@ TEMPLATES = [
 ]
 
 DATABASE_URL = env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'arbiter.sqlite3'}")
-DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 0))}
+# A connection kept between requests saves PostgreSQL a process start and an authentication per
+# request (bench/RESULTS.md); checked before reuse, so one broken by a database restart is replaced.
+# SQLite opens a file, nothing to save: closed after each request unless DB_CONN_MAX_AGE says otherwise.
+DATABASES = {"default": dj_database_url.parse(
+    DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 0 if DATABASE_URL.startswith("sqlite") else 60),
+    conn_health_checks=True)}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The default lives under VAR_DIR; create its folder so a first `migrate` just works.
     if DATABASES["default"]["NAME"] not in ("", ":memory:"):

@@ -104,7 +104,7 @@ def test_failed_credentials_carry_rate_limit_headers(bearer, settings):
     assert (response["RateLimit-Limit"], response["RateLimit-Remaining"]) == ("5", "4")
 
 
-def test_an_unreachable_counter_store_is_a_503_and_starts_nothing(api, analyst, case, monkeypatch):
+def test_an_unreachable_counter_store_is_a_503_and_starts_nothing(api, analyst, case, monkeypatch, settings):
     from django.core.cache import cache
 
     def down(*args, **kwargs):
@@ -114,3 +114,4 @@ def test_an_unreachable_counter_store_is_a_503_and_starts_nothing(api, analyst, 
     with assert_nothing_changed(case, extra=_keys_state()):
         response = api(analyst).post("/api/v1/runs/", {"case": case.reference}, format="json")
     assert response.status_code == 503 and response.json()["code"] == "rate_limit_unavailable"
+    assert response["Retry-After"] == str(settings.ARBITER_OUTAGE_RETRY_AFTER_SECONDS)

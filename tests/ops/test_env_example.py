@@ -5,8 +5,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 READ_BY_SCRIPTS = {"DEMO_PASSWORD", "HOST", "PORT"}  # seed_demo and `make run`, not settings
-# `make serve` (scripts/run_local.py) and prometheus_client read these, not settings.
-READ_BY_SCRIPTS |= {"WEB_CONCURRENCY", "GUNICORN_TIMEOUT", "PROMETHEUS_MULTIPROC_DIR"}
+# `make serve` (scripts/run_local.py), config/gunicorn.conf.py and prometheus_client read these, not settings.
+READ_BY_SCRIPTS |= {"WEB_CONCURRENCY", "GUNICORN_TIMEOUT", "GUNICORN_THREADS", "PROMETHEUS_MULTIPROC_DIR"}
 
 
 def _settings_variables() -> set[str]:

@@ -44,6 +44,7 @@ def test_readyz_runs_registered_checks_and_fails_naming_the_one_that_fails(clien
     monkeypatch.setitem(health._CHECKS, health.READINESS_OUTBOX_LAG, lambda: None)
     response = client.get("/readyz")
     assert response.status_code == 503
+    assert response["Retry-After"] == str(settings.ARBITER_OUTAGE_RETRY_AFTER_SECONDS)
     checks = response.json()["checks"]
     heartbeat = checks[health.READINESS_WORKER_HEARTBEAT]
     assert (heartbeat["ok"], heartbeat["error"]) == (False, "no heartbeat for 300s")

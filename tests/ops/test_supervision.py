@@ -1,7 +1,7 @@
 """Processes that keep serving (real processes, SQLite and the filesystem broker in a var/ of
-their own): under `make serve` a SIGKILLed worker is restarted while the web answers /healthz
-throughout; gunicorn's control socket is the instance's own; an idle worker stops within 5 s and
-records its stop."""
+their own): under `make serve` a SIGKILLed worker, then a SIGKILLed beat, is restarted while the
+web answers /healthz throughout (polled every 0.2 s: every answer a 200, none refused); gunicorn's
+control socket is the instance's own; an idle worker stops within 5 s and records its stop."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def _all_pids(make: Make) -> list[int]:
     return [int(pid) for pid in re.findall(r"\[run\] (?:re)?started \w+ \(pid (\d+)\)", make.output)]
 
 
-def test_make_serve_restarts_a_killed_worker_while_the_web_keeps_answering(tmp_path):
+def test_make_serve_restarts_a_killed_worker_and_a_killed_beat_while_the_web_keeps_answering(tmp_path):
     port = _free_port()
     env = _env(tmp_path, port, DEBUG="0", SECRET_KEY="serve-test-" + "k" * 50, ALLOWED_HOSTS="127.0.0.1",
                SECURE_SSL_REDIRECT="0", SESSION_COOKIE_SECURE="0", CSRF_COOKIE_SECURE="0", LOG_FORMAT="json")
@@ -64,10 +64,18 @@ def test_make_serve_restarts_a_killed_worker_while_the_web_keeps_answering(tmp_p
         restarted = int(make.wait_for(r"\[run\] restarted worker \(pid (\d+)\)", timeout=30).group(1))
         assert restarted != worker and _alive(restarted)
         make.wait_for(r"(?s)restarted worker.*\[worker\].*ready\.", timeout=120)
+        make.wait_for(r"\[beat  \].*beat: Starting", timeout=60)
+        beat = make.child_pids()["beat"]
+        os.killpg(beat, signal.SIGKILL)  # beat crashes too: restarted on its own, the web unaffected
+        make.wait_for(r"\[run\] beat exited on its own with code -9; restarting it in 1s", timeout=30)
+        restarted_beat = int(make.wait_for(r"\[run\] restarted beat \(pid (\d+)\)", timeout=30).group(1))
+        assert restarted_beat != beat and _alive(restarted_beat)
+        make.wait_for(r"(?s)restarted beat.*\[beat  \].*beat: Starting", timeout=120)
         time.sleep(1)
         polling.set()
         poller.join(timeout=10)
         assert answers and set(answers) == {200}, answers  # never refused, never a 5xx
+        print(f"/healthz polled {len(answers)} times every 0.2 s through both crashes: all 200")
         assert make.process.poll() is None and "stopping the others" not in make.output
         status = _status(f"http://127.0.0.1:{port}/readyz")
         assert status in (200, 503)  # answered (503 only until the new worker's heartbeat lands)

@@ -1,5 +1,6 @@
 """Concurrency on PostgreSQL with real threads (each with its own connection): a step delivered
-twice at once runs once; concurrent admissions respect the tenant cap."""
+twice at once runs once; concurrent admissions respect the tenant cap; run steps and notice drafts
+on one case leave no failed run."""
 
 from __future__ import annotations
 
@@ -9,10 +10,15 @@ import time
 import pytest
 from django.db import connection
 
+from cases import services as case_services
+from cases.models import Case, Notice
+from conversations.services import thread_create
+from core.db import retry_on_deadlock
 from runs import services
 from runs.executor import run_step
 from runs.models import AgentRun, Checkpoint, ModelCall, RunStatus, Step
-from tests.runs.conftest import FakeProvider
+from tests.factories import make_case
+from tests.runs.conftest import FakeProvider, drive
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -76,3 +82,35 @@ def test_concurrent_admissions_respect_the_tenant_cap(analyst, tenant, test_grap
     # FIFO holds under contention: the two oldest runs got the slots.
     running = set(AgentRun.objects.filter(status=RunStatus.RUNNING).values_list("pk", flat=True))
     assert running == {runs[0].pk, runs[1].pk}
+
+
+def test_run_steps_and_notice_drafts_on_one_case_leave_no_failed_run(analyst, settings):
+    """The deadlock mix: four case_analysis runs on one case (each in a thread of its own about the
+    case, so none is deduplicated) are stepped by four threads at once while two more threads
+    draft notices on the same case, as a person's request does (under retry_on_deadlock). Every
+    run completes (0 failed), every draft is committed, nothing hangs."""
+    settings.ARBITER_TENANT_MAX_CONCURRENT_RUNS = 8
+    case = make_case(actor=analyst, title="Charged twice")
+    case_services.case_transition(actor=analyst, case=case, transition="triage")
+    runs = [services.run_start(actor=analyst, case=case, graph="case_analysis", enqueue=False,
+                               thread=thread_create(actor=analyst, tenant=analyst.tenant, title=f"T{index}", case=case))
+            for index in range(4)]
+    drafts_per_thread = 5
+
+    def step_or_draft(index: int):
+        if index < len(runs):
+            return drive(runs[index], worker_id=f"worker-{index}").status
+
+        @retry_on_deadlock
+        def draft(number: int):
+            return case_services.notice_draft(actor=analyst, case=Case.objects.get(pk=case.pk),
+                                              subject=f"Update {index}.{number}", body="We are looking into it.",
+                                              recipient=case.complainant_email)
+
+        return [draft(number).pk for number in range(drafts_per_thread)]
+
+    outcomes = _in_threads(len(runs) + 2, step_or_draft)  # raises if any thread failed
+    assert outcomes[:len(runs)] == [RunStatus.COMPLETED] * len(runs), outcomes
+    assert AgentRun.objects.filter(status=RunStatus.FAILED).count() == 0
+    assert all(len(drafted) == drafts_per_thread for drafted in outcomes[len(runs):])
+    assert Notice.objects.filter(case=case, subject__startswith="Update ").count() == 2 * drafts_per_thread

@@ -2,9 +2,10 @@
 sibling proposals, and settle a notice whose delivery is unknown.
 
 Each item is decided by its own call of the service the case page uses (cases.services), in its
-own transaction: "approve these 3" is three approvals, each bound to what the pane showed — a
-proposal to the case version it was shown against, a notice to the content hash of the text shown —
-and a refusal of one names it and leaves the others as they are. Nothing here re-checks a rule.
+own transaction, run again on its own after a deadlock (web.retries): "approve these 3" is three
+approvals, each bound to what the pane showed — a proposal to the case version it was shown
+against, a notice to the content hash of the text shown — and a refusal of one names it and leaves
+the others as they are. Nothing here re-checks a rule.
 
 Sibling proposals of one run change the same case one after another, and each applied change moves
 the case's version on. The version the second sibling is bound to is therefore the version the
@@ -30,9 +31,11 @@ from django.views.decorators.http import require_POST
 
 from cases import selectors, services
 from cases.models import Case
+from core.db import retry_on_deadlock
 from core.errors import DomainError, Invalid
 from web.access import member_required
 from web.errors import status_for
+from web.retries import retries_each_change
 from web.views.review import workspace_context
 
 _ITEM = re.compile(r"^(p):([0-9]{1,12}):([0-9]{1,9})$|^(n):([0-9]{1,12}):([0-9a-f]{64})$")
@@ -81,25 +84,32 @@ def _resolve(user, items: list[tuple[str, int, str]]) -> list[tuple[str, object,
              else selectors.notice_get_for_user(user=user, pk=pk), seen) for kind, pk, seen in items]
 
 
-def _decide_one(request, kind: str, item, seen: str, *, action: str, note: str, confirm_reason: str,
-                evidence_seen: list[int], versions: dict[int, int]) -> Done:
+@retry_on_deadlock
+def _decide(request, kind: str, item, seen: str, *, action: str, note: str, confirm_reason: str,
+            evidence_seen: list[int], versions: dict[int, int]) -> None:
+    """One item's decision, one transaction: run again on its own after a deadlock (the items
+    decided before it stay decided)."""
     user = request.user
+    if kind == "p" and action == "approve":
+        expected = versions.get(item.case_id, int(seen))
+        versions[item.case_id] = _approve_proposal(request, item, expected, evidence_seen, note, confirm_reason)
+    elif kind == "p":
+        services.proposal_reject(actor=user, proposal=item, note=note)
+    elif action == "approve":
+        services.notice_approve(actor=user, notice=item, content_hash=seen, note=note,
+                                override_reason=confirm_reason)
+    else:
+        services.notice_reject(actor=user, notice=item, note=note)
+
+
+def _decide_one(request, kind: str, item, seen: str, **how) -> Done:
     if kind == "p":
         done = Done(key=f"p{item.pk}", name=f"P{item.pk} ({item.summary}, {item.case.reference})")
     else:
         done = Done(key=f"n{item.pk}", name=f"notice N{item.pk} (“{item.subject}”, {item.case.reference})")
     try:
-        if kind == "p" and action == "approve":
-            expected = versions.get(item.case_id, int(seen))
-            versions[item.case_id] = _approve_proposal(request, item, expected, evidence_seen, note, confirm_reason)
-        elif kind == "p":
-            services.proposal_reject(actor=user, proposal=item, note=note)
-        elif action == "approve":
-            services.notice_approve(actor=user, notice=item, content_hash=seen, note=note,
-                                    override_reason=confirm_reason)
-        else:
-            services.notice_reject(actor=user, notice=item, note=note)
-    except DomainError as error:
+        _decide(request, kind, item, seen, **how)
+    except DomainError as error:  # a refusal, or Busy once the retries are spent
         done.error = error
     return done
 
@@ -117,6 +127,7 @@ def _outcome_words(action: str, done: list[Done]) -> list[tuple[int, str]]:
 
 
 @require_POST
+@retries_each_change
 @member_required
 def review_decide(request):
     """Approve or reject the items posted (`item`: "p:<pk>:<case version shown>" or "n:<pk>:<content
