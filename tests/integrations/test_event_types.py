@@ -18,7 +18,14 @@ from cases.email_delivery import EmailDeliveryUnknown
 from cases.extraction import evidence_extraction_run
 from cases.models import DeadlineCrossing
 from cases.services.deadlines import deadline_crossings_record
-from integrations.catalogue import BY_TYPE, CATALOGUE, event_type_for, example_event, is_subscribed, types_matching
+from integrations.catalogue import (
+    BY_TYPE,
+    CATALOGUE,
+    event_type_for,
+    example_event,
+    is_subscribed,
+    types_matching,
+)
 from integrations.events import event_representation
 from integrations.models import EventType, IntegrationEvent, WebhookDelivery
 from integrations.webhooks import webhook_endpoint_create
