@@ -48,6 +48,10 @@ class PayloadTooLarge(APIException):
     default_detail = "The request body is too large."
 
 
+# RFC 9110 §13.1.1: `*`, or a comma-separated list of entity tags, each `"..."` or `W/"..."`.
+IF_MATCH_PATTERN = r'^(\*|(W/)?"[!#-~]*"( *, *(W/)?"[!#-~]*")*)$'
+
+
 class PreconditionFailed(APIException):
     status_code = status.HTTP_412_PRECONDITION_FAILED
     default_code = "precondition_failed"
@@ -347,6 +351,10 @@ class IntegerFilter(django_filters.NumberFilter):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("max_value", BIGINT_MAX)
         super().__init__(*args, **kwargs)
+        # The schema states the bounds the form field enforces (drf-spectacular reads this override).
+        bounds = {"minimum": kwargs.get("min_value"), "maximum": kwargs["max_value"]}
+        self._spectacular_annotation = {"field": {"type": "integer",
+                                                  **{k: v for k, v in bounds.items() if v is not None}}}
 
 
 class SyncParamsBackend:

@@ -14,37 +14,37 @@ whose key never changes, and snapshot-bound cursors for a key that does.
   again; a sync reads `updated_since=<when the walk began>` next to get those changes. A row
   deleted, or no longer matching the list's filters, when its page is read is left out.
 
-A cursor is base64url text: `k=<key>&i=<id>&d=<n|p>` or `s=<snapshot>&o=<offset>`. Anything
-else — wrong encoding, a key that is not a value of the ordering's field, an id or offset out of
-range, another list's or an expired snapshot — is a 400 `invalid` naming `cursor`."""
+A cursor is plain text: `n.<key>.<id>` / `p.<key>.<id>` (the page after / before that
+position; a date-time key in microseconds since 1970) or `s.<snapshot>.<offset>`. Text that is
+not a cursor is a 400 `invalid` naming `cursor`; a cursor this list cannot continue from (its
+snapshot expired, or it belongs to another list or ordering) is a 410 `cursor_expired`: read the
+list again from its first page. Any position is a valid position (one past the end gives an
+empty page), so every text the schema's pattern allows is one of these two answers or a page."""
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import re
-from datetime import datetime
-from urllib.parse import parse_qs, urlencode
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.core.cache import cache
 from django.core.exceptions import FieldDoesNotExist
-from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import models
 from django.db.models import Q
-from rest_framework.exceptions import ValidationError
+from rest_framework import status
+from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.pagination import BasePagination
 from rest_framework.response import Response
 from rest_framework.utils.urls import replace_query_param
 
 BIGINT_MAX = 2**63 - 1
 INVALID_CURSOR = "Invalid cursor: use the `next` or `previous` link as given."
-EXPIRED_CURSOR = ("This cursor's snapshot of the list has expired or belongs to another list: read the list "
-                  "again from its first page.")
-CURSOR_PATTERN = r"^[A-Za-z0-9_=-]{1,400}$"
+EXPIRED_CURSOR = ("This list cannot continue from this cursor: its snapshot has expired, or it belongs to another "
+                  "list or ordering. Read the list again from its first page.")
+CURSOR_PATTERN = r"^([np]\.-?[0-9]{1,18}\.[0-9]{1,18}|s\.[0-9a-f]{32}\.[0-9]{1,9})$"
 _CURSOR = re.compile(CURSOR_PATTERN)
-_TOKEN = re.compile(r"^[0-9a-f]{32}$")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _SNAPSHOT_KEY = "api-list-snapshot:{token}"
 
@@ -54,49 +54,44 @@ def is_mutable(field) -> bool:
     return bool(getattr(field, "auto_now", False))
 
 
-def is_position_of(field, position: str) -> bool:
-    """Whether `position` is a value the database can compare `field` with: no NUL or lone
-    surrogate, and for a number or a date-time one that parses (and fits the column)."""
-    if "\x00" in position or _SURROGATE.search(position) or len(position) > 255:
-        return False
-    try:
-        value = field.to_python(position)
-    except (DjangoValidationError, ValueError, TypeError, OverflowError):
-        return False
-    if isinstance(field, models.DateTimeField):
-        return isinstance(value, datetime) and value.tzinfo is not None
-    if isinstance(field, (models.IntegerField, models.AutoField)):
-        return isinstance(value, int) and -BIGINT_MAX - 1 <= value <= BIGINT_MAX
-    return True
+CURSOR_EXPIRED_RESPONSE = {
+    "description": "This list cannot continue from the cursor (its snapshot expired, or it is another list's): "
+                   "read the list again from its first page.",
+    "example": {"code": "cursor_expired", "detail": EXPIRED_CURSOR}}
 
 
-def encode_cursor(values: dict) -> str:
-    text = urlencode(values)
-    return base64.urlsafe_b64encode(text.encode()).decode()
+class CursorExpired(APIException):
+    status_code = status.HTTP_410_GONE
+    default_code = "cursor_expired"
+    default_detail = EXPIRED_CURSOR
 
 
-def decode_cursor(raw: str) -> dict[str, str]:
-    """The cursor's fields, or 400. Each field must appear once."""
+def decode_cursor(raw: str) -> tuple[str, str, int]:
+    """(kind, key or snapshot, id or offset), or 400 when the text is not a cursor."""
     if not _CURSOR.match(raw):
         raise ValidationError({"cursor": [INVALID_CURSOR]})
+    kind, middle, last = raw.split(".")
+    return kind, middle, int(last)
+
+
+def key_to_text(value) -> str:
+    """A key as a cursor holds it: an integer; a date-time in microseconds since 1970 (exact)."""
+    if isinstance(value, datetime):
+        delta = value - _EPOCH
+        return str((delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds)
+    return str(int(value))
+
+
+def key_from_text(field, text: str):
+    """The key a cursor names, for comparing with `field`. Any position is valid: a date-time
+    beyond the calendar is its first or last instant (the page is then everything or nothing)."""
+    number = int(text)
+    if not isinstance(field, models.DateTimeField):
+        return number
     try:
-        text = base64.urlsafe_b64decode(raw.encode() + b"=" * (-len(raw) % 4)).decode()
-        fields = parse_qs(text, keep_blank_values=True, strict_parsing=True)
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        raise ValidationError({"cursor": [INVALID_CURSOR]}) from None
-    if any(len(values) != 1 for values in fields.values()):
-        raise ValidationError({"cursor": [INVALID_CURSOR]})
-    return {name: values[0] for name, values in fields.items()}
-
-
-def _whole(text: str, high: int) -> int:
-    if not text.isdigit() or int(text) > high:
-        raise ValidationError({"cursor": [INVALID_CURSOR]})
-    return int(text)
-
-
-def _key_text(value) -> str:
-    return value.isoformat() if isinstance(value, datetime) else str(value)
+        return _EPOCH + timedelta(microseconds=number)
+    except OverflowError:
+        return datetime.max.replace(tzinfo=UTC) if number > 0 else datetime.min.replace(tzinfo=UTC)
 
 
 class KeysetPagination(BasePagination):
@@ -147,7 +142,7 @@ class KeysetPagination(BasePagination):
             return Q(**{f"id__{op}": pk})
         return Q(**{f"{name}__{op}": value}) | Q(**{name: value, f"id__{op}": pk})
 
-    def _keyset_page(self, queryset, cursor: dict | None, field) -> list:
+    def _keyset_page(self, queryset, cursor: tuple[str, str, int] | None, field) -> list:
         key, size = self.ordering[0], self.page_size
         ordered = queryset.order_by(*self.ordering)
         if cursor is None:
@@ -155,10 +150,11 @@ class KeysetPagination(BasePagination):
             page, more = rows[:size], len(rows) > size
             self.next_cursor = self._position(page[-1], "n") if more else None
             return page
-        if set(cursor) != {"k", "i", "d"} or cursor["d"] not in ("n", "p") or not is_position_of(field, cursor["k"]):
-            raise ValidationError({"cursor": [INVALID_CURSOR]})
-        value, pk = field.to_python(cursor["k"]), _whole(cursor["i"], BIGINT_MAX)
-        forward = cursor["d"] == "n"
+        kind, key_text, pk = cursor
+        if kind == "s":
+            raise CursorExpired()  # a snapshot's cursor, and this ordering pages by keyset
+        value = key_from_text(field, key_text)
+        forward = kind == "n"
         if forward:
             rows = list(ordered.filter(self._after(key, value, pk, forward=True))[:size + 1])
             page, more = rows[:size], len(rows) > size
@@ -178,7 +174,7 @@ class KeysetPagination(BasePagination):
 
     def _position(self, row, direction: str) -> str:
         value = getattr(row, self.ordering[0].lstrip("-"))
-        return encode_cursor({"k": _key_text(value), "i": row.pk, "d": direction})
+        return f"{direction}.{key_to_text(value)}.{row.pk}"
 
     # --- a snapshot for a mutable key ------------------------------------------------------------------
 
@@ -190,7 +186,7 @@ class KeysetPagination(BasePagination):
         text = repr((self.request.user.pk, self.request.path, self.ordering, params))
         return hashlib.sha256(text.encode()).hexdigest()
 
-    def _snapshot_page(self, queryset, cursor: dict | None) -> list:
+    def _snapshot_page(self, queryset, cursor: tuple[str, str, int] | None) -> list:
         fingerprint = self._query_fingerprint()
         if cursor is None:
             limit = settings.ARBITER_API_SNAPSHOT_MAX_ROWS
@@ -205,19 +201,17 @@ class KeysetPagination(BasePagination):
                       settings.ARBITER_API_SNAPSHOT_TTL_SECONDS)
             offset = 0
         else:
-            if set(cursor) != {"s", "o"} or not _TOKEN.match(cursor["s"]):
-                raise ValidationError({"cursor": [INVALID_CURSOR]})
-            token, offset = cursor["s"], _whole(cursor["o"], settings.ARBITER_API_SNAPSHOT_MAX_ROWS)
-            snapshot = cache.get(_SNAPSHOT_KEY.format(token=token))
+            kind, token, offset = cursor
+            snapshot = cache.get(_SNAPSHOT_KEY.format(token=token)) if kind == "s" else None
             if snapshot is None or snapshot["query"] != fingerprint:
-                raise ValidationError({"cursor": [EXPIRED_CURSOR]})
+                raise CursorExpired()
             ids = snapshot["ids"]
         wanted = ids[offset:offset + self.page_size]
         rows = queryset.order_by().in_bulk(wanted)
         if offset + self.page_size < len(ids):
-            self.next_cursor = encode_cursor({"s": token, "o": offset + self.page_size})
+            self.next_cursor = f"s.{token}.{offset + self.page_size}"
         if offset > 0:
-            self.previous_cursor = encode_cursor({"s": token, "o": max(offset - self.page_size, 0)})
+            self.previous_cursor = f"s.{token}.{max(offset - self.page_size, 0)}"
         return [rows[pk] for pk in wanted if pk in rows]
 
     # --- the answer and its schema ----------------------------------------------------------------------
@@ -251,7 +245,7 @@ class KeysetPagination(BasePagination):
                             "a key that never changes, pages follow (key, id); ordered by `updated_at`, pages "
                             "follow a snapshot of the list taken by its first page (kept "
                             f"{settings.ARBITER_API_SNAPSHOT_TTL_SECONDS} s). Never skips or repeats a row.",
-             "schema": {"type": "string", "pattern": CURSOR_PATTERN, "maxLength": 400}},
+             "schema": {"type": "string", "pattern": CURSOR_PATTERN, "maxLength": 60}},
             {"name": self.page_size_query_param, "required": False, "in": "query",
              "description": f"Items per page (at most {self.max_page_size}).",
              "schema": {"type": "integer", "minimum": 1, "maximum": self.max_page_size,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 
 from django.conf import settings
@@ -22,14 +23,20 @@ from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooMany
 from django.db.models import QuerySet
 from django.http import HttpResponseNotModified
 from django_filters.rest_framework import DjangoFilterBackend
-from rest_framework.exceptions import NotFound, ParseError, ValidationError
+from rest_framework.exceptions import MethodNotAllowed, NotFound, ParseError, ValidationError
 from rest_framework.generics import GenericAPIView
 from rest_framework.permissions import SAFE_METHODS
 from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
-from core.api import PayloadTooLarge, PreconditionFailed, SyncParamsBackend, parse_updated_since
+from core.api import (
+    IF_MATCH_PATTERN,
+    PayloadTooLarge,
+    PreconditionFailed,
+    SyncParamsBackend,
+    parse_updated_since,
+)
 from core.api_schema import declared_request_fields
 from core.db import retry_on_deadlock
 from core.ratelimit import rate_hit, set_rate_limit_headers
@@ -89,6 +96,10 @@ class ApiView(APIView):
 
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)  # authentication, permissions, throttles
+        # A method the operation does not have is 405 before anything about the request is judged
+        # (DRF looks the handler up only after initial(), so a TRACE was refused for its parameters).
+        if request.method.lower() not in self.http_method_names or not hasattr(self, request.method.lower()):
+            raise MethodNotAllowed(request.method)
         self.check_text_in_url(request, kwargs)
         self.check_query_params(request)
         declared = request.META.get("CONTENT_LENGTH") or "0"
@@ -96,6 +107,7 @@ class ApiView(APIView):
             raise PayloadTooLarge(f"The request body is larger than the {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} "
                                   f"bytes the API accepts.")
         if request.method not in SAFE_METHODS:
+            check_if_match_syntax(request)
             if not self.honours_if_match:
                 refuse_unmatchable_if_match(request)
             self.check_body_fields(request)
@@ -224,6 +236,17 @@ def etag_for(obj) -> str:
                             obj.updated_at.isoformat() if obj.updated_at else ""])
         return f'"webhook-{obj.pk}-{hashlib.sha256(state.encode()).hexdigest()[:16]}"'
     raise TypeError(f"no ETag for {name}")
+
+
+_IF_MATCH = re.compile(IF_MATCH_PATTERN)
+
+
+def check_if_match_syntax(request) -> None:
+    """An If-Match that is not `*` or a list of entity tags is bad input (400), not a failed
+    precondition: the client's header is wrong, not its copy of the object."""
+    header = request.headers.get("If-Match")
+    if header is not None and not _IF_MATCH.match(header.strip()):
+        raise ValidationError({"If-Match": ['`*` or entity tags as the ETag header gives them, e.g. "case-12-v3".']})
 
 
 def _tags(header: str) -> set[str]:

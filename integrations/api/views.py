@@ -72,10 +72,11 @@ class EventFeedApi(ApiView):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("after", int, description="The `sequence` of the last event you read (0: from the "
-                                                       "start).", required=False),
-            OpenApiParameter("limit", int, description="At most this many events (1..500, default 100).",
+            OpenApiParameter("after", {"type": "integer", "minimum": 0, "maximum": BIGINT_MAX, "default": 0},
+                             description="The `sequence` of the last event you read (0: from the start).",
                              required=False),
+            OpenApiParameter("limit", {"type": "integer", "minimum": 1, "maximum": 500, "default": 100},
+                             description="At most this many events (1..500, default 100).", required=False),
             OpenApiParameter("type", str, enum=EventType.values, description="Only events of this type (a "
                              "deprecated umbrella type returns every type it stands for).", required=False),
         ],
