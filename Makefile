@@ -6,6 +6,7 @@
 #   make bench          a few performance figures on a throwaway database, then the step benchmark
 #   make bench-ledger   audit_verify and case_replay --all over a generated 1,000,000-event ledger
 #   make lint           ruff
+#   make schemathesis   Schemathesis (every phase and check, both key roles) against a live server (ADR 0028)
 #   make worker         a Celery worker alone (for deployments with their own web server)
 #   make serve          production: gunicorn + Celery worker + beat on the configured services (README)
 #
@@ -23,7 +24,7 @@ TEST_WORKERS ?= auto
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install install-dev run test test-postgres lint bench worker clean bench-venv bench-ledger
+.PHONY: install install-dev run test test-postgres lint bench worker clean bench-venv bench-ledger schemathesis
 
 install: $(STAMP)
 
@@ -55,6 +56,11 @@ PYTEST_PHASES = $(PY) -m pytest -n $(TEST_WORKERS) -m "not slow" $(PYTEST_ARGS) 
 
 test: install-dev
 	$(PYTEST_PHASES)
+
+# On the database DATABASE_URL names (PostgreSQL for the reported figures), seeded with demo data.
+SCHEMATHESIS_EXAMPLES ?= 100
+schemathesis: install-dev
+	$(PY) scripts/schemathesis_live.py --max-examples $(SCHEMATHESIS_EXAMPLES)
 
 test-postgres: install-dev
 	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/arbiter}; export DATABASE_URL; $(PYTEST_PHASES)
