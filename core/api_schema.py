@@ -40,7 +40,7 @@ class ApiAutoSchema(AutoSchema):
                 description="`*` or the ETag(s) you read: the change is made only while one of them is the "
                             "object's current ETag (strong comparison: a weak `W/` tag never matches), else 412 "
                             "and nothing changes. Where the object gives no ETag, only `*` passes. Text that is "
-                            "not `*` or entity tags is a 400."))
+                            "not `*` or entity tags matches nothing: 412."))
         if self.method.upper() == "GET":
             parameters.append(OpenApiParameter(
                 "If-None-Match", OpenApiTypes.STR, OpenApiParameter.HEADER, required=False,
@@ -63,9 +63,16 @@ BUSY_EXAMPLE = {"code": "busy", "detail": "The database is busy with conflicting
                                           "Retry shortly."}
 
 
+PRECONDITION_TEXT = ("If-Match names no current ETag of the object (or the object gives none and If-Match is "
+                     "not `*`): nothing was changed. Read it again.")
+PRECONDITION_EXAMPLE = {"code": "precondition_failed", "detail": "The object changed since you read it (If-Match "
+                                                                 "does not match its ETag): read it again and retry."}
+
+
 def describe_responses(result, generator, request, public):
     """Postprocessing hook: every success response gets a sentence for a person; every GET its
-    ETag and 304; every write its 503 `busy` (core.db.retry_on_deadlock gave up)."""
+    ETag and 304, and a list its 410 `cursor_expired`; every write its 503 `busy`
+    (core.db.retry_on_deadlock gave up) and its 412 (If-Match)."""
     for operations in result.get("paths", {}).values():
         for method, operation in operations.items():
             responses = operation.get("responses", {})
@@ -87,6 +94,10 @@ def describe_responses(result, generator, request, public):
                 content = {media: {"schema": value["schema"], "examples": {"busy": {"value": BUSY_EXAMPLE}}}
                            for media, value in error.get("content", {}).items()}
                 responses["503"] = {"description": BUSY_TEXT, "content": content}
+            if method in ("post", "put", "patch", "delete") and error and "412" not in responses:
+                content = {media: {"schema": value["schema"], "examples": {"precondition_failed": {
+                    "value": PRECONDITION_EXAMPLE}}} for media, value in error.get("content", {}).items()}
+                responses["412"] = {"description": PRECONDITION_TEXT, "content": content}
     return result
 
 

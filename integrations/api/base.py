@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Mapping
 
 from django.conf import settings
@@ -31,7 +30,6 @@ from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
 from core.api import (
-    IF_MATCH_PATTERN,
     PayloadTooLarge,
     PreconditionFailed,
     SyncParamsBackend,
@@ -107,7 +105,6 @@ class ApiView(APIView):
             raise PayloadTooLarge(f"The request body is larger than the {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} "
                                   f"bytes the API accepts.")
         if request.method not in SAFE_METHODS:
-            check_if_match_syntax(request)
             if not self.honours_if_match:
                 refuse_unmatchable_if_match(request)
             self.check_body_fields(request)
@@ -236,17 +233,6 @@ def etag_for(obj) -> str:
                             obj.updated_at.isoformat() if obj.updated_at else ""])
         return f'"webhook-{obj.pk}-{hashlib.sha256(state.encode()).hexdigest()[:16]}"'
     raise TypeError(f"no ETag for {name}")
-
-
-_IF_MATCH = re.compile(IF_MATCH_PATTERN)
-
-
-def check_if_match_syntax(request) -> None:
-    """An If-Match that is not `*` or a list of entity tags is bad input (400), not a failed
-    precondition: the client's header is wrong, not its copy of the object."""
-    header = request.headers.get("If-Match")
-    if header is not None and not _IF_MATCH.match(header.strip()):
-        raise ValidationError({"If-Match": ['`*` or entity tags as the ETag header gives them, e.g. "case-12-v3".']})
 
 
 def _tags(header: str) -> set[str]:
