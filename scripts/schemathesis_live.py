@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             server.terminate()
             server.wait(timeout=30)
-    server_errors = len(re.findall(r'"status": 5\d\d|Traceback', log_path.read_text()))
+    server_errors = len(re.findall(r'"?status"?[=:] ?5\d\d\b|Traceback', log_path.read_text()))
     print(f"server log: {server_errors} 5xx answers or tracebacks ({log_path})")
     return 1 if failed or server_errors else 0
 
