@@ -8,6 +8,7 @@
 #   make bench-import   manage.py import_complaints of 100,000 synthesised CFPB rows into PostgreSQL (rows/s, RSS)
 #   make bench-load     capacity: gunicorn on a throwaway seeded PostgreSQL, 50 locust users for 5 minutes
 #   make lint           ruff
+#   make schemathesis   Schemathesis (every phase and check, both key roles) against a live server (ADR 0028)
 #   make worker         a Celery worker alone (for deployments with their own web server)
 #   make serve          production: gunicorn + Celery worker + beat on the configured services (README)
 #
@@ -25,7 +26,7 @@ TEST_WORKERS ?= auto
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install install-dev run test test-postgres lint bench worker clean bench-venv bench-ledger bench-import bench-load
+.PHONY: install install-dev run test test-postgres lint bench worker clean bench-venv bench-ledger bench-import bench-load schemathesis
 
 install: $(STAMP)
 
@@ -57,6 +58,11 @@ PYTEST_PHASES = $(PY) -m pytest -n $(TEST_WORKERS) -m "not slow" $(PYTEST_ARGS) 
 
 test: install-dev
 	$(PYTEST_PHASES)
+
+# On the database DATABASE_URL names (PostgreSQL for the reported figures), seeded with demo data.
+SCHEMATHESIS_EXAMPLES ?= 100
+schemathesis: install-dev
+	$(PY) scripts/schemathesis_live.py --max-examples $(SCHEMATHESIS_EXAMPLES)
 
 test-postgres: install-dev
 	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/arbiter}; export DATABASE_URL; $(PYTEST_PHASES)

@@ -1,5 +1,5 @@
 """The REST API's shared HTTP layer (no tables): the one error shape, bounded parsers, the JSON
-error pages under /api/, identifiers within database range, cursor pagination, and the one
+error pages under /api/, identifiers within database range, and the one
 representation of a person and of a run id.
 
 Every error body is {code, detail, fields?}: domain errors keep their stable code and status;
@@ -17,17 +17,14 @@ from datetime import datetime
 import django_filters
 from django import forms
 from django.conf import settings
-from django.core.exceptions import FieldDoesNotExist, RequestDataTooBig
-from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import models
+from django.core.exceptions import RequestDataTooBig
 from django.http import JsonResponse
 from django.urls import register_converter
 from django.views import defaults as django_defaults
 from django.views.csrf import csrf_failure as django_csrf_failure
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema_field
 from rest_framework import serializers, status
-from rest_framework.exceptions import APIException, NotFound, ParseError, ValidationError
-from rest_framework.pagination import CursorPagination
+from rest_framework.exceptions import APIException, ParseError, ValidationError
 from rest_framework.parsers import FormParser, JSONParser
 from rest_framework.response import Response
 
@@ -49,6 +46,10 @@ class PayloadTooLarge(APIException):
     status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
     default_code = "too_large"
     default_detail = "The request body is too large."
+
+
+# RFC 9110 §13.1.1: `*`, or a comma-separated list of entity tags, each `"..."` or `W/"..."`.
+IF_MATCH_PATTERN = r'^(\*|(W/)?"[!#-~]*"( *, *(W/)?"[!#-~]*")*)$'
 
 
 class PreconditionFailed(APIException):
@@ -219,98 +220,7 @@ class RunIdField(serializers.Field):
         return int(text) if text.isdigit() else None
 
 
-# --- lists an integration can sync from ----------------------------------------------------------
-
-INVALID_CURSOR = "Invalid cursor: use the `next` or `previous` link as given."
-
-
-def _ordering_field(model, ordering):
-    """The model field a cursor's position is a value of (the first ordering key), or None."""
-    if model is None or not ordering:
-        return None
-    try:
-        return model._meta.get_field(ordering[0].lstrip("-"))
-    except FieldDoesNotExist:
-        return None
-
-
-def _is_position_of(field, position: str) -> bool:
-    """Whether `position` is a value the database can compare `field` with: no NUL or lone
-    surrogate, and for a number or a date-time one that parses (and fits the column)."""
-    if "\x00" in position or _SURROGATE.search(position) or len(position) > 255:
-        return False
-    if field is None:
-        return True
-    try:
-        value = field.to_python(position)
-    except (DjangoValidationError, ValueError, TypeError, OverflowError):
-        return False
-    if isinstance(field, models.DateTimeField):
-        return isinstance(value, datetime) and value.tzinfo is not None
-    if isinstance(field, (models.IntegerField, models.AutoField)):
-        return isinstance(value, int) and -BIGINT_MAX - 1 <= value <= BIGINT_MAX
-    return True
-
-
-class SyncCursorPagination(CursorPagination):
-    """Cursor pagination (stable under inserts) with `page_size` up to ARBITER_API_MAX_PAGE_SIZE
-    and the ordering the view validated from `?ordering=` (see ListApi)."""
-
-    page_size_query_param = "page_size"
-    cursor_query_description = "The `next` or `previous` link's cursor of the page before."
-
-    @property
-    def max_page_size(self):
-        return settings.ARBITER_API_MAX_PAGE_SIZE
-
-    def get_ordering(self, request, queryset, view):
-        self.position_field = _ordering_field(getattr(queryset, "model", None), view.list_ordering)
-        return view.list_ordering
-
-    def get_page_size(self, request):
-        raw = request.query_params.get(self.page_size_query_param)
-        if raw is None:
-            return self.page_size
-        if not raw.isdigit() or not 1 <= int(raw) <= self.max_page_size:
-            raise ValidationError({"page_size": [f"A whole number from 1 to {self.max_page_size}."]})
-        return int(raw)
-
-    def decode_cursor(self, request):
-        """The cursor, or 400 when it does not decode, or its position is not a value of the field
-        the list is ordered by (a hand-made `p=<a date>` on a list ordered by id): that value would
-        otherwise reach the database and fail there."""
-        try:
-            cursor = super().decode_cursor(request)
-        except NotFound:
-            cursor = None
-        if cursor is not None and cursor.position is not None and not _is_position_of(
-                getattr(self, "position_field", None), cursor.position):
-            cursor = None
-        if cursor is None and request.query_params.get(self.cursor_query_param) is not None:
-            raise ValidationError({"cursor": [INVALID_CURSOR]})
-        return cursor
-
-    def get_schema_operation_parameters(self, view):
-        parameters = super().get_schema_operation_parameters(view)
-        for parameter in parameters:
-            if parameter["name"] == "page_size":
-                parameter["schema"] = {"type": "integer", "minimum": 1, "maximum": self.max_page_size,
-                                       "default": self.page_size}
-                parameter["description"] = f"Items per page (at most {self.max_page_size})."
-        return parameters
-
-    def get_paginated_response_schema(self, schema):
-        return {
-            "type": "object",
-            "required": ["results"],
-            "properties": {
-                "next": {"type": "string", "nullable": True, "format": "uri",
-                         "description": "The next page, or null on the last page."},
-                "previous": {"type": "string", "nullable": True, "format": "uri"},
-                "results": schema,
-            },
-        }
-
+# --- lists an integration can sync from: core.paging (keyset and snapshot cursors) -------------
 
 def parse_updated_since(raw: str) -> datetime:
     from django.utils.dateparse import parse_datetime
@@ -443,6 +353,10 @@ class IntegerFilter(django_filters.NumberFilter):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("max_value", BIGINT_MAX)
         super().__init__(*args, **kwargs)
+        # The schema states the bounds the form field enforces (drf-spectacular reads this override).
+        bounds = {"minimum": kwargs.get("min_value"), "maximum": kwargs["max_value"]}
+        self._spectacular_annotation = {"field": {"type": "integer",
+                                                  **{k: v for k, v in bounds.items() if v is not None}}}
 
 
 class SyncParamsBackend:

@@ -8,6 +8,13 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
 
+from core.api import IF_MATCH_PATTERN
+from core.paging import CURSOR_EXPIRED_RESPONSE
+
+# The rules the server enforces on these headers (integrations.idempotency, integrations.api.base).
+IDEMPOTENCY_KEY_SCHEMA = {"type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[!-~]([ -~]*[!-~])?$"}
+IF_MATCH_SCHEMA = {"type": "string", "maxLength": 2000, "pattern": IF_MATCH_PATTERN}
+
 
 class ApiAutoSchema(AutoSchema):
     """drf-spectacular's schema, with descriptions written for integrators: a view's docstring is
@@ -24,9 +31,16 @@ class ApiAutoSchema(AutoSchema):
         parameters = list(super().get_override_parameters())
         if self.method.upper() in ("POST", "PUT", "PATCH", "DELETE"):
             parameters.append(OpenApiParameter(
-                "Idempotency-Key", OpenApiTypes.STR, OpenApiParameter.HEADER, required=False,
+                "Idempotency-Key", IDEMPOTENCY_KEY_SCHEMA, OpenApiParameter.HEADER, required=False,
                 description="1-200 printable ASCII characters, unique per request you mean (a UUID). Kept for "
-                            "ARBITER_API_IDEMPOTENCY_TTL_HOURS per credential."))
+                            "ARBITER_API_IDEMPOTENCY_TTL_HOURS per credential; the same key with another request "
+                            "is a 422."))
+            parameters.append(OpenApiParameter(
+                "If-Match", IF_MATCH_SCHEMA, OpenApiParameter.HEADER, required=False,
+                description="`*` or the ETag(s) you read: the change is made only while one of them is the "
+                            "object's current ETag (strong comparison: a weak `W/` tag never matches), else 412 "
+                            "and nothing changes. Where the object gives no ETag, only `*` passes. Text that is "
+                            "not `*` or entity tags matches nothing: 412."))
         if self.method.upper() == "GET":
             parameters.append(OpenApiParameter(
                 "If-None-Match", OpenApiTypes.STR, OpenApiParameter.HEADER, required=False,
@@ -49,9 +63,16 @@ BUSY_EXAMPLE = {"code": "busy", "detail": "The database is busy with conflicting
                                           "Retry shortly."}
 
 
+PRECONDITION_TEXT = ("If-Match names no current ETag of the object (or the object gives none and If-Match is "
+                     "not `*`): nothing was changed. Read it again.")
+PRECONDITION_EXAMPLE = {"code": "precondition_failed", "detail": "The object changed since you read it (If-Match "
+                                                                 "does not match its ETag): read it again and retry."}
+
+
 def describe_responses(result, generator, request, public):
     """Postprocessing hook: every success response gets a sentence for a person; every GET its
-    ETag and 304; every write its 503 `busy` (core.db.retry_on_deadlock gave up)."""
+    ETag and 304, and a list its 410 `cursor_expired`; every write its 503 `busy`
+    (core.db.retry_on_deadlock gave up) and its 412 (If-Match)."""
     for operations in result.get("paths", {}).values():
         for method, operation in operations.items():
             responses = operation.get("responses", {})
@@ -61,11 +82,22 @@ def describe_responses(result, generator, request, public):
             if method == "get" and "200" in responses:
                 responses["200"].setdefault("headers", {})["ETag"] = NOT_MODIFIED["headers"]["ETag"]
                 responses.setdefault("304", NOT_MODIFIED)
+            if method == "get" and any(p.get("name") == "cursor" for p in operation.get("parameters", [])) \
+                    and "400" in responses:
+                content = {media: {"schema": value["schema"], "examples": {"cursor_expired": {
+                    "value": CURSOR_EXPIRED_RESPONSE["example"]}}} for media, value in responses["400"]
+                    .get("content", {}).items()}
+                responses.setdefault("410", {"description": CURSOR_EXPIRED_RESPONSE["description"],
+                                             "content": content})
             error = next((responses[code] for code in ("409", "400") if code in responses), None)
             if method in ("post", "put", "patch", "delete") and error and "503" not in responses:
                 content = {media: {"schema": value["schema"], "examples": {"busy": {"value": BUSY_EXAMPLE}}}
                            for media, value in error.get("content", {}).items()}
                 responses["503"] = {"description": BUSY_TEXT, "content": content}
+            if method in ("post", "put", "patch", "delete") and error and "412" not in responses:
+                content = {media: {"schema": value["schema"], "examples": {"precondition_failed": {
+                    "value": PRECONDITION_EXAMPLE}}} for media, value in error.get("content", {}).items()}
+                responses["412"] = {"description": PRECONDITION_TEXT, "content": content}
     return result
 
 

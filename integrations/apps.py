@@ -9,7 +9,8 @@ class IntegrationsConfig(AppConfig):
         # Explicitly, not with Django signals: every audit event recorded in a transaction is
         # offered to integrations.events.capture in that same transaction (ADR 0009).
         from audit import hooks
-        from integrations.events import capture, capture_many, event_type_for
+        from integrations.catalogue import event_type_for
+        from integrations.events import capture, capture_many
 
         hooks.register_after_record(capture, interested_in=lambda action: event_type_for(action) is not None,
                                      many=capture_many)

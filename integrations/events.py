@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from cases.models import Case
 from core.bulk import insert_rows
+from integrations.catalogue import event_type_for, is_subscribed
 from integrations.models import (
     EventType,
     FeedCounter,
@@ -30,41 +31,9 @@ from integrations.models import (
 
 logger = logging.getLogger(__name__)
 
-_EXACT = {
-    "cases.proposal.created": EventType.PROPOSAL_CREATED,
-    "cases.proposal.approved": EventType.PROPOSAL_DECIDED,
-    "cases.proposal.rejected": EventType.PROPOSAL_DECIDED,
-    "cases.notice.approved": EventType.NOTICE_APPROVED,
-    "cases.notice.sent": EventType.NOTICE_SENT,
-    "cases.notice.dispatch_failed": EventType.NOTICE_FAILED,
-    "runs.run.completed": EventType.RUN_FINISHED,
-    "runs.run.failed": EventType.RUN_FINISHED,
-    "runs.run.cancelled": EventType.RUN_FINISHED,
-    "runs.run.started": EventType.RUN_STARTED,
-    "cases.evidence.added": EventType.EVIDENCE_ADDED,
-    "cases.evidence.extracted": EventType.EVIDENCE_EXTRACTED,
-    "cases.notice.drafted": EventType.NOTICE_DRAFTED,
-    "cases.notice.submitted": EventType.NOTICE_SUBMITTED,
-    "cases.notice.rejected": EventType.NOTICE_REJECTED,
-    "cases.notice.withdrawn": EventType.NOTICE_WITHDRAWN,
-}
-
 _OBJECT_URLS = {"case": "/api/v1/cases/{reference}/", "proposal": "/api/v1/proposals/{id}/",
                 "notice": "/api/v1/notices/{id}/", "run": "/api/v1/runs/{id}/", "agentrun": "/api/v1/runs/{id}/",
                 "evidence": "/api/v1/evidence/{id}/download/"}
-
-
-def event_type_for(action: str) -> str | None:
-    """The integration event an audit action is, or None. Deadlines are recognised by
-    their action's ending, whatever app records them."""
-    if action in ("cases.deadline.due_soon", "cases.deadline.overdue") or action.endswith(
-            ("deadline_crossed", "deadline.crossed")):
-        return EventType.DEADLINE_CROSSED
-    if action in _EXACT:
-        return _EXACT[action]
-    if action.startswith("cases.case."):
-        return EventType.CASE_CHANGED
-    return None
 
 
 def _case_reference(audit_event) -> str | None:
@@ -103,7 +72,7 @@ def capture(audit_event) -> IntegrationEvent | None:
     # A disabled endpoint's events are queued too (ADR 0027): sent when it is enabled again.
     endpoints = [endpoint for endpoint in WebhookEndpoint.objects.filter(tenant_id=audit_event.tenant_id,
                                                                          deleted_at__isnull=True)
-                 if kind in (endpoint.event_types or [])]
+                 if is_subscribed(kind, endpoint.event_types or [])]
     if endpoints:
         deliveries = WebhookDelivery.objects.bulk_create(
             [WebhookDelivery(endpoint=endpoint, event=event, next_attempt_at=now) for endpoint in endpoints])
@@ -129,13 +98,15 @@ def capture_many(audit_events: list) -> list[IntegrationEvent]:
                                      data=event_data(event, reference), occurred_at=event.created_at))
     insert_rows(rows)
     created = rows
-    endpoints = list(WebhookEndpoint.objects.filter(tenant_id__in={row.tenant_id for row in created}, is_active=True))
+    # As capture: a disabled endpoint's deliveries are queued (sent once it is enabled), a deleted one gets none.
+    endpoints = list(WebhookEndpoint.objects.filter(tenant_id__in={row.tenant_id for row in created},
+                                                    deleted_at__isnull=True))
     now = timezone.now()
     deliveries = [WebhookDelivery(endpoint=endpoint, event=row, next_attempt_at=now) for row in created
                   for endpoint in endpoints
-                  if endpoint.tenant_id == row.tenant_id and row.type in (endpoint.event_types or [])]
+                  if endpoint.tenant_id == row.tenant_id and is_subscribed(row.type, endpoint.event_types or [])]
     if deliveries:
-        ids = [delivery.pk for delivery in WebhookDelivery.objects.bulk_create(deliveries)]
+        ids = [delivery.pk for delivery in WebhookDelivery.objects.bulk_create(deliveries) if delivery.endpoint.is_active]
         transaction.on_commit(lambda: kick_deliveries(ids))
     return created
 

@@ -32,21 +32,38 @@ class IdempotencyRecord(models.Model):
 
 
 class EventType(models.TextChoices):
-    CASE_CHANGED = "case.changed", "Case changed"
-    PROPOSAL_CREATED = "proposal.created", "Proposal created"
-    PROPOSAL_DECIDED = "proposal.decided", "Proposal decided"
-    NOTICE_APPROVED = "notice.approved", "Notice approved"
-    NOTICE_SENT = "notice.sent", "Notice sent"
-    NOTICE_FAILED = "notice.failed", "Notice failed"
-    RUN_FINISHED = "run.finished", "Run finished"
+    """Every change an integrator mirrors, one type each; integrations.catalogue describes each
+    type, the audit actions it comes from and an example payload. `case.changed` and
+    `proposal.decided` are the former umbrella types, kept so existing subscriptions and feed
+    filters keep working (ADR 0028); no new event carries them."""
+
+    CASE_CREATED = "case.created", "Case created"
+    CASE_UPDATED = "case.updated", "Case updated"
+    CASE_TRANSITIONED = "case.transitioned", "Case transitioned"
+    CASE_ASSIGNED = "case.assigned", "Case assigned"
     EVIDENCE_ADDED = "evidence.added", "Evidence added"
     EVIDENCE_EXTRACTED = "evidence.extracted", "Evidence text extracted"
+    PROPOSAL_CREATED = "proposal.created", "Proposal created"
+    PROPOSAL_APPROVED = "proposal.approved", "Proposal approved"
+    PROPOSAL_REJECTED = "proposal.rejected", "Proposal rejected"
+    PROPOSAL_STALED = "proposal.staled", "Proposal staled"
+    PROPOSAL_WITHDRAWN = "proposal.withdrawn", "Proposal withdrawn"
     NOTICE_DRAFTED = "notice.drafted", "Notice drafted"
     NOTICE_SUBMITTED = "notice.submitted", "Notice submitted"
+    NOTICE_APPROVED = "notice.approved", "Notice approved"
     NOTICE_REJECTED = "notice.rejected", "Notice rejected"
     NOTICE_WITHDRAWN = "notice.withdrawn", "Notice withdrawn"
+    NOTICE_DISPATCHED = "notice.dispatched", "Notice dispatched"
+    NOTICE_SENT = "notice.sent", "Notice sent"
+    NOTICE_FAILED = "notice.failed", "Notice failed"
+    NOTICE_UNKNOWN = "notice.unknown", "Notice outcome unknown"
+    NOTICE_SETTLED = "notice.settled", "Notice settled"
     RUN_STARTED = "run.started", "Run started"
+    RUN_FINISHED = "run.finished", "Run finished"
+    RUN_FAILED = "run.failed", "Run failed"
     DEADLINE_CROSSED = "deadline.crossed", "Deadline crossed"
+    CASE_CHANGED = "case.changed", "Case changed (deprecated: any case.* type)"
+    PROPOSAL_DECIDED = "proposal.decided", "Proposal decided (deprecated: proposal.approved or proposal.rejected)"
     PING = "ping", "Ping (a test event sent to one endpoint, never in the feed)"
 
 

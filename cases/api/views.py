@@ -31,6 +31,7 @@ from cases.api.serializers import (
 )
 from cases.models import CASE_TRANSITIONS, Case, CaseEvent, Evidence, Notice, Proposal, ProposalKind
 from core.api import BIGINT_MAX, BoundedFormParser, BoundedJSONParser, refusals
+from core.api_schema import IF_MATCH_SCHEMA
 from core.errors import Forbidden
 from integrations.api.base import ApiView, ListApi, check_if_match, with_etag
 
@@ -41,8 +42,9 @@ __all__ = ["SelectorListApi", "refusals"]
 AUDIT_FORBIDDEN = "The audit log is open to auditors, supervisors and administrators only."
 
 
-IF_MATCH = OpenApiParameter("If-Match", OpenApiTypes.STR, OpenApiParameter.HEADER, required=False,
-                            description="The ETag you read; if the object changed since, the answer is 412.")
+IF_MATCH = OpenApiParameter("If-Match", IF_MATCH_SCHEMA, OpenApiParameter.HEADER, required=False,
+                            description="The ETag you read (or `*`); if the object changed since, the answer is 412 "
+                                        "and nothing changes.")
 
 
 def _case(request, reference: str) -> Case:

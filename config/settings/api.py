@@ -27,6 +27,10 @@ ARBITER_API_MAX_THREAD_TOKEN_BUDGET = env_int("ARBITER_API_MAX_THREAD_TOKEN_BUDG
 # Lists: default and largest page_size.
 ARBITER_API_PAGE_SIZE = env_int("ARBITER_API_PAGE_SIZE", 50, minimum=1)
 ARBITER_API_MAX_PAGE_SIZE = env_int("ARBITER_API_MAX_PAGE_SIZE", 200, minimum=1)
+# Lists ordered by a key that changes (updated_at) page over a snapshot of their ids taken by the
+# first page (core.paging): kept this long in the shared cache, for lists of at most this many rows.
+ARBITER_API_SNAPSHOT_TTL_SECONDS = env_int("ARBITER_API_SNAPSHOT_TTL_SECONDS", 3600, minimum=60)
+ARBITER_API_SNAPSHOT_MAX_ROWS = env_int("ARBITER_API_SNAPSHOT_MAX_ROWS", 50_000, minimum=100)
 # Idempotency-Key records are kept this long (hours); a key reused after that is a new request.
 ARBITER_API_IDEMPOTENCY_TTL_HOURS = env_int("ARBITER_API_IDEMPOTENCY_TTL_HOURS", 24, minimum=1)
 # Rate limits (DRF syntax "<n>/<second|minute|hour|day>"): per credential for run starts and
@@ -58,7 +62,7 @@ REST_FRAMEWORK = {
                                  "rest_framework.renderers.BrowsableAPIRenderer"],
     # JSON unless a browser asks for a page first (ADR 0022).
     "DEFAULT_CONTENT_NEGOTIATION_CLASS": "core.negotiation.ApiContentNegotiation",
-    "DEFAULT_PAGINATION_CLASS": "core.api.SyncCursorPagination",
+    "DEFAULT_PAGINATION_CLASS": "core.paging.KeysetPagination",
     "DEFAULT_SCHEMA_CLASS": "core.api_schema.ApiAutoSchema",
     "PAGE_SIZE": ARBITER_API_PAGE_SIZE,
     "DEFAULT_THROTTLE_RATES": {

@@ -22,14 +22,19 @@ from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooMany
 from django.db.models import QuerySet
 from django.http import HttpResponseNotModified
 from django_filters.rest_framework import DjangoFilterBackend
-from rest_framework.exceptions import NotFound, ParseError, ValidationError
+from rest_framework.exceptions import MethodNotAllowed, NotFound, ParseError, ValidationError
 from rest_framework.generics import GenericAPIView
 from rest_framework.permissions import SAFE_METHODS
 from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
-from core.api import PayloadTooLarge, PreconditionFailed, SyncParamsBackend, parse_updated_since
+from core.api import (
+    PayloadTooLarge,
+    PreconditionFailed,
+    SyncParamsBackend,
+    parse_updated_since,
+)
 from core.api_schema import declared_request_fields
 from core.db import retry_on_deadlock
 from core.ratelimit import rate_hit, set_rate_limit_headers
@@ -89,6 +94,10 @@ class ApiView(APIView):
 
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)  # authentication, permissions, throttles
+        # A method the operation does not have is 405 before anything about the request is judged
+        # (DRF looks the handler up only after initial(), so a TRACE was refused for its parameters).
+        if request.method.lower() not in self.http_method_names or not hasattr(self, request.method.lower()):
+            raise MethodNotAllowed(request.method)
         self.check_text_in_url(request, kwargs)
         self.check_query_params(request)
         declared = request.META.get("CONTENT_LENGTH") or "0"

@@ -3,13 +3,14 @@
 from django.urls import path
 
 import core.api  # noqa: F401  (registers the `id` path converter)
-from integrations.api import views
+from integrations.api import catalogue_views, views
 
 app_name = "integrations_api"
 
 urlpatterns = [
     path("me/", views.MeApi.as_view(), name="me"),
     path("events/", views.EventFeedApi.as_view(), name="event_feed"),
+    path("event-types/", catalogue_views.EventTypeListApi.as_view(), name="event_types"),
     path("webhooks/", views.WebhookEndpointListCreateApi.as_view(), name="webhook_list"),
     path("webhooks/<id:pk>/", views.WebhookEndpointDetailApi.as_view(), name="webhook_detail"),
     path("webhooks/<id:pk>/deliveries/", views.WebhookDeliveryListApi.as_view(), name="webhook_deliveries"),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.db.models import QuerySet
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
@@ -11,6 +11,7 @@ from rest_framework.response import Response
 from core.api import BIGINT_MAX, PersonSerializer, refusals
 from core.errors import Forbidden, NotFound
 from integrations.api.base import ApiView, ListApi, check_if_match, with_etag
+from integrations.catalogue import CATALOGUE, example_event, types_matching
 from integrations.events import event_representation, feed_assign
 from integrations.models import DeliveryError, EventType, IntegrationEvent, WebhookDelivery, WebhookEndpoint
 from integrations.webhooks import (
@@ -58,7 +59,8 @@ class MeApi(ApiView):
 class EventOutputSerializer(serializers.Serializer):
     id = serializers.CharField(help_text="Stable event id (also the webhook's Arbiter-Event-Id): deduplicate on it.")
     sequence = serializers.IntegerField(help_text="The feed cursor: pass the last one you read as `after`.")
-    type = serializers.ChoiceField(choices=EventType.choices)
+    type = serializers.ChoiceField(choices=EventType.choices, help_text="What changed: one of the event types "
+                                   "(GET /api/v1/event-types/ for each type's description and example).")
     occurred_at = serializers.DateTimeField()
     tenant = serializers.CharField()
     data = serializers.DictField(help_text="action, actor, decision, target_type, target_id, case (reference), "
@@ -76,14 +78,18 @@ class EventFeedApi(ApiView):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("after", int, description="The `sequence` of the last event you read (0: from the "
-                                                       "start).", required=False),
-            OpenApiParameter("limit", int, description="At most this many events (1..500, default 100).",
+            OpenApiParameter("after", {"type": "integer", "minimum": 0, "maximum": BIGINT_MAX, "default": 0},
+                             description="The `sequence` of the last event you read (0: from the start).",
                              required=False),
-            OpenApiParameter("type", str, enum=EventType.values, description="Only events of this type.",
-                             required=False),
+            OpenApiParameter("limit", {"type": "integer", "minimum": 1, "maximum": 500, "default": 100},
+                             description="At most this many events (1..500, default 100).", required=False),
+            OpenApiParameter("type", str, enum=EventType.values, description="Only events of this type (a "
+                             "deprecated umbrella type returns every type it stands for).", required=False),
         ],
         responses={200: EventFeedOutputSerializer, **refusals(400)},
+        examples=[OpenApiExample(spec.type, summary=spec.description, response_only=True, status_codes=["200"],
+                                 value={"results": [example_event(spec)], "next_after": 1042})
+                  for spec in CATALOGUE if not spec.deprecated],
         summary="The tenant's events, in commit order, for integrations that poll",
         description="The same events as the webhooks. An event committed later always gets a later sequence, "
                     "so reading from `after=<last sequence>` never skips one.")
@@ -96,7 +102,7 @@ class EventFeedApi(ApiView):
         feed_assign()
         events = IntegrationEvent.objects.filter(tenant_id=request.user.tenant_id, feed_sequence__gt=after)
         if kind:
-            events = events.filter(type=kind)
+            events = events.filter(type__in=types_matching(kind))
         page = list(events.order_by("feed_sequence")[:limit])
         slug = request.user.tenant.slug if request.user.tenant else ""
         body = {"results": [event_representation(event, tenant_slug=slug) for event in page],

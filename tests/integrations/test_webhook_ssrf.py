@@ -227,7 +227,7 @@ def test_an_allowed_local_receiver_gets_the_delivery(analyst, supervisor, settin
     delivery = webhook_deliver(delivery_id=WebhookDelivery.objects.get().pk)
     assert (delivery.status, delivery.last_status_code, delivery.last_error_category) == (
         DeliveryStatus.SUCCEEDED, 200, "")
-    assert json.loads(listener.next()["body"])["type"] == "case.changed"
+    assert json.loads(listener.next()["body"])["type"] == "case.created"
 
 
 def test_a_redirect_is_a_failed_delivery_and_is_not_followed(analyst, endpoint, receiver, listener):

@@ -38,8 +38,9 @@ def test_a_change_writes_its_event_and_delivery_in_the_same_transaction(analyst,
                                                                          django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
         case = make_case(actor=analyst)
-    event = IntegrationEvent.objects.get(type="case.changed")  # and evidence.added: the complaint's text
-    assert (event.type, event.data["case"], event.data["action"]) == ("case.changed", case.reference,
+    # The endpoint subscribes to the former umbrella type case.changed: it receives case.created.
+    event = IntegrationEvent.objects.get(type="case.created")  # and evidence.added: the complaint's text
+    assert (event.type, event.data["case"], event.data["action"]) == ("case.created", case.reference,
                                                                        "cases.case.created")
     delivery = WebhookDelivery.objects.get()
     assert (delivery.endpoint, delivery.event, delivery.status) == (endpoint, event, DeliveryStatus.PENDING)
@@ -60,7 +61,7 @@ def test_unsubscribed_types_get_nothing_and_a_disabled_endpoint_queues_without_s
     WebhookEndpoint.objects.filter(pk=disabled.pk).update(is_active=False)
     with django_capture_on_commit_callbacks(execute=True):
         make_case(actor=analyst)
-    assert IntegrationEvent.objects.filter(type="case.changed").count() == 1
+    assert IntegrationEvent.objects.filter(type="case.created").count() == 1
     delivery = WebhookDelivery.objects.get()  # only the disabled endpoint subscribes: queued for it
     assert (delivery.endpoint_id, delivery.status, delivery.attempts) == (disabled.pk, DeliveryStatus.PENDING, 0)
     assert kicked == []  # not handed to a worker ...
@@ -77,7 +78,7 @@ def test_the_delivery_is_signed_and_a_receiver_can_verify_it(analyst, endpoint, 
     assert verify_signature(secret=endpoint.plain_secret, header=headers["Arbiter-Signature"], body=body,
                             tolerance_seconds=settings.ARBITER_WEBHOOK_SIGNATURE_TOLERANCE_SECONDS)
     payload = json.loads(body)
-    assert payload["type"] == "case.changed" and headers["Arbiter-Event-Id"] == payload["id"]
+    assert payload["type"] == "case.created" and headers["Arbiter-Event-Id"] == payload["id"]
     # Tampered, signed with another secret, or replayed later than the tolerance: refused.
     assert not verify_signature(secret=endpoint.plain_secret, header=headers["Arbiter-Signature"],
                                 body=body + b" ", tolerance_seconds=300)
@@ -238,8 +239,8 @@ def test_the_feed_serves_the_same_events_in_commit_order(api, analyst, superviso
     client = api(analyst)
     page = client.get("/api/v1/events/").json()
     assert [e["data"]["case"] for e in page["results"]][:1] == [first.reference]
-    # Each case: case.changed, then evidence.added (the complaint's text is its first evidence).
-    assert [e["type"] for e in page["results"]] == ["case.changed", "evidence.added"] * 2
+    # Each case: case.created, then evidence.added (the complaint's text is its first evidence).
+    assert [e["type"] for e in page["results"]] == ["case.created", "evidence.added"] * 2
     assert [e["sequence"] for e in page["results"]] == [1, 2, 3, 4] and page["next_after"] == 4
     assert client.get("/api/v1/events/?after=4").json() == {"results": [], "next_after": 4}
     assert api(outsider).get("/api/v1/events/").json()["results"] == []
@@ -258,7 +259,7 @@ def test_an_event_that_commits_late_is_not_skipped_by_a_poller(api, analyst):
     low.delete()  # not yet visible (its transaction is still open)
     client = api(analyst)
     served = client.get("/api/v1/events/").json()
-    assert len(served["results"]) == 3 and served["next_after"] == 3  # each case: case.changed, evidence.added
+    assert len(served["results"]) == 3 and served["next_after"] == 3  # each case: case.created, evidence.added
     IntegrationEvent.objects.create(**kept)  # now it commits, with the lower id
     after = client.get(f"/api/v1/events/?after={served['next_after']}").json()["results"]
     assert [(e["id"], e["sequence"]) for e in after] == [(f"evt_{kept['pk']}", 4)]
@@ -289,7 +290,7 @@ def test_proposal_and_notice_events_are_typed(analyst, supervisor, case, endpoin
                                              payload={"risk_level": "high"}, rationale="r")
     case_services.proposal_reject(actor=supervisor, proposal=proposal, note="no")
     types = list(IntegrationEvent.objects.order_by("id").values_list("type", flat=True))
-    assert types[-2:] == ["proposal.created", "proposal.decided"]
+    assert types[-2:] == ["proposal.created", "proposal.rejected"]
     assert IntegrationEvent.objects.order_by("id").last().data["object_url"] == f"/api/v1/proposals/{proposal.pk}/"
 
 

@@ -1,0 +1,124 @@
+"""Schemathesis against a live Arbiter, with every phase and every check, once per API key role
+(analyst and supervisor): `make schemathesis` (ADR 0028).
+
+It migrates and seeds (`seed_demo`) the database DATABASE_URL names — PostgreSQL for the figures
+the ADR reports; a throwaway SQLite database under --var when DATABASE_URL is unset — creates one
+API key per role, serves the site with `runserver --noreload` on a free local port (or --port), and
+runs `schemathesis run` with tests/api/schemathesis.toml. It prints each role's summary and exits
+non-zero when any run found a failure or the server logged a 500 or a traceback.
+
+    python scripts/schemathesis_live.py --max-examples 100
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/arbiter_api python scripts/schemathesis_live.py"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parents[1]
+CONFIG = BASE_DIR / "tests" / "api" / "schemathesis.toml"
+ROLES = ("analyst", "supervisor")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def manage(env: dict, *args: str) -> str:
+    result = subprocess.run([sys.executable, "manage.py", *args], cwd=BASE_DIR, env=env, capture_output=True,
+                            text=True, timeout=900)
+    if result.returncode != 0:
+        raise SystemExit(f"manage.py {' '.join(args)} failed:\n{result.stderr[-3000:]}")
+    return result.stdout
+
+
+def server_env(var: Path) -> dict:
+    env = dict(os.environ)
+    env.update({"DEBUG": "1", "ARBITER_VAR_DIR": str(var), "DJANGO_SETTINGS_MODULE": "config.settings",
+                "ARBITER_API_THROTTLE_RUN_START": "100000/minute",
+                "ARBITER_API_THROTTLE_MESSAGE_POST": "100000/minute",
+                "ARBITER_API_THROTTLE_AUTH_FAILURE": "100000/minute",
+                "EMAIL_BACKEND": "django.core.mail.backends.locmem.EmailBackend"})
+    return env
+
+
+def wait_for(base: str, server: subprocess.Popen, log: Path) -> None:
+    for _ in range(300):
+        try:
+            urllib.request.urlopen(f"{base}/api/schema/", timeout=5)
+            return
+        except OSError:
+            if server.poll() is not None:
+                raise SystemExit(f"the server stopped:\n{log.read_text()[-3000:]}") from None
+            time.sleep(0.2)
+    raise SystemExit("the server did not answer within a minute")
+
+
+def run_schemathesis(base: str, key: str, args, workdir: Path) -> tuple[int, str]:
+    command = [str(Path(sys.executable).with_name("schemathesis")), "--config-file", str(CONFIG), "run",
+               f"{base}/api/schema/", "-H", f"Authorization: Bearer {key}", "--checks", "all",
+               "--max-examples", str(args.max_examples), "--workers", str(args.workers), "--seed", str(args.seed),
+               "--continue-on-failure", "--request-timeout", "30", "--no-color", "--warnings", "off"]
+    if args.max_time:
+        command += ["--max-time", str(args.max_time)]
+    if args.exclude_checks:
+        command += ["--exclude-checks", args.exclude_checks]
+    result = subprocess.run(command, cwd=workdir, capture_output=True, text=True)
+    return result.returncode, result.stdout + result.stderr
+
+
+def summary(output: str) -> str:
+    start = output.rfind("SUMMARY")
+    return output[start - 40:] if start >= 0 else output[-4000:]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--max-examples", type=int, default=100)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--max-time", type=int, default=0, help="seconds per role; 0: no budget")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--var", type=Path, default=None, help="folder for the server's state and the output")
+    parser.add_argument("--exclude-checks", default="", help="checks to leave out (comma-separated), e.g. the "
+                        "classes ADR 0028 lists as still open")
+    args = parser.parse_args(argv)
+    var = args.var or Path(tempfile.mkdtemp(prefix="arbiter-schemathesis-"))
+    var.mkdir(parents=True, exist_ok=True)
+    env = server_env(var)
+    manage(env, "migrate", "-v", "0")
+    manage(env, "seed_demo")
+    keys = {role: manage(env, "api_key", "create", f"schemathesis {role} {time.time():.0f}", "--tenant", "acme",
+                         "--role", role).strip().splitlines()[-1] for role in ROLES}
+    base, log_path = f"http://127.0.0.1:{args.port or free_port()}", var / "server.log"
+    with open(log_path, "w") as log:
+        server = subprocess.Popen([sys.executable, "manage.py", "runserver", "--noreload", base.rsplit("//", 1)[1]],
+                                  cwd=BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            wait_for(base, server, log_path)
+            failed = False
+            for role in ROLES:
+                code, output = run_schemathesis(base, keys[role], args, var)
+                (var / f"schemathesis-{role}.txt").write_text(output)
+                print(f"--- {role} (exit {code}) ---\n{summary(output)}")
+                failed = failed or code != 0
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+    server_errors = len(re.findall(r'"?status"?[=:] ?5\d\d\b|Traceback', log_path.read_text()))
+    print(f"server log: {server_errors} 5xx answers or tracebacks ({log_path})")
+    return 1 if failed or server_errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
