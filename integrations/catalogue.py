@@ -82,6 +82,8 @@ CATALOGUE: tuple[EventSpec, ...] = (
               ("runs.run.failed",), "run", _RUN_URL),
     EventSpec(EventType.DEADLINE_CROSSED, "A due date of a case became due soon or overdue (once per due date "
               "and state).", ("cases.deadline.due_soon", "cases.deadline.overdue"), "case", _CASE_URL),
+    EventSpec(EventType.PING, "A test event sent on request (POST /api/v1/webhooks/{id}/ping/) to one endpoint "
+              "only; never in the feed (its sequence is null) and not subscribable.", (), "webhookendpoint", None),
     EventSpec(EventType.CASE_CHANGED, "Deprecated: subscribe to case.created, case.updated, case.transitioned "
               "and case.assigned. A subscription to it receives all four.", (), "case", _CASE_URL, deprecated=True),
     EventSpec(EventType.PROPOSAL_DECIDED, "Deprecated: subscribe to proposal.approved and proposal.rejected. "
@@ -124,14 +126,17 @@ def types_matching(kind: str) -> list[str]:
 
 def example_data(spec: EventSpec) -> dict:
     """The `data` of an example event of this type, with the keys every event's data has."""
-    target_ids = {"case": "12", "evidence": "55", "proposal": "31", "notice": "17", "run": "88"}
-    action = spec.actions[0] if spec.actions else "cases.case.transitioned"
+    target_ids = {"case": "12", "evidence": "55", "proposal": "31", "notice": "17", "run": "88", "webhookendpoint": "3"}
+    # ping is written by webhook_ping itself, not from an audit action (so the audit listener never
+    # makes a second one, and it never enters the feed); its example names the action it records.
+    action = spec.actions[0] if spec.actions else (
+        "integrations.webhook.pinged" if spec.type == EventType.PING else "cases.case.transitioned")
     actor = "agent:analyst@1" if spec.type in (EventType.PROPOSAL_CREATED, EventType.RUN_FAILED) else "user:7"
     if spec.type in (EventType.DEADLINE_CROSSED, EventType.NOTICE_DISPATCHED, EventType.NOTICE_SENT,
                      EventType.NOTICE_FAILED, EventType.NOTICE_UNKNOWN, EventType.RUN_FINISHED):
         actor = "system:worker"
     return {"action": action, "actor": actor, "decision": "", "target_type": spec.target_type,
-            "target_id": target_ids[spec.target_type], "case": "CASE-2026-000042",
+            "target_id": target_ids[spec.target_type], "case": None if spec.type == EventType.PING else "CASE-2026-000042",
             "run_id": 88 if spec.target_type == "run" else None, "object_url": spec.object_url,
             "audit_event_id": 4711}
 

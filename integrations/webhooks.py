@@ -35,6 +35,7 @@ from accounts.models import Role, User
 from audit.services import audit_head_lock, audit_record
 from core.db import retry_on_deadlock
 from core.errors import Forbidden, Invalid, NotAllowed, NotFound
+from integrations.catalogue import types_matching
 from integrations.events import feed_assign, kick_deliveries
 from integrations.models import (
     DeliveryStatus,
@@ -358,8 +359,9 @@ def webhook_redeliver_since(*, actor: User, endpoint: WebhookEndpoint, since: da
 
 
 def _events_since(endpoint: WebhookEndpoint, since: datetime | None, since_event: str | None):
-    events = IntegrationEvent.objects.filter(tenant_id=endpoint.tenant_id, type__in=endpoint.event_types) \
-        .exclude(type=EventType.PING)
+    # Every stored type the endpoint receives: a former umbrella type stands for the types it became.
+    kinds = sorted({kind for subscribed in endpoint.event_types or [] for kind in types_matching(subscribed)})
+    events = IntegrationEvent.objects.filter(tenant_id=endpoint.tenant_id, type__in=kinds).exclude(type=EventType.PING)
     if since is not None:
         if since > timezone.now():
             raise Invalid("The time to redeliver from is in the future.",

@@ -30,6 +30,6 @@ def test_a_batch_gets_one_integration_event_per_interesting_event_and_deliveries
         ])
     created = IntegrationEvent.objects.order_by("pk")[before:]
     assert [(e.type, e.audit_event_id, e.data["case"]) for e in created] == [
-        ("case.changed", written[0].pk, case.reference)]
+        ("case.created", written[0].pk, case.reference)]  # a case.changed subscription receives it
     assert list(WebhookDelivery.objects.filter(event__in=created).values_list("endpoint_id", flat=True)) == [
         subscribed.pk]

@@ -165,7 +165,8 @@ SCENARIOS = {
 
 
 def test_every_current_type_has_a_scenario():
-    assert set(SCENARIOS) == {spec.type for spec in CATALOGUE if not spec.deprecated}
+    # ping is no change of anything: sent on request to one endpoint (tests/integrations/test_webhooks_management.py)
+    assert set(SCENARIOS) == {spec.type for spec in CATALOGUE if not spec.deprecated and spec.type != "ping"}
     assert set(BY_TYPE) == set(EventType.values)
 
 

@@ -26,7 +26,8 @@ from cases.models import Notice, NoticeStatus, Proposal, ProposalStatus
 from integrations.catalogue import event_type_for
 from integrations.events import feed_assign
 from integrations.models import DeliveryStatus, EventType, IntegrationEvent, WebhookDelivery
-from integrations.webhooks import webhook_deliver, webhook_endpoint_create
+from integrations.webhook_delivery import webhook_deliver
+from integrations.webhooks import webhook_endpoint_create
 from runs import services as run_services
 from runs.executor import run_step
 from runs.models import AgentRun, RunStatus
