@@ -30,3 +30,6 @@ SECURE_HSTS_SECONDS = 0
 WHITENOISE_USE_FINDERS = True
 STATIC_ROOT = VAR_DIR / "staticfiles"  # noqa: F405
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+
+# E-mail intake: the tests sign Mailgun webhook POSTs with this key.
+ANYMAIL_MAILGUN_WEBHOOK_SIGNING_KEY = "tests-only-mailgun-signing-key"
