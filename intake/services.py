@@ -338,7 +338,7 @@ def inbound_email_receive(*, message, provider: str, size: int) -> InboundMessag
             _check_message(row=row, message=message)
             row.case, row.opened_case = _file_message(tenant=tenant, row=row, message=message)
     except (_Refused, DomainError) as refusal:
-        row.status, row.reason = InboundStatus.REFUSED, str(refusal)
+        row.status, row.reason = InboundStatus.REFUSED, _reason(refusal)
         row.save(update_fields=["status", "reason"])
         logger.info("Inbound e-mail %s refused: %s", row.pk, row.reason)
         return row
@@ -404,6 +404,12 @@ def _file_message(*, tenant: Tenant, row: InboundMessage, message) -> tuple[Case
             evidence_add(actor=EMAIL_ACTOR, case=case, title=upload.name or "Attachment", upload=upload,
                          source=EMAIL_SOURCE)
     return case, opened
+
+
+def _reason(refusal: Exception) -> str:
+    """The refusal in words, with a domain error's field messages (an attachment's size or type)."""
+    details = [message for messages in getattr(refusal, "fields", {}).values() for message in messages]
+    return " ".join([str(refusal), *details])
 
 
 def _evidence_title(row: InboundMessage) -> str:

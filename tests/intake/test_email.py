@@ -38,7 +38,8 @@ def sign(key: str, timestamp: str, token: str) -> str:
 
 
 def mailgun_post(client, settings, *, to, sender=SENDER, subject="Overdraft fee charged twice", text=BODY,
-                 html=None, message_id=None, pdf: bytes | None = None, extra_headers=(), key=None):
+                 html=None, message_id=None, pdf: bytes | None = None, extra_headers=(), key=None,
+                 attachment_type="application/pdf"):
     """POST to /inbound/email/ what Mailgun's forward() route posts for a parsed message."""
     timestamp, token = str(int(time.time())), uuid.uuid4().hex
     headers = [["From", f"Pat Consumer <{sender}>"], ["To", to], ["Subject", subject],
@@ -52,7 +53,7 @@ def mailgun_post(client, settings, *, to, sender=SENDER, subject="Overdraft fee 
         data["body-html"] = html
     if pdf is not None:
         data["attachment-count"] = "1"
-        data["attachment-1"] = SimpleUploadedFile("statement.pdf", pdf, content_type="application/pdf")
+        data["attachment-1"] = SimpleUploadedFile("statement.pdf", pdf, content_type=attachment_type)
     return client.post(reverse("inbound_email"), data)
 
 
@@ -169,3 +170,13 @@ def test_a_refused_message_delivered_again_stays_one_refusal(client, settings, i
     refused_with(client, settings, inbound, "larger than", pdf=text_pdf(PDF_TEXT), message_id="<big@x.example>")
     with assert_nothing_changed(extra={"inbound": lambda: InboundMessage.objects.count()}):
         mailgun_post(client, settings, to=inbound, pdf=text_pdf(PDF_TEXT), message_id="<big@x.example>")
+
+
+def test_a_reference_the_organisation_does_not_have_is_refused(client, settings, inbound):
+    refused_with(client, settings, inbound, "quotes CASE-2020-000999, which is not a case of this organisation",
+                 subject="Re: [CASE-2020-000999] my complaint")
+
+
+def test_an_attachment_of_a_refused_type_refuses_the_message_with_the_reason(client, settings, inbound):
+    refused_with(client, settings, inbound, "Files of type application/zip are not accepted",
+                 pdf=b"PK\x03\x04 not really a zip", attachment_type="application/zip")
