@@ -1,12 +1,14 @@
+"""Inbound e-mail in the admin: read-only, with each message's status and, when refused, the
+reason. Scoped like the case admin: superusers see every tenant, other staff their own."""
+
 from django.contrib import admin
 
+from cases.admin import TenantScopedAdmin
 from intake.models import InboundMessage
 
 
 @admin.register(InboundMessage)
-class InboundMessageAdmin(admin.ModelAdmin):
-    """Inbound e-mail as received: read-only, with its status and, when refused, the reason."""
-
+class InboundMessageAdmin(TenantScopedAdmin):
     list_display = ("received_at", "tenant", "sender", "subject", "status", "reason", "case")
     list_filter = ("status", "tenant", "provider")
     search_fields = ("sender", "subject", "message_key")
