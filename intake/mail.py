@@ -41,12 +41,22 @@ def tenant_slug(message, *, domain: str) -> str:
 
 
 def message_key(message) -> str:
-    """What makes two deliveries the same message: its Message-ID, or the sha256 of the whole
-    message when it has none."""
+    """What makes two deliveries the same message: its Message-ID, or, when it has none, the
+    sha256 of what it says — its From, To, Cc, Date and Subject, its text and HTML, and each
+    attachment's name and bytes. (Not of the message as bytes: a message rebuilt from a provider's
+    parsed fields gets new MIME boundaries each time.)"""
     message_id = (message.get("Message-ID") or "").strip()
     if message_id:
         return message_id[:MESSAGE_KEY_LENGTH]
-    return "sha256:" + hashlib.sha256(message.as_bytes()).hexdigest()
+    digest = hashlib.sha256()
+    for name in ("From", "To", "Cc", "Date", "Subject"):
+        digest.update(f"{name}:{message.get(name) or ''}\n".encode("utf-8", "replace"))
+    for body in (message.text or "", message.html or ""):
+        digest.update(hashlib.sha256(body.encode("utf-8", "replace")).digest())
+    for part in message.attachments:
+        digest.update((part.get_filename() or "").encode("utf-8", "replace"))
+        digest.update(hashlib.sha256(part.get_content_bytes() or b"").digest())
+    return "sha256:" + digest.hexdigest()
 
 
 def quoted_reference(message) -> str:

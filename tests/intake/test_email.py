@@ -43,7 +43,8 @@ def mailgun_post(client, settings, *, to, sender=SENDER, subject="Overdraft fee 
     """POST to /inbound/email/ what Mailgun's forward() route posts for a parsed message."""
     timestamp, token = str(int(time.time())), uuid.uuid4().hex
     headers = [["From", f"Pat Consumer <{sender}>"], ["To", to], ["Subject", subject],
-               ["Message-Id", message_id or f"<{uuid.uuid4().hex}@mail.example.net>"], *extra_headers]
+               *([] if message_id == "" else [["Message-Id", message_id or f"<{uuid.uuid4().hex}@mail.example.net>"]]),
+               *extra_headers]
     data = {"recipient": to, "sender": sender, "from": f"Pat Consumer <{sender}>", "subject": subject,
             "message-headers": json.dumps(headers), "timestamp": timestamp, "token": token,
             "signature": sign(key or settings.ANYMAIL_MAILGUN_WEBHOOK_SIGNING_KEY, timestamp, token)}
@@ -180,3 +181,12 @@ def test_a_reference_the_organisation_does_not_have_is_refused(client, settings,
 def test_an_attachment_of_a_refused_type_refuses_the_message_with_the_reason(client, settings, inbound):
     refused_with(client, settings, inbound, "Files of type application/zip are not accepted",
                  pdf=b"PK\x03\x04 not really a zip", attachment_type="application/zip")
+
+
+def test_a_message_without_message_id_delivered_twice_is_one_case(client, settings, inbound):
+    no_id, pdf = [["Date", "Fri, 27 Nov 2026 08:00:00 +0000"]], text_pdf(PDF_TEXT)
+    mailgun_post(client, settings, to=inbound, pdf=pdf, message_id="", extra_headers=no_id)
+    assert InboundMessage.objects.get().message_key.startswith("sha256:")
+    case = Case.objects.get()
+    with assert_nothing_changed(case, extra={"inbound": lambda: InboundMessage.objects.count()}):
+        mailgun_post(client, settings, to=inbound, pdf=pdf, message_id="", extra_headers=no_id)
