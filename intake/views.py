@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 
-from anymail.exceptions import AnymailWebhookValidationFailure
+from anymail.exceptions import AnymailConfigurationError, AnymailWebhookValidationFailure
 from anymail.webhooks.mailgun import MailgunInboundWebhookView
 from anymail.webhooks.postmark import PostmarkInboundWebhookView
 from anymail.webhooks.sendgrid import SendGridInboundWebhookView
@@ -35,7 +35,12 @@ class _Receive:
             logger.warning("Inbound e-mail refused: the request did not verify (%s).", failure)
             return _answer("The request's signature did not verify; nothing was received.", 400)
         size = int(request.META.get("CONTENT_LENGTH") or 0)
-        for event in self.parse_events(request):
+        try:
+            events = self.parse_events(request)
+        except (AnymailConfigurationError, KeyError, ValueError) as error:
+            logger.warning("Inbound e-mail refused: the request is not an inbound message (%r).", error)
+            return _answer("The request is not an inbound e-mail in the provider's format; nothing was received.", 400)
+        for event in events:
             try:
                 inbound_email_receive(message=event.message, provider=self.esp_name.lower(), size=size)
             except DomainError as refusal:

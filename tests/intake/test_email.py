@@ -190,3 +190,14 @@ def test_a_message_without_message_id_delivered_twice_is_one_case(client, settin
     case = Case.objects.get()
     with assert_nothing_changed(case, extra={"inbound": lambda: InboundMessage.objects.count()}):
         mailgun_post(client, settings, to=inbound, pdf=pdf, message_id="", extra_headers=no_id)
+
+
+def test_a_signed_request_that_is_not_a_message_is_refused_and_nothing_changes(client, settings, inbound):
+    timestamp, token = str(int(time.time())), uuid.uuid4().hex
+    data = {"timestamp": timestamp, "token": token, "recipient": inbound,
+            "signature": sign(settings.ANYMAIL_MAILGUN_WEBHOOK_SIGNING_KEY, timestamp, token)}
+    with assert_nothing_changed(extra={"inbound": lambda: InboundMessage.objects.count()}):
+        missing = client.post(reverse("inbound_email"), data)
+        garbled = client.post(reverse("inbound_email"), {**data, "message-headers": "not json"})
+    assert (missing.status_code, garbled.status_code) == (400, 400)
+    assert "not an inbound e-mail" in garbled.content.decode()
