@@ -34,3 +34,5 @@ STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 # How long the PostgreSQL mix test (tests/integrations/test_mix_concurrency.py) runs its 20 writers:
 # short for CI; ADR 0028 reports the 60-second figure (ARBITER_MIX_TEST_SECONDS=60).
 ARBITER_MIX_TEST_SECONDS = int(os.environ.get("ARBITER_MIX_TEST_SECONDS", "15"))
+# E-mail intake: the tests sign Mailgun webhook POSTs with this key.
+ANYMAIL_MAILGUN_WEBHOOK_SIGNING_KEY = "tests-only-mailgun-signing-key"

@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularSwaggerView
 
 from cases.api.views import api_not_found
 from core.schema_view import CachedSchemaView
+from intake import views as intake_views
 from ops import views as ops_views
 
 urlpatterns = [
@@ -24,6 +25,8 @@ urlpatterns = [
     # Operations: Prometheus metrics, operators only. /healthz and /readyz are answered by
     # ops.middleware.HealthProbeMiddleware before host checks and the HTTPS redirect.
     path("metrics", ops_views.metrics, name="metrics"),
+    # Inbound e-mail: the provider's webhook, its signature checked by anymail (intake/views.py).
+    path("inbound/email/", intake_views.inbound_email, name="inbound_email"),
     # Keep last among the api/ routes: any other address under api/ is a JSON 404.
     re_path(r"^api/", api_not_found),
     path("", include("web.urls")),

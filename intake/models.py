@@ -80,3 +80,41 @@ class ImportedComplaint(models.Model):
 
     def __str__(self) -> str:
         return f"complaint {self.complaint_id}"
+
+
+# --- E-mail intake --------------------------------------------------------------------------
+
+class InboundStatus(models.TextChoices):
+    ACCEPTED = "accepted", "Accepted"
+    REFUSED = "refused", "Refused"
+
+
+class InboundMessage(models.Model):
+    """One e-mail received through the provider's inbound webhook, once its signature checked out.
+
+    The unique (tenant, message key) is the replay guard: the key is the Message-ID header, or the
+    sha256 of the message when it has none, so the same message delivered twice is one row, one
+    case or one set of evidence. A refused message keeps its row with the reason in words."""
+
+    tenant = models.ForeignKey("accounts.Tenant", on_delete=models.PROTECT, related_name="+")
+    message_key = models.CharField(max_length=300)
+    provider = models.CharField(max_length=40)
+    sender = models.CharField(max_length=254, blank=True)
+    recipient = models.CharField(max_length=254, blank=True)
+    subject = models.CharField(max_length=300, blank=True)
+    size = models.PositiveIntegerField(default=0)
+    spam_score = models.FloatField(null=True, blank=True)
+    attachment_count = models.PositiveIntegerField(default=0)
+    status = models.CharField(max_length=20, choices=InboundStatus.choices)
+    reason = models.TextField(blank=True)
+    case = models.ForeignKey("cases.Case", on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    opened_case = models.BooleanField(default=False)
+    received_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-received_at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "message_key"],
+                                               name="inbound_message_unique_per_tenant")]
+
+    def __str__(self) -> str:
+        return f"e-mail from {self.sender} ({self.status})"

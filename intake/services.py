@@ -19,19 +19,21 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.core.files import File
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from accounts.models import Tenant
 from audit.services import audit_record
 from cases import policy
+from cases.models import Case
+from cases.services import evidence_add
 from cases.services.bulk import NewCase, case_create_many
 from core.actors import Actor, coerce_actor
 from core.db import retry_on_deadlock
-from core.errors import Forbidden, Invalid, NotFound
-from intake import cfpb
-from intake.models import ComplaintImport, ImportedComplaint, ImportStatus
+from core.errors import DomainError, Forbidden, Invalid, NotFound
+from intake import cfpb, mail
+from intake.models import ComplaintImport, ImportedComplaint, ImportStatus, InboundMessage, InboundStatus
 from outbox.services import outbox_enqueue
 
 logger = logging.getLogger(__name__)
@@ -296,3 +298,119 @@ def complaint_import_check(*, tenant: Tenant, handle, keep_errors: int = 20) -> 
             chunk = []
     settle(chunk)
     return outcome
+
+
+# --- e-mail intake --------------------------------------------------------------------------
+
+EMAIL_ACTOR = Actor.system("email-intake")
+EMAIL_SOURCE = "email"
+
+
+class _Refused(Exception):
+    """Why a message is refused, in words; its row records the reason."""
+
+
+@transaction.atomic
+def inbound_email_receive(*, message, provider: str, size: int) -> InboundMessage:
+    """Take in one e-mail whose webhook signature checked out (anymail's `AnymailInboundMessage`).
+
+    The organisation is the recipient's local part at INBOUND_EMAIL_DOMAIN (NotFound when none
+    is). The message's row is inserted first: its unique (tenant, message key) makes a second
+    delivery of the same message return the first row and change nothing. Then, checked in this
+    order, a message is refused — its row kept with the reason, nothing else written — when it is
+    larger than INBOUND_EMAIL_MAX_BYTES, scored as spam, quotes a case reference that is not the
+    organisation's, or replies on a case whose complainant is not the sender. Otherwise a message
+    quoting a case reference adds its text and attachments to that case as evidence; any other
+    opens a case (as bulk intake opens one) with the text as its narrative and the attachments as
+    evidence. Audited as `intake.email.accepted`.
+
+    Locks: the message claim (its unique key), then the reference counter or the case row — the
+    claim-before-counter order of bulk intake (docs/architecture.md, "Lock order")."""
+    slug = mail.tenant_slug(message, domain=settings.INBOUND_EMAIL_DOMAIN)
+    tenant = Tenant.objects.filter(slug=slug).first() if slug else None
+    if tenant is None:
+        raise NotFound(f"No organisation receives mail at {', '.join(mail.recipients(message)) or 'this address'}.")
+    row, created = _claim_message(tenant=tenant, message=message, provider=provider, size=size)
+    if not created:
+        return row  # a replay: the first delivery already did what this one would
+    try:
+        with transaction.atomic():
+            _check_message(row=row, message=message)
+            row.case, row.opened_case = _file_message(tenant=tenant, row=row, message=message)
+    except (_Refused, DomainError) as refusal:
+        row.status, row.reason = InboundStatus.REFUSED, _reason(refusal)
+        row.save(update_fields=["status", "reason"])
+        logger.info("Inbound e-mail %s refused: %s", row.pk, row.reason)
+        return row
+    row.save(update_fields=["case", "opened_case"])
+    audit_record(tenant_id=tenant.pk, actor_type=EMAIL_ACTOR.kind, actor_id=EMAIL_ACTOR.identifier,
+                 action="intake.email.accepted", case_id=row.case.pk, target_type="inbound_message",
+                 target_id=row.pk, policy_version=policy.POLICY_VERSION,
+                 payload={"sender": row.sender, "opened_case": row.opened_case,
+                          "attachments": row.attachment_count, "provider": provider})
+    return row
+
+
+def _claim_message(*, tenant: Tenant, message, provider: str, size: int) -> tuple[InboundMessage, bool]:
+    key = mail.message_key(message)
+    row = InboundMessage(tenant=tenant, message_key=key, provider=provider, size=size,
+                         sender=mail.address_of(message.from_email)[:254],
+                         recipient=(mail.recipients(message) or [""])[0][:254],
+                         subject=(message.subject or "")[:300], spam_score=message.spam_score,
+                         attachment_count=len(message.attachments), status=InboundStatus.ACCEPTED)
+    try:
+        with transaction.atomic():
+            row.save()
+    except IntegrityError:
+        return InboundMessage.objects.get(tenant=tenant, message_key=key), False
+    return row, True
+
+
+def _check_message(*, row: InboundMessage, message) -> None:
+    limit = settings.INBOUND_EMAIL_MAX_BYTES
+    if row.size > limit:
+        raise _Refused(f"The message is {row.size:,} bytes, larger than the limit of {limit:,} bytes.")
+    most = settings.INBOUND_EMAIL_MAX_SPAM_SCORE
+    if message.spam_detected or (row.spam_score is not None and row.spam_score > most):
+        score = "" if row.spam_score is None else f" (score {row.spam_score:g}, the limit is {most:g})"
+        raise _Refused(f"The provider marked the message as spam{score}.")
+    if not row.sender:
+        raise _Refused("The message has no sender address.")
+
+
+def _file_message(*, tenant: Tenant, row: InboundMessage, message) -> tuple[Case, bool]:
+    """The case the message belongs to, with its text and attachments added as evidence."""
+    text = mail.body_text(message)
+    reference = mail.quoted_reference(message)
+    if reference:
+        case = Case.objects.filter(tenant=tenant, reference=reference).first()
+        if case is None:
+            raise _Refused(f"The message quotes {reference}, which is not a case of this organisation.")
+        if case.complainant_email.strip().lower() != row.sender:
+            raise _Refused(f"The sender is not the complainant of {reference}.")
+        if text:
+            evidence_add(actor=EMAIL_ACTOR, case=case, title=_evidence_title(row), text=text, source=EMAIL_SOURCE)
+        opened = False
+    else:
+        title = (row.subject.strip() or f"Complaint by e-mail from {row.sender}")[:300]
+        spec = NewCase(title=title, received_at=timezone.now().date(), narrative=text,
+                       fields={"complainant_email": row.sender, "source": EMAIL_SOURCE,
+                               "source_reference": row.message_key[:100]})
+        case = case_create_many(actor=EMAIL_ACTOR, tenant=tenant, new_cases=[spec])[0]
+        opened = True
+    for part in message.attachments:
+        upload = part.as_uploaded_file()
+        if upload is not None:
+            evidence_add(actor=EMAIL_ACTOR, case=case, title=upload.name or "Attachment", upload=upload,
+                         source=EMAIL_SOURCE)
+    return case, opened
+
+
+def _reason(refusal: Exception) -> str:
+    """The refusal in words, with a domain error's field messages (an attachment's size or type)."""
+    details = [message for messages in getattr(refusal, "fields", {}).values() for message in messages]
+    return " ".join([str(refusal), *details])
+
+
+def _evidence_title(row: InboundMessage) -> str:
+    return f"E-mail from the complainant: {row.subject.strip() or 'no subject'}"[:300]

@@ -138,10 +138,13 @@ def _evidence_create(*, case: Case, actor: Actor, title: str, text: str | None =
 def evidence_add(*, actor, case: Case, title: str, text: str | None = None, upload=None,
                  source: str = "") -> Evidence:
     """Attach immutable evidence (text or an uploaded file) to a case. Checks the size limit and
-    the content-type allow-list; raises Invalid with field messages when either is exceeded."""
+    the content-type allow-list; raises Invalid with field messages when either is exceeded. The
+    actor is a person or key whose role may add evidence, or the system (e-mail intake adding a
+    complainant's reply)."""
     actor = coerce_actor(actor)
-    require_role(actor, policy.CAN_ADD_EVIDENCE, "add evidence")
-    require_tenant(actor, case.tenant_id)
+    if actor.kind != Actor.SYSTEM:
+        require_role(actor, policy.CAN_ADD_EVIDENCE, "add evidence")
+        require_tenant(actor, case.tenant_id)
     errors: dict[str, list[str]] = {}
     if not (title or "").strip():
         errors["title"] = ["Give the evidence a title."]

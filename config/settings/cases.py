@@ -48,3 +48,18 @@ ARBITER_PDF_MAX_CHARS = env_int("ARBITER_PDF_MAX_CHARS", 500_000, minimum=1)
 INTAKE_MAX_UPLOAD_BYTES = env_int("INTAKE_MAX_UPLOAD_BYTES", 512 * 1024 * 1024, minimum=1)
 # Rows written per transaction: each chunk commits its cases, events, audit records and progress.
 INTAKE_CHUNK_ROWS = env_int("INTAKE_CHUNK_ROWS", 500, minimum=1)
+
+# --- E-mail intake: complaints by e-mail (intake/, docs/adr/0034-email-intake.md) -------------
+# The provider whose inbound webhook posts to /inbound/email/ (anymail's view for it checks the
+# signature): mailgun (the default), postmark or sendgrid.
+INBOUND_EMAIL_PROVIDER = env_str("INBOUND_EMAIL_PROVIDER", "mailgun")
+# Mail to <organisation slug>@INBOUND_EMAIL_DOMAIN is that organisation's.
+INBOUND_EMAIL_DOMAIN = env_str("INBOUND_EMAIL_DOMAIN", "inbound.arbiter.example")
+# Mailgun's HTTP webhook signing key (anymail's own setting name); with it unset every Mailgun POST is refused.
+ANYMAIL_MAILGUN_WEBHOOK_SIGNING_KEY = env_str("ANYMAIL_MAILGUN_WEBHOOK_SIGNING_KEY", "")
+# For providers that sign nothing (postmark, sendgrid): the webhook's basic-auth "user:password".
+ANYMAIL_WEBHOOK_SECRET = env_str("ANYMAIL_WEBHOOK_SECRET", "")
+# A delivery larger than this (bytes, the whole request) is refused, its reason recorded.
+INBOUND_EMAIL_MAX_BYTES = env_int("INBOUND_EMAIL_MAX_BYTES", 10 * 1024 * 1024, minimum=1)
+# A message the provider scores above this (or flags as spam) is refused, its reason recorded.
+INBOUND_EMAIL_MAX_SPAM_SCORE = float(env_str("INBOUND_EMAIL_MAX_SPAM_SCORE", "5.0"))
