@@ -99,12 +99,12 @@ _LIVE_NOTICE_STATUSES = ("draft", "pending_approval", "approved", "sending", "se
 
 
 def _existing_notice(notices: list[dict]) -> str | None:
-    """A live notice of the case in words ("the response notice drafted on 3 May, waiting for a
-    supervisor's approval"), from the context's notices; None when there is none."""
+    """A live notice of the case in words ("the response notice drafted on 3 May already exists
+    (waiting for a supervisor's approval)"), from the context's notices; None when there is none."""
     for notice in notices:
         if str(notice.get("status")) in _LIVE_NOTICE_STATUSES:
             named = str(notice.get("named") or f"the {notice.get('kind') or 'response'} notice")
-            return f"{named}, {_plain_notice_status(notice.get('status'))}"
+            return f"{named} already exists ({_plain_notice_status(notice.get('status'))})"
     return None
 
 
@@ -112,7 +112,7 @@ def _intent_sentence(intent: dict, status: str, available: list[str] | None, not
     kind, payload = intent["kind"], intent["payload"]
     existing = _existing_notice(list(notices)) if kind in ("draft_notice", "send_notice") else None
     if existing:
-        return f"{existing[0].upper()}{existing[1:]} already exists, so I will not draft another."
+        return f"{existing[0].upper()}{existing[1:]}, so I will not draft another."
     if kind == "status_transition":
         transition = payload["transition"].replace("_", " ")
         if available is not None and payload["transition"] not in available:

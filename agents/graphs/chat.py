@@ -116,6 +116,10 @@ def notice_words(notice: Notice) -> str:
     return f"the {kind} notice{when}"
 
 
+def capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
 def flags_in_words(flags: list[dict]) -> str:
     return "; ".join(str(flag.get("message") or "").rstrip(".") for flag in flags if flag.get("message"))
 
@@ -190,16 +194,16 @@ def _send_notice(ctx: NodeContext, case, intent: ChatIntent, action: str) -> dic
         words, link = notice_words(notice), _link(case, "notice", notice.pk)
         if notice.status == NoticeStatus.APPROVED:
             return _outcome(kind=intent.kind, ok=False, notice_id=notice.pk, existing=True,
-                            text=f"{words.capitalize()} is approved ({link}), so I did not draft another. I cannot "
+                            text=f"{capital(words)} is approved ({link}), so I did not draft another. I cannot "
                                  f"send it: {NOTICE_SENDERS} must press Send on the notice.")
         if notice.status in (NoticeStatus.SENDING, NoticeStatus.SENT):
             state = notice.get_status_display().lower()
             return _outcome(kind=intent.kind, ok=False, notice_id=notice.pk, existing=True,
-                            text=f"{words.capitalize()} is already {state} ({link}); a notice is sent only once, so "
+                            text=f"{capital(words)} is already {state} ({link}); a notice is sent only once, so "
                                  f"I did not draft another.")
         if notice.status == NoticeStatus.PENDING_APPROVAL:
             return _outcome(kind=intent.kind, ok=False, notice_id=notice.pk, existing=True,
-                            text=f"{words.capitalize()} is already waiting for approval by {NOTICE_APPROVERS} who "
+                            text=f"{capital(words)} is already waiting for approval by {NOTICE_APPROVERS} who "
                                  f"did not draft it ({link}), so I did not draft another; after approval, "
                                  f"{NOTICE_SENDERS} sends it.")
         if notice.status == NoticeStatus.FAILED:
@@ -208,7 +212,7 @@ def _send_notice(ctx: NodeContext, case, intent: ChatIntent, action: str) -> dic
                                  f"I did not draft another and cannot send it.")
         if notice.status == NoticeStatus.DRAFT:
             return _outcome(kind=intent.kind, ok=False, notice_id=notice.pk, existing=True,
-                            text=f"{words.capitalize()} is already there as a draft ({link}), so I did not draft "
+                            text=f"{capital(words)} is already there as a draft ({link}), so I did not draft "
                                  f"another; review it and submit it for approval by {NOTICE_APPROVERS}.")
     return _draft_notice(ctx, case, intent, action)
 
@@ -308,9 +312,10 @@ CHAT_INSTRUCTIONS = (
 
 
 NOTICE_INTENTS = ("draft_notice", "send_notice")
-# A promise to draft or send a notice, in the model's answer, when no notice was drafted.
-_NOTICE_PROMISE = re.compile(r"[^.!?]*\bI\s+(?:will|'ll|am going to|can)\s+(?:now\s+)?(?:draft|prepare|write|compose|send)"
-                             r"\b[^.!?]*\b(?:notice|letter)\b[^.!?]*[.!?]?\s*", re.IGNORECASE)
+# What the model's answer says it will or will not do about a notice ("I will draft a notice…",
+# "…, so I will not draft another."): replaced by what was done when no notice was drafted.
+_NOTICE_PROMISE = re.compile(r"[^.!?]*\bI\s+(?:will|'ll|am going to|can|will not|won't|cannot)\s+(?:now\s+)?"
+                             r"(?:draft|prepare|write|compose|send)\b[^.!?]*[.!?]?\s*", re.IGNORECASE)
 
 
 def compose_reply(answer: str, outcomes: list[dict]) -> str:
