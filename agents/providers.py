@@ -6,7 +6,10 @@ What it does on `complete(request)`:
      builder has already wrapped evidence and user text as delimited untrusted data, and the
      ModelCall row records exactly these messages), and a structured-outputs response_format
      built from `request.output_schema` — strict when the schema allows it (see
-     `response_format_for`).
+     `response_format_for`). OPENAI_RESPONSE_FORMAT=json_object sends the llama.cpp variant
+     instead — {"type": "json_object", "schema": ...}, which llama.cpp's llama-server and
+     llama-cpp-python's server turn into a grammar — and the answer's token limit as `max_tokens`
+     too (those servers ignore `max_completion_tokens`).
   2. Parse and validate the answer with `output_schema.model_validate_json`. If it is not JSON or
      breaks the schema, ask ONCE more, appending the model's answer and a user message carrying
      the validation errors; a second failure raises ModelOutputError(raw, errors, attempts=2).
@@ -51,7 +54,22 @@ def _is_strict_compatible(node: Any) -> bool:
     return True
 
 
-def response_format_for(schema: type[BaseModel]) -> dict:
+RESPONSE_FORMATS = ("json_schema", "json_object")
+# llama.cpp builds its grammar by spelling out bounded repetitions: "maxLength": 20000 becomes a
+# rule nested 20,000 deep and the server crashes (stack overflow). The json_object variant leaves
+# the bounds out of the grammar; the schema's validation still enforces them on the answer.
+GRAMMAR_UNSAFE_KEYS = frozenset({"maxLength", "minLength", "maxItems", "minItems"})
+
+
+def _without_length_bounds(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {key: _without_length_bounds(value) for key, value in node.items() if key not in GRAMMAR_UNSAFE_KEYS}
+    if isinstance(node, list):
+        return [_without_length_bounds(value) for value in node]
+    return node
+
+
+def response_format_for(schema: type[BaseModel], variant: str = "json_schema") -> dict:
     """The json_schema response_format for `schema`: the SDK's strict transformation (the one
     `client.chat.completions.parse` uses: all properties required, objects closed, $refs with
     siblings inlined) when the schema can be strict, else pydantic's schema with strict off."""
@@ -59,6 +77,9 @@ def response_format_for(schema: type[BaseModel]) -> dict:
 
     strict_schema = to_strict_json_schema(schema)
     strict = _is_strict_compatible(strict_schema)
+    if variant == "json_object":
+        return {"type": "json_object",
+                "schema": _without_length_bounds(strict_schema if strict else schema.model_json_schema())}
     return {
         "type": "json_schema",
         "json_schema": {
@@ -94,8 +115,13 @@ class OpenAICompatibleProvider:
     name = "openai"
 
     def __init__(self, *, base_url: str, model: str, api_key: str = "", timeout: float = 60.0,
-                 max_retries: int = 0, max_output_tokens: int | None = None, reasoning_effort: str = ""):
+                 max_retries: int = 0, max_output_tokens: int | None = None, reasoning_effort: str = "",
+                 response_format: str = "json_schema"):
+        if response_format not in RESPONSE_FORMATS:
+            raise ImproperlyConfigured(f"OPENAI_RESPONSE_FORMAT={response_format!r}: use json_schema (OpenAI, vLLM, "
+                                       "Ollama, LM Studio) or json_object (llama.cpp servers).")
         self.model = model
+        self.response_format = response_format
         self.base_url = base_url
         self.timeout = timeout
         # OPENAI_MAX_OUTPUT_TOKENS caps every answer (a node may ask for less); OPENAI_REASONING_EFFORT is
@@ -122,11 +148,14 @@ class OpenAICompatibleProvider:
         return cls(base_url=base_url, api_key=getattr(settings, "OPENAI_API_KEY", "") or "",
                    model=model, timeout=float(getattr(settings, "OPENAI_TIMEOUT_SECONDS", 60)),
                    max_output_tokens=getattr(settings, "OPENAI_MAX_OUTPUT_TOKENS", None),
-                   reasoning_effort=getattr(settings, "OPENAI_REASONING_EFFORT", "") or "")
+                   reasoning_effort=getattr(settings, "OPENAI_REASONING_EFFORT", "") or "",
+                   response_format=getattr(settings, "OPENAI_RESPONSE_FORMAT", "") or "json_schema")
 
     # --- transport ---------------------------------------------------------------------------
     def _create(self, messages: list[dict[str, str]], response_format: dict, max_tokens: int):
-        extra = {"reasoning_effort": self.reasoning_effort} if self.reasoning_effort else {}
+        extra: dict[str, Any] = {"reasoning_effort": self.reasoning_effort} if self.reasoning_effort else {}
+        if self.response_format == "json_object":
+            extra["max_tokens"] = max_tokens
         try:
             return self._client.chat.completions.create(
                 model=self.model, messages=messages, response_format=response_format,
@@ -153,7 +182,7 @@ class OpenAICompatibleProvider:
     # --- the contract ------------------------------------------------------------------------
     def complete(self, request: ModelRequest) -> ModelResponse:
         schema = request.output_schema
-        response_format = response_format_for(schema)
+        response_format = response_format_for(schema, self.response_format)
         messages = [dict(message) for message in request.messages]
         prompt_tokens = completion_tokens = 0
         started = time.perf_counter()

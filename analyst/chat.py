@@ -95,8 +95,24 @@ def detect_intents(question: str) -> tuple[list[dict], list[str]]:
     return intents, set_aside
 
 
-def _intent_sentence(intent: dict, status: str, available: list[str] | None) -> str:
+_LIVE_NOTICE_STATUSES = ("draft", "pending_approval", "approved", "sending", "sent", "failed", "unknown")
+
+
+def _existing_notice(notices: list[dict]) -> str | None:
+    """A live notice of the case in words ("the response notice drafted on 3 May already exists
+    (waiting for a supervisor's approval)"), from the context's notices; None when there is none."""
+    for notice in notices:
+        if str(notice.get("status")) in _LIVE_NOTICE_STATUSES:
+            named = str(notice.get("named") or f"the {notice.get('kind') or 'response'} notice")
+            return f"{named} already exists ({_plain_notice_status(notice.get('status'))})"
+    return None
+
+
+def _intent_sentence(intent: dict, status: str, available: list[str] | None, notices: list[dict] = ()) -> str:
     kind, payload = intent["kind"], intent["payload"]
+    existing = _existing_notice(list(notices)) if kind in ("draft_notice", "send_notice") else None
+    if existing:
+        return f"{existing[0].upper()}{existing[1:]}, so I will not draft another."
     if kind == "status_transition":
         transition = payload["transition"].replace("_", " ")
         if available is not None and payload["transition"] not in available:
@@ -378,7 +394,8 @@ def chat(context: dict) -> dict:
         sentences += getattr(answer, f"topic_{topic}")()
     available = context.get("available_transitions")
     available = [str(name) for name in available] if isinstance(available, list) else None
-    sentences += [_intent_sentence(intent, status.replace("_", " "), available) for intent in intents]
+    notices = [n for n in context.get("notices") or [] if isinstance(n, dict)]
+    sentences += [_intent_sentence(intent, status.replace("_", " "), available, notices) for intent in intents]
     if set_aside or (_APPROVAL_REQUEST.search(question) and not intents):
         sentences.append(f"I cannot approve, send or change anything myself, and instructions to bypass approval "
                          f"are ignored: every change is a proposal that {APPROVER} approves in the review inbox.")

@@ -24,12 +24,16 @@ the model call that produced it.
 from __future__ import annotations
 
 import logging
+import re
 
 from django.conf import settings
+from django.utils import timezone
 
+from agents.graphs.guards import request_to_address
 from agents.schemas import ChatIntent, ChatReply, NoticeDraftOutput, ThreadSummaryOutput
 from cases import policy
 from cases.models import CASE_TRANSITIONS, Notice, NoticeStatus, Proposal, ProposalKind, ProposalStatus
+from cases.notice_checker import check_notice
 from conversations.context import thread_context_build
 from conversations.models import Message, MessageRole, Thread, ThreadSummary
 from conversations.services import message_append_assistant, thread_compact, thread_summary_record
@@ -104,6 +108,22 @@ def _link(case, kind: str, pk) -> str:
     return f"/cases/{case.reference}/#{kind}-{pk}"
 
 
+def notice_words(notice: Notice) -> str:
+    """A notice named in words: "the response notice drafted on 3 May"."""
+    drafted = timezone.localtime(notice.created_at) if notice.created_at else None
+    when = f" drafted on {drafted.day} {drafted.strftime('%B')}" if drafted else ""
+    kind = str(notice.kind or "response").replace("_", " ")
+    return f"the {kind} notice{when}"
+
+
+def capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def flags_in_words(flags: list[dict]) -> str:
+    return "; ".join(str(flag.get("message") or "").rstrip(".") for flag in flags if flag.get("message"))
+
+
 def _propose(ctx: NodeContext, *, action: str, kind: str, payload: dict, rationale: str, what: str) -> dict:
     result = ctx.tool("proposal_create", action=action,
                       args={"kind": kind, "payload": payload, "rationale": rationale, "evidence_refs": []})
@@ -171,51 +191,72 @@ def _send_notice(ctx: NodeContext, case, intent: ChatIntent, action: str) -> dic
     """Never sends. An approved notice is sent by a person pressing Send; otherwise a draft is
     written and submitted for a supervisor's approval."""
     for notice in _live_notices(case):
-        state = notice.get_status_display().lower()
+        words, link = notice_words(notice), _link(case, "notice", notice.pk)
         if notice.status == NoticeStatus.APPROVED:
-            return _outcome(kind=intent.kind, ok=False, notice_id=notice.pk,
-                           text=f"The response notice is approved ({_link(case, 'notice', notice.pk)}). I cannot "
-                                f"send it: {NOTICE_SENDERS} must press Send on the notice.")
+            return _outcome(kind=intent.kind, ok=False, notice_id=notice.pk, existing=True,
+                            text=f"{capital(words)} is approved ({link}), so I did not draft another. I cannot "
+                                 f"send it: {NOTICE_SENDERS} must press Send on the notice.")
         if notice.status in (NoticeStatus.SENDING, NoticeStatus.SENT):
-            return _outcome(kind=intent.kind, ok=False, notice_id=notice.pk,
-                           text=f"The response notice is already {state} ({_link(case, 'notice', notice.pk)}); a "
-                                f"notice is sent only once.")
+            state = notice.get_status_display().lower()
+            return _outcome(kind=intent.kind, ok=False, notice_id=notice.pk, existing=True,
+                            text=f"{capital(words)} is already {state} ({link}); a notice is sent only once, so "
+                                 f"I did not draft another.")
         if notice.status == NoticeStatus.PENDING_APPROVAL:
-            return _outcome(kind=intent.kind, ok=False, notice_id=notice.pk,
-                           text=f"A response notice is already waiting for approval by {NOTICE_APPROVERS} who did "
-                                f"not draft it ({_link(case, 'notice', notice.pk)}); after that, {NOTICE_SENDERS} "
-                                f"sends it.")
+            return _outcome(kind=intent.kind, ok=False, notice_id=notice.pk, existing=True,
+                            text=f"{capital(words)} is already waiting for approval by {NOTICE_APPROVERS} who "
+                                 f"did not draft it ({link}), so I did not draft another; after approval, "
+                                 f"{NOTICE_SENDERS} sends it.")
         if notice.status == NoticeStatus.FAILED:
-            return _outcome(kind=intent.kind, ok=False, notice_id=notice.pk,
-                           text=f"Sending the response notice failed ({_link(case, 'notice', notice.pk)}); "
-                                f"{NOTICE_SENDERS} can retry it from the notice. I cannot send it.")
+            return _outcome(kind=intent.kind, ok=False, notice_id=notice.pk, existing=True,
+                            text=f"Sending {words} failed ({link}); {NOTICE_SENDERS} can retry it from the notice. "
+                                 f"I did not draft another and cannot send it.")
         if notice.status == NoticeStatus.DRAFT:
-            return _outcome(kind=intent.kind, ok=False, notice_id=notice.pk,
-                           text=f"A response notice is already drafted ({_link(case, 'notice', notice.pk)}); review "
-                                f"it and submit it for approval by {NOTICE_APPROVERS}.")
+            return _outcome(kind=intent.kind, ok=False, notice_id=notice.pk, existing=True,
+                            text=f"{capital(words)} is already there as a draft ({link}), so I did not draft "
+                                 f"another; review it and submit it for approval by {NOTICE_APPROVERS}.")
+    return _draft_notice(ctx, case, intent, action)
+
+
+def _draft_notice(ctx: NodeContext, case, intent: ChatIntent, action: str) -> dict:
+    """Drafts through the notice checker, as the analysis graph's drafter does: a flagged draft is
+    revised once with the flags; still flagged, it stays a draft (not submitted) and the reply
+    names the flags in words."""
     # The drafter reads the case's latest analysis outputs, as the analysis graph's drafter does.
     prior = dict(Artifact.objects.filter(pk__in=ctx.last_source_refs.get("artifact_ids") or [])
                  .order_by("id").values_list("kind", "content"))
-    draft: NoticeDraftOutput = ctx.call_model(
-        schema=NoticeDraftOutput, agent="notice_drafter",
-        instructions="Draft the response notice to the complainant about this case. It is only a draft: a "
-                     "supervisor approves it and a person sends it.",
-        extra_context={"prior": {"triage": prior.get("triage"), "risk_assessor": prior.get("risk_assessment"),
-                                 "policy_checker": prior.get("policy_check")}})
+    triaged = prior.get("triage") or {}
+    consumer_request = request_to_address(triaged.get("consumer_request") or triaged.get("requested_remedy") or "")
+    facts = {"prior": {"triage": prior.get("triage"), "risk_assessor": prior.get("risk_assessment"),
+                       "policy_checker": prior.get("policy_check")}, "consumer_request": consumer_request}
+    instructions = ("Draft the response notice to the complainant about this case. It is only a draft: a "
+                    "supervisor approves it and a person sends it.")
+    draft: NoticeDraftOutput = ctx.call_model(schema=NoticeDraftOutput, agent="notice_drafter",
+                                              instructions=instructions, extra_context=facts)
+    flags = check_notice(case=case, recipient=case.complainant_email or "", subject=draft.subject, body=draft.body,
+                         consumer_request=consumer_request)
+    if flags:
+        draft = ctx.call_model(schema=NoticeDraftOutput, agent="notice_drafter", instructions=instructions,
+                               extra_context=facts | {"check_flags": flags})
     drafted = ctx.tool("notice_draft", action=f"{action}-draft",
-                       args={"subject": draft.subject, "body": draft.body, "kind": "response"})
+                       args={"subject": draft.subject, "body": draft.body, "kind": "response",
+                             "consumer_request": consumer_request})
     if not drafted.ok:
         return _outcome(kind=intent.kind, ok=False, text=f"I could not draft a notice: {drafted.error}")
     notice_id = drafted.result["notice_id"]
+    link = _link(case, "notice", notice_id)
+    stored_flags = Notice.objects.filter(pk=notice_id).values_list("check_flags", flat=True).first() or []
+    if stored_flags:
+        return _outcome(kind=intent.kind, ok=True, notice_id=notice_id, flagged=True,
+                        text=f"I drafted a response notice ({link}), but the notice checker found problems, so it "
+                             f"stays a draft for you to revise and is not submitted: {flags_in_words(stored_flags)}.")
     submitted = ctx.tool("notice_submit", action=f"{action}-submit", args={"notice_id": notice_id})
     if not submitted.ok:
         return _outcome(kind=intent.kind, ok=False, notice_id=notice_id,
-                       text=f"I drafted a response notice ({_link(case, 'notice', notice_id)}) but could not submit "
-                            f"it: {submitted.error}")
+                        text=f"I drafted a response notice ({link}) but could not submit it: {submitted.error}")
     return _outcome(kind=intent.kind, ok=True, notice_id=notice_id,
-                   text=f"I drafted a response notice ({_link(case, 'notice', notice_id)}) and submitted it for "
-                        f"approval by {NOTICE_APPROVERS} who did not draft it; once approved, {NOTICE_SENDERS} sends "
-                        f"it. Nothing has been sent.")
+                    text=f"I drafted a response notice ({link}); the notice checker found nothing to correct, and "
+                         f"it is submitted for approval by {NOTICE_APPROVERS} who did not draft it; once approved, "
+                         f"{NOTICE_SENDERS} sends it. Nothing has been sent.")
 
 
 def _remember(ctx: NodeContext, question: Message, intent: ChatIntent, action: str) -> dict:
@@ -229,8 +270,8 @@ def _remember(ctx: NodeContext, question: Message, intent: ChatIntent, action: s
         return _outcome(kind=intent.kind, ok=False, text=f"I could not propose that memory: {result.error}")
     memory_id = result.result["memory_id"]
     return _outcome(kind=intent.kind, ok=True, memory_id=memory_id,
-                   text=f"I proposed to remember “{content}” (memory M{memory_id}). It is used only after you or a "
-                        f"supervisor confirm it.")
+                   text=f"I proposed to remember “{content}”. It is used only after you or a supervisor confirm "
+                        f"it.")
 
 
 def _carry_out(ctx: NodeContext, *, case, question: Message, intents: list[ChatIntent]) -> list[dict]:
@@ -270,6 +311,28 @@ CHAT_INSTRUCTIONS = (
 )
 
 
+NOTICE_INTENTS = ("draft_notice", "send_notice")
+# What the model's answer says it will or will not do about a notice ("I will draft a notice…",
+# "…, so I will not draft another."): replaced by what was done when no notice was drafted.
+_NOTICE_PROMISE = re.compile(r"[^.!?]*\bI\s+(?:will|'ll|am going to|can|will not|won't|cannot)\s+(?:now\s+)?"
+                             r"(?:draft|prepare|write|compose|send)\b[^.!?]*[.!?]?\s*", re.IGNORECASE)
+
+
+def compose_reply(answer: str, outcomes: list[dict]) -> str:
+    """The reply a person reads. When a notice was asked for and none was drafted (one exists
+    already, or drafting failed), that comes first, and any promise to draft in the model's answer
+    is left out; the other outcomes follow the answer under "What I did"."""
+    content = answer.strip()
+    first = [o for o in outcomes if o["kind"] in NOTICE_INTENTS and not (o["ok"] and not o.get("existing"))]
+    if first:
+        content = _NOTICE_PROMISE.sub("", content).strip()
+        content = " ".join(o["text"] for o in first) + ("\n\n" + content if content else "")
+    rest = [o for o in outcomes if o not in first]
+    if rest:
+        content += "\n\nWhat I did:\n" + "\n".join(f"- {o['text']}" for o in rest)
+    return content
+
+
 def _cited(*, case, reply: ChatReply, shown_artifact_ids: set[int], shown_evidence_ids: set[int]) -> dict:
     """The facts the answer rests on: the case status and version of the snapshot it was given
     (not the model's claim), and the artifact/evidence ids it cited that it was actually shown."""
@@ -300,7 +363,8 @@ def answer(ctx: NodeContext) -> NodeResult:
             "thread": thread_context.as_dict(),
             "question": question.display_content,
             "findings": _case_findings(case),
-            "notices": [{"id": n.pk, "kind": n.kind, "status": n.status} for n in notices],
+            "notices": [{"id": n.pk, "kind": n.kind, "status": n.status, "named": notice_words(n),
+                         "link": _link(case, "notice", n.pk)} for n in notices],
             "available_transitions": _available_transitions(case),
         },
         source_refs={"thread": thread_context.source_refs(), "question_sequence": sequence,
@@ -310,9 +374,7 @@ def answer(ctx: NodeContext) -> NodeResult:
                    shown_evidence_ids={e["id"] for e in refs.get("evidence") or []})
     outcomes = _carry_out(ctx, case=case, question=question, intents=list(reply.intents))
 
-    content = reply.answer.strip()
-    if outcomes:
-        content += "\n\nWhat I did:\n" + "\n".join(f"- {o['text']}" for o in outcomes)
+    content = compose_reply(reply.answer, outcomes)
     if case is not None and reply.cited.case_status and reply.cited.case_status != case.status:
         # The model's own claim disagrees with the snapshot: the record wins, and says so.
         content += f"\n\n(For the record: {case.reference} is {case.get_status_display().lower()}, version {case.version}.)"

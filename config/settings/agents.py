@@ -20,6 +20,13 @@ OPENAI_REASONING_EFFORT = (env_str("OPENAI_REASONING_EFFORT", "") or "").strip()
 if OPENAI_REASONING_EFFORT not in ("", "minimal", "low", "medium", "high"):
     raise ImproperlyConfigured(f"OPENAI_REASONING_EFFORT={OPENAI_REASONING_EFFORT!r}: use minimal, low, medium, "
                                "high, or leave it empty to not send it.")
+# How structured output is asked for: "json_schema" (OpenAI's structured outputs: OpenAI, vLLM, Ollama,
+# LM Studio) or "json_object" (llama.cpp's llama-server and llama-cpp-python: {"type": "json_object",
+# "schema": ...}, constrained by a grammar, with the token limit also sent as max_tokens).
+OPENAI_RESPONSE_FORMAT = (env_str("OPENAI_RESPONSE_FORMAT", "json_schema") or "json_schema").strip().lower()
+if OPENAI_RESPONSE_FORMAT not in ("json_schema", "json_object"):
+    raise ImproperlyConfigured(f"OPENAI_RESPONSE_FORMAT={OPENAI_RESPONSE_FORMAT!r}: use json_schema, or json_object "
+                               "for llama.cpp servers.")
 # Token budget for evidence excerpts in one model context.
 ARBITER_CONTEXT_EVIDENCE_TOKENS = env_int("ARBITER_CONTEXT_EVIDENCE_TOKENS", 6000, minimum=100)
 # Dotted path of the function that redacts personal data from everything in model contexts

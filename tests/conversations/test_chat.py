@@ -216,7 +216,8 @@ def test_an_approved_notice_is_never_sent_from_chat(thread, analyst, supervisor,
     assert notice.status == NoticeStatus.APPROVED
     assert not NoticeDispatch.objects.exists() and mailoutbox == []
     assert Notice.objects.filter(case=case).count() == 1
-    assert "The response notice is approved" in reply.content and "I cannot send it" in reply.content
+    assert reply.content.startswith("The response notice drafted on ") and " is approved (" in reply.content
+    assert "I cannot send it" in reply.content and "I will" not in reply.content
     assert "must press Send" in reply.content
 
 
@@ -225,7 +226,8 @@ def test_remember_proposes_a_memory_for_the_analyst_that_is_not_active(thread, a
     [memory] = MemoryRecord.objects.all()
     assert (memory.subject, memory.status, memory.run_id) == (f"user:{analyst.pk}", "proposed", run.pk)
     assert "prefer short summaries" in memory.content
-    assert f"M{memory.pk}" in reply.content and "confirm" in reply.content
+    assert "I proposed to remember “I prefer short summaries”" in reply.content and "confirm" in reply.content
+    assert f"M{memory.pk}" not in reply.content  # no internal id in what a person reads
     # Proposed memory enters no context: the next run's model call does not see it.
     _q2, _r2, run2 = post_and_answer(thread, analyst, "What is the status?")
     assert ModelCall.objects.get(run=run2, agent="chat").context["memory"] == []

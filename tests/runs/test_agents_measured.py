@@ -248,7 +248,10 @@ def test_chat_says_what_the_consumer_wants_why_the_risk_and_what_is_due_in_plain
 def test_chat_draft_a_notice_is_an_intent_to_draft():
     reply = _chat("Draft a notice to the consumer.")
     assert [i.kind for i in reply.intents] == ["draft_notice"]
-    assert "draft a notice to the consumer and submit it for approval" in reply.answer
+    # The context already holds a notice waiting for approval: the answer says so, and promises nothing.
+    assert ("already exists (waiting for a supervisor's approval), so I will not draft another"
+            in reply.answer)
+    assert "I will draft" not in reply.answer
 
 
 # --- citations, end to end -------------------------------------------------------------------------

@@ -1,0 +1,71 @@
+"""The openai-compatible provider's llama.cpp variant of structured output
+(OPENAI_RESPONSE_FORMAT=json_object), against the local fake OpenAI server."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from agents.providers import OpenAICompatibleProvider, response_format_for
+from agents.schemas import NoticeDraftOutput, TriageOutput
+from runs.providers import ModelRequest
+from tests.fakes.fixtures import fake_openai  # noqa: F401
+
+
+def _keys(node) -> set[str]:
+    if isinstance(node, dict):
+        return set(node) | set().union(*(_keys(value) for value in node.values()))
+    if isinstance(node, list):
+        return set().union(*(_keys(value) for value in node)) if node else set()
+    return set()
+
+
+def test_the_llama_cpp_variant_carries_the_schema_without_length_bounds():
+    standard = response_format_for(TriageOutput)
+    variant = response_format_for(TriageOutput, "json_object")
+    assert variant["type"] == "json_object" and "json_schema" not in variant
+    schema = variant["schema"]
+    # The same shape and enums as the standard schema ...
+    assert schema["required"] == standard["json_schema"]["schema"]["required"]
+    product = standard["json_schema"]["schema"]["properties"]["product"]
+    assert product["enum"] and schema["properties"]["product"]["enum"] == product["enum"]
+    # ... without the bounded repetitions llama.cpp's grammar builder cannot take.
+    assert "maxLength" in _keys(standard) and not _keys(variant) & {"maxLength", "minLength", "maxItems", "minItems"}
+
+
+def test_the_provider_sends_the_variant_and_max_tokens(fake_openai):  # noqa: F811
+    provider = OpenAICompatibleProvider(base_url=fake_openai.base_url, model="gemma", timeout=2,
+                                        max_output_tokens=300, response_format="json_object")
+    fake_openai.reply_json({"subject": "Your complaint", "body": "We received your complaint."})
+    request = ModelRequest(agent="notice_drafter", output_schema=NoticeDraftOutput, max_output_tokens=500,
+                           messages=[{"role": "system", "content": "Draft."}, {"role": "user", "content": "Case."}],
+                           context={})
+
+    response = provider.complete(request)
+
+    assert response.output.subject == "Your complaint"
+    body = fake_openai.requests[0].body
+    assert body["response_format"]["type"] == "json_object"
+    assert body["response_format"]["schema"]["required"] == ["subject", "body"]
+    assert body["max_tokens"] == 300 and body["max_completion_tokens"] == 300
+
+
+def test_the_standard_format_sends_no_max_tokens(fake_openai):  # noqa: F811
+    provider = OpenAICompatibleProvider(base_url=fake_openai.base_url, model="gpt", timeout=2)
+    fake_openai.reply_json({"subject": "S", "body": "B"})
+    provider.complete(ModelRequest(agent="notice_drafter", output_schema=NoticeDraftOutput, max_output_tokens=50,
+                                   messages=[{"role": "user", "content": "Case."}], context={}))
+    body = fake_openai.requests[0].body
+    assert body["response_format"]["type"] == "json_schema" and "max_tokens" not in body
+
+
+def test_an_unknown_response_format_is_refused_with_what_to_set(settings):
+    settings.OPENAI_BASE_URL, settings.OPENAI_MODEL = "http://127.0.0.1:9/v1", "m"
+    settings.OPENAI_RESPONSE_FORMAT = "grammar"
+    with pytest.raises(ImproperlyConfigured, match="OPENAI_RESPONSE_FORMAT"):
+        OpenAICompatibleProvider.from_settings()
+    settings.OPENAI_RESPONSE_FORMAT = "json_object"
+    assert OpenAICompatibleProvider.from_settings().response_format == "json_object"
+    assert json.dumps(response_format_for(NoticeDraftOutput, "json_object"))
