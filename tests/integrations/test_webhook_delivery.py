@@ -33,26 +33,20 @@ from tests.factories import make_case
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
-PORTS = range(18300, 18350)  # this suite's ports
 HOUR = 3.0  # seconds standing for one hour
 SCALE = 3600 / HOUR
 
 
 def _free_port() -> int:
-    for port in PORTS:
-        with socket.socket() as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port in 18300-18349")
+    """A port the kernel has free now (never a fixed range two test processes share)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 class OutageReceiver:
-    """A receiver on one fixed port that can be up (200), failing (500) or down (stopped: the port
-    refuses connections). It deduplicates by event id, as a receiver must."""
+    """A receiver on one port of its own (kept across a stop and start) that can be up (200),
+    failing (500) or down (stopped: the port refuses connections). It deduplicates by event id, as a receiver must."""
 
     def __init__(self):
         self.port = _free_port()
