@@ -51,11 +51,14 @@ $(DEV_STAMP): $(STAMP)
 run: install
 	DEBUG=$${DEBUG:-1} HOST=$(HOST) PORT=$(PORT) exec $(PY) scripts/run_local.py
 
-# Two phases: everything but `slow` in parallel, then the `slow` tests (real processes on fixed
-# ports) one at a time. Exit code 5 ("no tests collected") of the second phase is not a failure:
-# a PYTEST_ARGS that selects no slow test is fine.
+# Two phases, both in parallel: everything but `slow`, then the `slow` tests (real processes: each
+# test has its own free ports, var/ folder and test database). --dist loadgroup keeps the few tests
+# that share something of the checkout (their `xdist_group` mark says what) on one worker, one after
+# the other. Exit code 5 ("no tests collected") of the second phase is not a failure: a PYTEST_ARGS
+# that selects no slow test is fine.
 PYTEST_PHASES = $(PY) -m pytest -n $(TEST_WORKERS) -m "not slow" $(PYTEST_ARGS) && \
-	{ $(PY) -m pytest -m slow $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ]; }
+	{ $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m slow $(PYTEST_ARGS); rc=$$?; \
+	  [ $$rc -eq 0 ] || [ $$rc -eq 5 ]; }
 
 test: install-dev
 	$(PYTEST_PHASES)

@@ -106,6 +106,7 @@ def _manage(tmp_path, *args, **env):
 PRINT_KEY = "from django.conf import settings as s; print(s.ARBITER_AUDIT_KEY_ID, sorted(s.ARBITER_AUDIT_KEYS))"
 
 
+@pytest.mark.slow  # starts manage.py
 def test_settings_refuse_to_start_without_a_key_outside_debug(tmp_path):
     result = _manage(tmp_path, "check", DEBUG="0")
     assert result.returncode != 0
@@ -113,6 +114,7 @@ def test_settings_refuse_to_start_without_a_key_outside_debug(tmp_path):
             "one with `python -m audit.keys`") in result.stderr
 
 
+@pytest.mark.slow  # starts manage.py and audit.keys
 def test_debug_uses_the_development_key_and_a_key_file_is_read(tmp_path):
     debug = _manage(tmp_path, "shell", "-v", "0", "-c", PRINT_KEY, DEBUG="1")
     assert debug.stdout.strip() == "development-only ['development-only']", debug.stderr

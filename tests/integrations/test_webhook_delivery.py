@@ -34,26 +34,20 @@ from tests.factories import make_case
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
-PORTS = range(18300, 18350)  # this suite's ports
 HOUR = 3.0  # seconds standing for one hour
 SCALE = 3600 / HOUR
 
 
 def _free_port() -> int:
-    for port in PORTS:
-        with socket.socket() as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port in 18300-18349")
+    """A port the kernel has free now (never a fixed range two test processes share)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 class OutageReceiver:
-    """A receiver on one fixed port that can be up (200), failing (500) or down (stopped: the port
-    refuses connections). It deduplicates by event id, as a receiver must."""
+    """A receiver on one port of its own (kept across a stop and start) that can be up (200),
+    failing (500) or down (stopped: the port refuses connections). It deduplicates by event id, as a receiver must."""
 
     def __init__(self):
         self.port = _free_port()
@@ -125,8 +119,13 @@ class World:
         self.started = time.monotonic()
 
     def run(self, seconds: float, *, every: float | None = 0.25) -> None:
+        """`seconds` of beat polls with a case opened every `every` seconds; on a loaded machine
+        (a loop turn slower than `every`) it goes on until as many cases were opened as planned,
+        so the count of events does not depend on the machine's speed."""
         end, next_event = time.monotonic() + seconds, time.monotonic()
-        while time.monotonic() < end:
+        planned = 0 if every is None else int(seconds / every)
+        opened_before = self.opened
+        while time.monotonic() < end or self.opened - opened_before < planned:
             if every is not None and time.monotonic() >= next_event:
                 self.opened += 1
                 make_case(actor=self.analyst, title=f"case {self.opened}")

@@ -81,6 +81,9 @@ def _terminate_make_alone_and_expect_everything_to_stop(make: Make) -> None:
     assert "[run] got SIGTERM; stopping web, worker and beat" in make.output
 
 
+# `make serve` with DEBUG=0 collects static files into the checkout's one STATIC_ROOT (staticfiles/):
+# the tests that do so share that folder and never run at the same time (make test: --dist loadgroup).
+@pytest.mark.xdist_group("checkout_staticfiles")
 def test_make_serve_runs_gunicorn_worker_and_beat_and_stops_them_with_make(tmp_path):
     port = _free_port()
     env = _env(tmp_path, port, DEBUG="0", SECRET_KEY="serve-test-" + "k" * 50, ALLOWED_HOSTS="127.0.0.1",

@@ -17,6 +17,8 @@ from django.conf import settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
+pytestmark = pytest.mark.slow  # each test starts processes of its own (writers, evaluate)
+
 WRITERS = textwrap.dedent("""
     import sys, threading, time
     import django

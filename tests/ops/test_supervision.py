@@ -37,6 +37,9 @@ def _all_pids(make: Make) -> list[int]:
     return [int(pid) for pid in re.findall(r"\[run\] (?:re)?started \w+ \(pid (\d+)\)", make.output)]
 
 
+# `make serve` with DEBUG=0 collects static files into the checkout's one STATIC_ROOT (staticfiles/):
+# the tests that do so share that folder and never run at the same time (make test: --dist loadgroup).
+@pytest.mark.xdist_group("checkout_staticfiles")
 def test_make_serve_restarts_a_killed_worker_and_a_killed_beat_while_the_web_keeps_answering(tmp_path):
     port = _free_port()
     env = _env(tmp_path, port, DEBUG="0", SECRET_KEY="serve-test-" + "k" * 50, ALLOWED_HOSTS="127.0.0.1",

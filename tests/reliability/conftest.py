@@ -1,5 +1,5 @@
-"""Real processes for the fault-injection tests: a throwaway Redis on its own port (stopped and
-started by the tests), a TCP proxy in front of PostgreSQL (the tests cut it to make the database
+"""Real processes for the fault-injection tests: a throwaway Redis per test on a free port of its
+own (stopped and started by the tests, so two tests can run side by side under pytest-xdist), a TCP proxy in front of PostgreSQL (the tests cut it to make the database
 unreachable for the workers without touching the machine's shared server), and Celery workers and
 beat started against them. Nothing here stops a shared service."""
 
@@ -20,7 +20,13 @@ from django.db import connection
 
 ROOT = Path(__file__).resolve().parents[2]
 CELERY = ROOT / ".venv" / "bin" / "celery"
-REDIS_PORT = 6312  # these tests' own port (machine Redis is 6379)
+
+
+def free_port() -> int:
+    """A port nothing listens on now, chosen by the kernel (never a fixed number two tests share)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def wait_until(predicate, *, timeout: float, what: str, poll: float = 0.25):
@@ -34,11 +40,12 @@ def wait_until(predicate, *, timeout: float, what: str, poll: float = 0.25):
 
 
 class RedisServer:
-    """redis-server on 127.0.0.1:REDIS_PORT with an append-only file in a temp folder, so a
-    restart keeps what was queued (as a production broker with persistence would)."""
+    """redis-server on 127.0.0.1:<a free port> with an append-only file in a temp folder, so a
+    restart keeps what was queued (as a production broker with persistence would). The port is
+    chosen once: a restart comes back on the same one, as a broker's address does."""
 
-    def __init__(self, folder: Path, port: int = REDIS_PORT):
-        self.folder, self.port, self.process = folder, port, None
+    def __init__(self, folder: Path, port: int | None = None):
+        self.folder, self.port, self.process = folder, port or free_port(), None
         folder.mkdir(parents=True, exist_ok=True)
 
     @property

@@ -28,7 +28,6 @@ from tests.reliability.test_web_outage import _free_port
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-REDIS_PORT = 18110  # this test's own redis-server (the machine's Redis is 6379)
 
 
 def _request(url: str, *, headers: dict | None = None, data: dict | None = None) -> tuple[int, dict, bytes]:
@@ -50,9 +49,9 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 
 
 def test_a_broker_outage_is_a_503_where_redis_is_needed_and_never_a_500(analyst, tmp_path, cluster_factory):
-    redis = RedisServer(tmp_path / "redis", port=REDIS_PORT)
+    redis = RedisServer(tmp_path / "redis")  # its own redis-server on a port the kernel picks
     redis.start()
-    proxy = TcpProxy("127.0.0.1", REDIS_PORT)
+    proxy = TcpProxy("127.0.0.1", redis.port)
     [case, api_case] = analysable_cases(analyst, 2)
     _key, secret = api_key_create(tenant=analyst.tenant, name="outage test", role="analyst")
     port = _free_port()

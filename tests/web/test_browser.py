@@ -13,9 +13,7 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 from cases import services  # noqa: E402
 from cases.models import NoticeStatus, ProposalStatus  # noqa: E402
 from tests.factories import make_case  # noqa: E402
-from tests.web.browser import CHROMIUM, log_in  # noqa: E402,F401  (log_in: used by other modules too)
-
-SCREENSHOT = "/tmp/arbiter-case.png"
+from tests.web.browser import CHROMIUM, keep_screenshot, log_in  # noqa: E402,F401  (log_in: used by other modules too)
 
 pytestmark = [
     pytest.mark.browser,
@@ -58,7 +56,7 @@ def test_an_analyst_adds_evidence_and_triages_a_case(new_page, analyst):
 
     case.refresh_from_db()
     assert case.status == "triaged" and case.evidence.count() == 2
-    page.screenshot(path=SCREENSHOT, full_page=True)
+    keep_screenshot(page, "arbiter-case")
 
 
 def test_a_supervisor_approves_an_agent_proposal_from_the_inbox(new_page, analyst, supervisor, agent):

@@ -20,11 +20,7 @@ from runs.models import AgentRun, RunStatus  # noqa: E402
 from tests.factories import make_case  # noqa: E402
 from tests.helpers import bring_case_to  # noqa: E402
 from tests.runs.conftest import drive  # noqa: E402
-from tests.web.browser import CHROMIUM, log_in  # noqa: E402,F401  (log_in: used by other modules too)
-
-RUN_SCREENSHOT = "/tmp/arbiter-run.png"
-STEP_SCREENSHOT = "/tmp/arbiter-run-step.png"
-THREAD_SCREENSHOT = "/tmp/arbiter-thread.png"
+from tests.web.browser import CHROMIUM, keep_screenshot, log_in  # noqa: E402,F401  (log_in: used by other modules too)
 
 pytestmark = [
     pytest.mark.browser,
@@ -71,7 +67,7 @@ def test_an_analyst_runs_an_analysis_and_sees_what_the_agent_saw_at_step_3(new_p
     assert page.locator("#findings tbody tr").count() > 0 and page.locator("#artifacts article").count() > 0
     proposals = page.locator("#run-proposals")
     assert "Proposal P" in proposals.inner_text() and "a supervisor decides" in proposals.inner_text()
-    page.screenshot(path=RUN_SCREENSHOT, full_page=True)
+    keep_screenshot(page, "arbiter-run")
 
     # One click: what the agent saw at step 3.
     page.locator("#step-3").get_by_role("link", name="What it saw at step 3").click()
@@ -83,7 +79,7 @@ def test_an_analyst_runs_an_analysis_and_sees_what_the_agent_saw_at_step_3(new_p
     assert f"E{evidence.pk} {evidence.sha256[:12]}" in page.locator("#model-calls .refs").inner_text()
     assert "risk_level" in page.locator("#model-calls pre.output").last.inner_text()
     assert "policy_checker" in page.locator("#checkpoint").inner_text()  # the plan continues there
-    page.screenshot(path=STEP_SCREENSHOT, full_page=True)
+    keep_screenshot(page, "arbiter-run-step")
     case.refresh_from_db()
     assert (case.status, case.risk_level) == ("new", "unassessed")  # agents only proposed
 
@@ -119,4 +115,4 @@ def test_a_chat_request_shows_a_pending_reply_then_the_proposal_and_approval_req
     assert "Cited:" in text and "decided" in text
     case.refresh_from_db()
     assert case.status == "decided"  # the intent is a proposal, not a change
-    page.screenshot(path=THREAD_SCREENSHOT, full_page=True)
+    keep_screenshot(page, "arbiter-thread")
