@@ -180,6 +180,12 @@
     var source = config && config.elt;
     // A row shown in the pane (j/k or a click on it): the focus stays on the row, in the list.
     if (target && target.id === "review-pane" && source && source.matches && source.matches("[data-row-link]")) {
+      // A key pressed between the swap and its settling (a fast "a") already opened a decision in
+      // the pane and focused it: leave the focus there, or the next Enter would act on the row.
+      var pane = document.getElementById("review-pane");
+      if (pane && pane.contains(document.activeElement) && pane.querySelector("details[data-decide][open]")) {
+        return;
+      }
       source.focus({ preventScroll: true });
       return;
     }
