@@ -84,8 +84,9 @@ def test_unsafe_operations_document_idempotency_key(schema):
 # The failure classes ADR 0028 lists as still open at 100 examples: the server refuses some requests
 # the schema allows (cross-field rules, form bodies' types: positive_data_acceptance), accepts a few
 # it does not (negative_data_rejection), and the evidence download's content type is not the
-# schema's (content_type_conformance). Every other check of every phase must find nothing.
-OPEN_CLASSES = "positive_data_acceptance,negative_data_rejection,content_type_conformance,max_response_time"
+# schema's (content_type_conformance). Every other check of every phase must find nothing (response
+# time is no check here: it is only judged when --max-response-time is given, and it is not).
+OPEN_CLASSES = "positive_data_acceptance,negative_data_rejection,content_type_conformance"
 
 
 @pytest.mark.slow
