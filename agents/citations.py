@@ -129,10 +129,27 @@ def verify_citations(texts: EvidenceTexts, items: list[dict], *, quote_key: str 
 
 
 def signal_words(signal: dict) -> str:
-    """A risk signal in words, for a person: its description without the quote it ends with
-    ("Identity theft (opened … in my name)"), or its code if it has no description."""
+    """A risk signal in words, for a person: its description without the quote it ends with, and
+    without a parenthesis that only repeats words of that quote (the detector's match, often a
+    fragment: "Identity theft (opened without my)" reads "Identity theft"); a parenthesis that adds
+    something stays ("$2,000.00 lost, charged or asked back (above $1,000)"). Its code if it has no
+    description."""
     text = str(signal.get("description") or signal.get("code") or "").strip()
-    return re.split(r":\s*[“\"]", text, maxsplit=1)[0].strip()
+    head, *rest = re.split(r":\s*[“\"]", text, maxsplit=1)
+    quote = " ".join(str(signal.get("quote") or (rest[0] if rest else "")).split()).lower()
+    match = re.search(r"\s*\(([^()]*)\)", head)
+    if match and quote and " ".join(match.group(1).split()).lower() in quote:
+        head = head[:match.start()] + head[match.end():]
+    return " ".join(head.split())
+
+
+def signals_in_words(words: list[str]) -> str:
+    """Signals' words as one list after "because of:": "identity theft; harassment; $2,000.00 lost…".
+    Each item starts in lower case unless it starts with an abbreviation or a figure."""
+    def lowered(word: str) -> str:
+        word = word.rstrip(".")
+        return word[0].lower() + word[1:] if len(word) > 1 and word[0].isupper() and not word[1].isupper() else word
+    return "; ".join(lowered(w) for w in dict.fromkeys(words) if w)
 
 
 # --- codes in words ----------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import math
 import re
 from datetime import timedelta
 
-from agents.citations import code_with_words, code_words, signal_words
+from agents.citations import code_with_words, code_words, signal_words, signals_in_words
 from agents.signals import FLOORS, LEVELS, Signal, detect_signals, raise_to, score
 from agents.text import date_mentions, money_amounts, shorten, split_sentences
 from analyst.classifier import get_classifier
@@ -103,7 +103,7 @@ def risk_assessor(context: dict) -> dict:
     words = [signal_words(signal.as_dict()) for signal in signals]
     quoted = next((signal.quote for signal in signals if signal.quote), "")
     if words:
-        first = f"Risk {level} because of: {'; '.join(dict.fromkeys(w.rstrip('.') for w in words))}."
+        first = f"Risk {level} because of: {signals_in_words(words)}."
         first += f" The evidence says: “{quoted}”" if quoted else ""
     elif evidence:
         first = f"Risk {level}: no risk signal was found in the evidence."
@@ -413,7 +413,7 @@ def _adjudication_text(*, step, why, classified, respondent, request, level, ris
              f"Classified as {classified}, against {respondent}."]
     if asks:
         first.append(f"The consumer asks for {asks[0].lower() + asks[1:]}.".replace("..", "."))
-    first.append(f"Risk {level}" + (f" because of: {'; '.join(w.rstrip('.') for w in words)}." if words else ": no risk signal was found."))
+    first.append(f"Risk {level}" + (f" because of: {signals_in_words(words)}." if words else ": no risk signal was found."))
     if quote:
         first.append(f"The evidence says: “{quote}”")
     first.append(f"{'A notice to the consumer is due' if policy.get('notice_due') else 'No notice is due'}; "

@@ -12,6 +12,8 @@ agents.schemas; ids a model cites are kept only if they are evidence the model w
 
 from __future__ import annotations
 
+import re
+
 from django.utils import timezone
 
 from agents.citations import EvidenceTexts, verify_citations
@@ -425,8 +427,16 @@ def _risk_rationale(ctx: NodeContext, level: str, adjudication: dict, risk: dict
     _, adjudication_rest = first_paragraph(adjudication.get("summary") or "")
     adjudication_rest = adjudication_rest.removeprefix("Details:").strip()
     risk_first, risk_rest = first_paragraph(risk.get("rationale") or "")
+    # The risk agent's own first paragraph is kept below only when it says something the first
+    # paragraph above does not (a model's reasoning); the offline analyst's says the same.
+    said = " ".join(first.split()).lower()
+    sentences = [" ".join(part.split()).lower() for part in re.split(r"(?<=[.”])\s+", risk_first) if part.strip()]
+    risk_first = "" if all(sentence in said for sentence in sentences) else risk_first
+    risk_rest = risk_rest.removeprefix("Details:").strip()
+    risk_detail = (f"Risk rationale: {risk_first} {risk_rest}" if risk_first
+                   else f"Risk {risk_rest}" if risk_rest.startswith("scoring table") else f"Risk rationale: {risk_rest}")
     return readable(first, ["Details: " + adjudication_rest if adjudication_rest else "",
-                            f"Risk rationale: {risk_first} {risk_rest.removeprefix('Details:').strip()}".strip()])
+                            risk_detail.strip() if risk_rest or risk_first else ""])
 
 
 def _notice_due(ctx: NodeContext) -> tuple[bool, str]:

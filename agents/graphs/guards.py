@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from agents.citations import code_with_words, signal_words, spell_out_codes
+from agents.citations import code_with_words, signal_words, signals_in_words, spell_out_codes
 from agents.signals import FLOORS, LEVELS, detect_signals, raise_to
 from agents.text import (
     clean_narrative,
@@ -103,7 +103,7 @@ def risk_first_paragraph(level: str, signals: list[dict], floor_codes: list[str]
     words = list(dict.fromkeys(w for w in (signal_words(s) for s in signals if isinstance(s, dict)) if w))
     quote = next((str(s["quote"]) for s in signals if isinstance(s, dict) and s.get("quote")), "")
     if words:
-        first = f"Risk {level} because of: {'; '.join(w.rstrip('.') for w in words)}."
+        first = f"Risk {level} because of: {signals_in_words(words)}."
     else:
         first = f"Risk {level}: no risk signal was found in the evidence."
     if floor_codes:

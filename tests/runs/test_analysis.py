@@ -145,7 +145,7 @@ def test_an_agent_risk_proposal_leads_with_the_risk_and_its_signals_in_words(ana
     risk = Proposal.objects.get(run_id=str(run.pk), kind="risk_level")
     first_line = risk.rationale.split("\n")[0]  # what the card and the inbox show first
     assert first_line.startswith(f"Risk {risk.payload['risk_level']} because of: "), first_line
-    assert "Identity theft" in first_line
+    assert "because of: identity theft" in first_line  # named in words, mid-sentence in lower case
     assert not re.search(r"\b[a-z]+_[a-z_]+\b|[A-Z]+-[A-Z]+", first_line), first_line
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from agents.citations import has_internal_code
+from agents.citations import has_internal_code, signal_words, signals_in_words
 from agents.graphs.guards import ADDRESSED_TO_REVIEWER, first_paragraph, readable, risk_first_paragraph
 from agents.text import echoes, is_instruction, split_sentences
 from analyst.registry import AGENTS
@@ -207,3 +207,35 @@ def test_the_graph_s_proposals_and_notice_on_real_complaints_pass_the_rubric(ana
         counts = _rubric(case, {"subject": notice.subject, "body": notice.body}, rationales, evidence)
         assert not any(counts.values()), (counts, notice.body, rationales)
         assert notice.check_flags == []
+
+
+def test_a_signal_is_named_in_words_not_by_the_detector_s_fragment():
+    theft = {"code": "FRAUD-ID", "description": "Identity theft (opened without my): “this account was opened "
+                                                "without my knowledge”", "quote": "this account was opened without my knowledge"}
+    loss = {"code": "MONEY-LOSS", "description": "$2,000.00 lost, charged or asked back (above $1,000): “I lost $2,000”",
+            "quote": "I lost $2,000"}
+    assert signal_words(theft) == "Identity theft"
+    assert signal_words(loss) == "$2,000.00 lost, charged or asked back (above $1,000)"
+    assert signal_words({"code": "SCRA", "description": "Case tagged Servicemember (case record)."}) == \
+        "Case tagged Servicemember (case record)."
+    assert signals_in_words(["Identity theft", "Harassment", "$2,000.00 lost", "SCRA note", "Identity theft"]) == \
+        "identity theft; harassment; $2,000.00 lost; SCRA note"
+
+
+def test_a_risk_rationale_says_its_first_paragraph_once(analyst):
+    """The details below a risk proposal's first paragraph hold the scoring table, not the first
+    paragraph a second time."""
+    seen = 0
+    for row in _rows(12):
+        case = _case(analyst, row, late=False)
+        case_services.case_transition(actor=analyst, case=case, transition="triage")
+        drive(services.run_start(actor=analyst, case=case))
+        for rationale in Proposal.objects.filter(case=case, kind="risk_level").values_list("rationale", flat=True):
+            first, rest = first_paragraph(rationale)
+            assert first.split(" The evidence says:")[0] not in rest, rationale
+            assert "  " not in rationale, rationale
+            if "because of:" in first:
+                seen += 1
+                named = first.split("because of:", 1)[1].split(". The evidence says:")[0]
+                assert "(" not in named or "above $1,000" in named or "case record" in named, rationale
+    assert seen >= 3  # the sample has complaints with signals
