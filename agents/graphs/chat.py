@@ -319,13 +319,15 @@ _NOTICE_PROMISE = re.compile(r"[^.!?]*\bI\s+(?:will|'ll|am going to|can|will not
 
 
 def compose_reply(answer: str, outcomes: list[dict]) -> str:
-    """The reply a person reads. When a notice was asked for and none was drafted (one exists
-    already, or drafting failed), that comes first, and any promise to draft in the model's answer
-    is left out; the other outcomes follow the answer under "What I did"."""
+    """The reply a person reads. Whenever a notice was asked for, any promise about it in the model's
+    answer ("I will draft a notice and submit it…") is left out: the outcome says what was done.
+    When none was drafted (one exists already, or drafting failed), that comes first; the other
+    outcomes follow the answer under "What I did"."""
     content = answer.strip()
+    if any(o["kind"] in NOTICE_INTENTS for o in outcomes):  # what was done replaces what was promised
+        content = _NOTICE_PROMISE.sub("", content).strip()
     first = [o for o in outcomes if o["kind"] in NOTICE_INTENTS and not (o["ok"] and not o.get("existing"))]
     if first:
-        content = _NOTICE_PROMISE.sub("", content).strip()
         content = " ".join(o["text"] for o in first) + ("\n\n" + content if content else "")
     rest = [o for o in outcomes if o not in first]
     if rest:

@@ -5,6 +5,7 @@ import re
 
 import pytest
 
+from agents.graphs.chat import compose_reply
 from cases import services as case_services
 from cases.models import Notice, NoticeStatus
 from conversations import services
@@ -57,6 +58,7 @@ def test_with_no_live_notice_chat_drafts_through_the_checker_and_links_it(analys
     [drafted] = Notice.objects.filter(case=analysed).exclude(status=NoticeStatus.WITHDRAWN)
     assert drafted.run_id == str(run.pk)
     assert f"I drafted a response notice (/cases/{analysed.reference}/#notice-{drafted.pk})" in reply.content
+    assert "I will draft" not in reply.content  # what was done, never also what will be done
     if drafted.check_flags:  # flagged: left as a draft, the flags named in words
         assert drafted.status == NoticeStatus.DRAFT
         assert all(flag["message"].rstrip(".") in reply.content for flag in drafted.check_flags)
@@ -64,3 +66,15 @@ def test_with_no_live_notice_chat_drafts_through_the_checker_and_links_it(analys
         assert drafted.status == NoticeStatus.PENDING_APPROVAL
         assert "the notice checker found nothing to correct" in reply.content
     assert not INTERNAL_ID.search(_words_only(reply.content)), reply.content
+
+
+def test_a_draft_the_checker_keeps_back_is_not_also_promised_for_approval(analyst, analysed):
+    """A flagged draft stays a draft: the reply says so, and does not also say it will be
+    submitted for approval."""
+    answer = ("No notice exists yet. I will draft a notice to the consumer and submit it for approval; nothing "
+              "is sent until a supervisor approves it.")
+    kept = {"kind": "draft_notice", "ok": True, "text": "I drafted a response notice (/cases/X/#notice-1), but "
+                                                        "the notice checker found problems, so it stays a draft."}
+    content = compose_reply(answer, [kept])
+    assert "I will draft" not in content and "submit it for approval" not in content
+    assert content.startswith("No notice exists yet.") and kept["text"] in content

@@ -36,7 +36,8 @@ def test_chat_drafts_a_notice_and_answers_in_plain_words(analyst, analysed, mail
     [notice] = Notice.objects.filter(case=analysed).exclude(status=NoticeStatus.WITHDRAWN)
     assert notice.status == NoticeStatus.PENDING_APPROVAL and notice.run_id == str(run.pk)
     assert not NoticeDispatch.objects.exists() and mailoutbox == []
-    assert "draft a notice to the consumer" in reply.content
+    assert f"I drafted a response notice (/cases/{analysed.reference}/#notice-{notice.pk})" in reply.content
+    assert "I will draft" not in reply.content  # what was done, not also a promise of it
 
     _q, wants, _run = post_and_answer(thread, analyst, "What does the consumer want?")
     assert "The consumer asks for: A refund of $1,500.00" in wants.content
