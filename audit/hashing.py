@@ -1,6 +1,7 @@
 import hashlib
 import hmac
 import json
+from json.encoder import encode_basestring
 
 from django.conf import settings
 
@@ -30,6 +31,53 @@ def event_hash(event, keys: dict[str, bytes] | None = None) -> str:
     digest = chain_digest(raw.encode("utf-8"), getattr(event, "key_id", ""), keys)
     if digest is None:
         raise UnknownAuditKey(f"No audit key {event.key_id!r} in ARBITER_AUDIT_KEYS.")
+    return digest
+
+
+# The canonical encoder of event_hash (the same options as its json.dumps), made once.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+# HASHED_FIELDS and created_at in the order sort_keys writes them.
+_BODY_KEYS = tuple((name, encode_basestring(name) + ":") for name in sorted((*HASHED_FIELDS, "created_at")))
+
+
+def _encode_scalar(value) -> str:
+    """canonical_json(value), without the encoder's call for the common exact types."""
+    kind = type(value)
+    if kind is str:
+        return encode_basestring(value)
+    if kind is int:
+        return int.__repr__(value)
+    if value is None:
+        return "null"
+    return _CANONICAL.encode(value)
+
+
+def canonical_json(value) -> str:
+    """`value` encoded as event_hash encodes it inside an event's body (sorted keys, no spaces)."""
+    return _CANONICAL.encode(value)
+
+
+def event_hash_encoded(values: dict, *, payload_json: str, evidence_refs_json: str) -> str:
+    """event_hash of the event whose fields are `values` (attname -> value, as audit_event_values
+    gives them), with its payload and evidence refs already encoded by canonical_json: the body is
+    assembled around those two texts instead of encoding them again, the same bytes json.dumps
+    writes for the whole body, so the same hash. For bulk writers that also send `payload_json` to
+    the database as it is (one encoding per payload)."""
+    parts = []
+    for name, prefix in _BODY_KEYS:
+        if name == "payload":
+            encoded = payload_json
+        elif name == "evidence_refs":
+            encoded = evidence_refs_json
+        elif name == "created_at":
+            encoded = encode_basestring(values["created_at"].isoformat(timespec="microseconds"))
+        else:
+            encoded = _encode_scalar(values[name])
+        parts.append(prefix + encoded)
+    raw = "{" + ",".join(parts) + "}"
+    digest = chain_digest(raw.encode("utf-8"), values.get("key_id", ""))
+    if digest is None:
+        raise UnknownAuditKey(f"No audit key {values['key_id']!r} in ARBITER_AUDIT_KEYS.")
     return digest
 
 

@@ -9,10 +9,10 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from audit.hashing import current_key_id, event_hash
+from audit.hashing import canonical_json, current_key_id, event_hash, event_hash_encoded
 from audit.hooks import run_after_record, run_after_record_many
 from audit.models import AuditEvent, AuditStreamHead
-from core.bulk import insert_rows
+from core.bulk import copy_rows, insert_rows, reserve_id_values
 
 
 def stream_for(*, tenant_id: int | None, case_id: int | None = None) -> str:
@@ -92,19 +92,52 @@ def audit_record_many(events: list[dict[str, Any]]) -> list[AuditEvent]:
         return []
     streams = [stream_for(tenant_id=item.get("tenant_id"), case_id=item.get("case_id")) for item in events]
     heads = _lock_or_create_heads(connection, sorted(set(streams)))
-    built = []
+    built, encoded = [], []
+    field_names = [field.attname for field in _event_fields()]
     for stream, item in zip(streams, events, strict=True):
         head_id, last_sequence, last_hash = heads[stream]
         fields = {key: value for key, value in item.items() if key != "case_id"}
-        event = audit_event_build(stream=stream, sequence=last_sequence + 1, prev_hash=last_hash, **fields)
+        values, payload_json, refs_json = _event_values_encoded(stream=stream, sequence=last_sequence + 1,
+                                                                prev_hash=last_hash, **fields)
+        event = AuditEvent(None, *(values[name] for name in field_names))  # positional: the quick way in
         heads[stream] = (head_id, event.sequence, event.hash)
         built.append(event)
-    insert_rows(built)  # new rows; the ledger refuses only changes
+        encoded.append((values, payload_json, refs_json))
+    if connection.vendor == "postgresql":
+        _copy_events(connection, built, encoded)
+    else:
+        insert_rows(built)  # new rows; the ledger refuses only changes
     _advance_heads(connection, list(heads.values()))
     for stream, head in heads.items():
         audit_head_remember(stream, head)
     run_after_record_many(built)
     return built
+
+
+def _event_values_encoded(*, evidence_refs: list | None = None, payload: dict[str, Any] | None = None,
+                          **fields) -> tuple[dict[str, Any], str, str]:
+    """audit_event_values's field values for a bulk writer, with the event's payload and evidence
+    refs encoded once (canonical JSON): that text is hashed inside the body (event_hash_encoded, the
+    same hash) and sent to the database as it is."""
+    values = audit_event_values(evidence_refs=evidence_refs, payload=payload, with_hash=False, **fields)
+    refs = values["evidence_refs"]
+    payload_json, refs_json = canonical_json(values["payload"]), canonical_json(refs) if refs else "[]"
+    values["hash"] = event_hash_encoded(values, payload_json=payload_json, evidence_refs_json=refs_json)
+    return values, payload_json, refs_json
+
+
+def _copy_events(connection, built: list[AuditEvent], encoded: list[tuple[dict, str, str]]) -> None:
+    """COPY the events as plain rows, the payload and evidence refs as the JSON text that was hashed."""
+    fields = _event_fields()
+    ids = reserve_id_values(AuditEvent, len(built), using=connection.alias)
+    rows = []
+    for event, pk, (values, payload_json, refs_json) in zip(built, ids, encoded, strict=True):
+        event.pk = pk
+        event._state.adding = False
+        event._state.db = connection.alias
+        values = values | {"payload": payload_json, "evidence_refs": refs_json}
+        rows.append((pk, *(values[field.attname] for field in fields)))
+    copy_rows(AuditEvent, ["id", *(field.column for field in fields)], rows, using=connection.alias)
 
 
 def _advance_heads(connection, heads: list[tuple[int, int, str]]) -> None:
@@ -152,11 +185,12 @@ def audit_event_build(*, tenant_id: int | None, stream: str, sequence: int, prev
 def audit_event_values(*, tenant_id: int | None, stream: str, sequence: int, prev_hash: str, actor_type: str,
                        actor_id: str, action: str, target_type: str = "", target_id: str | int = "", run_id: str = "",
                        policy_version: str = "", decision: str = "", evidence_refs: list | None = None,
-                       payload: dict[str, Any] | None = None) -> dict[str, Any]:
+                       payload: dict[str, Any] | None = None, with_hash: bool = True) -> dict[str, Any]:
     """audit_event_build's event as its field values (attname -> value, `hash` included), without a
     model instance: what the executor's one-statement step commit writes. The hash is event_hash's
     over the same values (it reads them as attributes), so the chain is the one audit_record writes;
-    keyed with the current audit key (ADR 0017)."""
+    keyed with the current audit key (ADR 0017). With `with_hash=False`, no hash (a bulk writer hashes
+    them itself, event_hash_encoded)."""
     values = {
         "tenant_id": tenant_id, "stream": stream, "sequence": sequence, "actor_type": actor_type,
         "actor_id": actor_id, "action": action, "target_type": target_type, "target_id": str(target_id),
@@ -166,7 +200,8 @@ def audit_event_values(*, tenant_id: int | None, stream: str, sequence: int, pre
         "payload": _json_roundtrip(dict(payload or {})),
         "created_at": timezone.now(), "prev_hash": prev_hash, "key_id": current_key_id(),
     }
-    values["hash"] = event_hash(SimpleNamespace(**values))
+    if with_hash:
+        values["hash"] = event_hash(SimpleNamespace(**values))
     return values
 
 

@@ -60,6 +60,32 @@ def _reader(field, connection):
     return lambda obj: field.get_db_prep_save(field.pre_save(obj, add=True), connection)
 
 
+def copy_rows(model, columns: Sequence[str], rows, *, using: str = DEFAULT_DB_ALIAS) -> None:
+    """COPY `rows` (tuples of values ready for the database, in the order of `columns`) into
+    `model`'s table: PostgreSQL only, for bulk writers that build their rows as plain tuples rather
+    than model instances (the primary key among the columns, taken with reserve_ids or
+    reserve_id_values). A str for a JSON column is sent as it is: it must be the JSON text."""
+    connection = connections[using]
+    if connection.vendor != "postgresql":
+        raise RuntimeError("copy_rows writes with COPY: PostgreSQL only.")
+    quote = connection.ops.quote_name
+    with connection.cursor() as cursor, cursor.cursor.copy(
+            f"COPY {quote(model._meta.db_table)} ({', '.join(quote(column) for column in columns)}) FROM STDIN") as copy:
+        for row in rows:
+            copy.write_row(row)
+
+
+def reserve_id_values(model, count: int, *, using: str = DEFAULT_DB_ALIAS) -> list[int]:
+    """`count` primary keys for new rows of `model`, from its table's sequence (PostgreSQL only)."""
+    if not count:
+        return []
+    meta = model._meta
+    with connections[using].cursor() as cursor:
+        cursor.execute("SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)",
+                       [meta.db_table, meta.pk.column, count])
+        return [pk for (pk,) in cursor.fetchall()]
+
+
 def reserve_ids(objs: Sequence, *, using: str = DEFAULT_DB_ALIAS) -> bool:
     """Give new `objs` (of one model) their primary keys from the table's sequence now, before they
     are inserted, so rows that refer to them can be built first: PostgreSQL only (True); elsewhere

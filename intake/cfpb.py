@@ -11,6 +11,7 @@ import io
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime
+from functools import lru_cache
 
 COLUMNS = ("Date received", "Product", "Sub-product", "Issue", "Sub-issue", "Consumer complaint narrative",
            "Company public response", "Company", "State", "ZIP code", "Tags", "Submitted via",
@@ -151,7 +152,12 @@ def clean(value: str | None) -> str:
 
 
 def parse_date(text: str) -> date | None:
-    text = clean(text)
+    return _parse_date(clean(text))
+
+
+@lru_cache(maxsize=4096)
+def _parse_date(text: str) -> date | None:
+    """A file's rows share few dates: each text is parsed once (dates are immutable)."""
     for parse in (lambda t: date.fromisoformat(t[:10]), lambda t: datetime.strptime(t, "%m/%d/%Y").date(),
                   lambda t: datetime.strptime(t, "%m/%d/%y").date()):
         try:

@@ -7,7 +7,7 @@ import hashlib
 from dataclasses import dataclass, field
 from datetime import date
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from accounts.models import Tenant
@@ -20,8 +20,9 @@ from cases.services._common import require_tenant
 from cases.services.case import CASE_INPUT_FIELDS
 from cases.services.deadlines import deadline_policy_current, next_due_of
 from core.actors import Actor, coerce_actor
-from core.bulk import insert_rows, reserve_ids
+from core.bulk import copy_rows, insert_rows, reserve_id_values, reserve_ids
 from core.errors import Forbidden, Invalid
+from core.hashing import canonical_json
 
 NARRATIVE_TITLE = "Complaint narrative"
 
@@ -105,22 +106,71 @@ def _next_references(*, tenant: Tenant, years: list[int]) -> list[str]:
 
 
 def _record(*, actor: Actor, cases: list[Case], new_cases: list[NewCase], created_payloads: list[dict]) -> None:
-    """The cases, their evidence, case events and audit records, as case_create writes them.
+    """The cases, their evidence, case events and audit records, as case_create writes them."""
+    if connection.vendor == "postgresql":
+        _record_rows(actor=actor, cases=cases, new_cases=new_cases, created_payloads=created_payloads)
+    else:
+        _record_instances(actor=actor, cases=cases, new_cases=new_cases, created_payloads=created_payloads)
 
-    Where the case ids can be reserved (PostgreSQL), the evidence is inserted before its case: the
-    foreign key is checked at the commit (Django's are deferred), and the search document's trigger
-    then builds each case's words once, on the case's insert, instead of once more per narrative."""
-    evidence_first = reserve_ids(cases)
-    if not evidence_first:
-        insert_rows(cases)
+
+_EVIDENCE_COLUMNS = ("id", "tenant_id", "case_id", "kind", "title", "text", "file", "filename", "content_type", "size",
+                     "sha256", "source", "added_by", "created_at")
+_EVENT_COLUMNS = ("tenant_id", "case_id", "sequence", "event_type", "payload", "case_version", "actor_type", "actor_id",
+                  "run_id", "policy_version", "created_at")
+
+
+def _record_rows(*, actor: Actor, cases: list[Case], new_cases: list[NewCase], created_payloads: list[dict]) -> None:
+    """_record_instances's rows on PostgreSQL, the evidence and case events COPYed as plain tuples
+    (no model instance for them): the same values, the narratives' evidence before their cases."""
+    reserve_ids(cases)
+    narrated = [(case, spec) for case, spec in zip(cases, new_cases, strict=True) if spec.narrative]
+    now = timezone.now()
+    evidence_rows, added_of = [], {}
+    for pk, (case, spec) in zip(reserve_id_values(Evidence, len(narrated)), narrated, strict=True):
+        body = spec.narrative.encode("utf-8")
+        digest = hashlib.sha256(body).hexdigest()
+        evidence_rows.append((pk, case.tenant_id, case.pk, EvidenceKind.TEXT.value, NARRATIVE_TITLE, spec.narrative,
+                              "", "", "text/plain", len(body), digest, spec.fields.get("source", ""),
+                              actor.identifier, now))
+        added_of[case.pk] = {"evidence_id": pk, "sha256": digest, "title": NARRATIVE_TITLE, "size": len(body),
+                             "content_type": "text/plain"}
+    copy_rows(Evidence, _EVIDENCE_COLUMNS, evidence_rows)
+    insert_rows(cases)
+    common = {"actor_type": actor.kind, "actor_id": actor.identifier, "policy_version": policy.POLICY_VERSION}
+    event_common = (actor.kind, actor.identifier, "", policy.POLICY_VERSION, now)
+    event_rows, audits = [], []
+    for case, payload in zip(cases, created_payloads, strict=True):
+        event_rows.append((case.tenant_id, case.pk, 1, "case.created", canonical_json(payload), 1, *event_common))
+        audits.append({"tenant_id": case.tenant_id, "case_id": case.pk, "action": "cases.case.created",
+                       "target_type": "case", "target_id": case.pk, "payload": payload | {"case_version": 1},
+                       **common})
+        added = added_of.get(case.pk)
+        if added is None:
+            continue
+        event_rows.append((case.tenant_id, case.pk, 2, "evidence.added", canonical_json(added), 2, *event_common))
+        audits.append({"tenant_id": case.tenant_id, "case_id": case.pk, "action": "cases.evidence.added",
+                       "target_type": "evidence", "target_id": added["evidence_id"],
+                       "evidence_refs": [added["evidence_id"]], "payload": added | {"case_version": 2}, **common})
+    copy_rows(CaseEvent, _EVENT_COLUMNS, event_rows)
+    audit_record_many(audits)
+
+
+def _record_instances(*, actor: Actor, cases: list[Case], new_cases: list[NewCase],
+                      created_payloads: list[dict]) -> None:
+    """The cases, their evidence, case events and audit records, as case_create writes them, as
+    model instances (bulk_create, where COPY is not available).
+
+    On PostgreSQL (_record_rows) the case ids are reserved and the evidence is inserted before its
+    case: the foreign key is checked at the commit (Django's are deferred), and the search
+    document's trigger then builds each case's words once, on the case's insert, instead of once
+    more per narrative."""
+    insert_rows(cases)
     evidence = [Evidence(tenant_id=case.tenant_id, case=case, kind=EvidenceKind.TEXT, title=NARRATIVE_TITLE,
                          text=spec.narrative, content_type="text/plain", size=len(spec.narrative.encode("utf-8")),
                          sha256=hashlib.sha256(spec.narrative.encode("utf-8")).hexdigest(),
                          source=spec.fields.get("source", ""), added_by=actor.identifier)
                 for case, spec in zip(cases, new_cases, strict=True) if spec.narrative]
     insert_rows(evidence)
-    if evidence_first:
-        insert_rows(cases)
     evidence_of = {item.case_id: item for item in evidence}
     now = timezone.now()
     common = {"actor_type": actor.kind, "actor_id": actor.identifier, "policy_version": policy.POLICY_VERSION}
