@@ -156,6 +156,8 @@ def _advance_heads(connection, heads: list[tuple[int, int, str]]) -> None:
 
 def _lock_or_create_heads(connection, streams: list[str]) -> dict[str, tuple[int, int, str]]:
     """{stream: (id, last_sequence, last_hash)} of every stream, created where missing, locked."""
+    if connection.vendor == "postgresql":
+        return _lock_or_create_heads_sql(connection, streams)
     AuditStreamHead.objects.bulk_create([AuditStreamHead(stream=stream) for stream in streams],
                                         ignore_conflicts=True)
     rows = {}
@@ -168,6 +170,22 @@ def _lock_or_create_heads(connection, streams: list[str]) -> dict[str, tuple[int
             query = query.select_for_update()
         rows |= {stream: (pk, sequence, last_hash) for pk, stream, sequence, last_hash
                  in query.values_list("pk", "stream", "last_sequence", "last_hash")}
+    return {stream: rows[stream] for stream in streams}
+
+
+def _lock_or_create_heads_sql(connection, streams: list[str]) -> dict[str, tuple[int, int, str]]:
+    """_lock_or_create_heads on PostgreSQL, each step one statement over an array of the streams
+    (no model instance, no query with a placeholder per stream): the same rows, the same order."""
+    rows = {}
+    with connection.cursor() as cursor:
+        cursor.execute("INSERT INTO audit_auditstreamhead (stream, last_sequence, last_hash) "
+                       "SELECT stream, 0, '' FROM unnest(%s::text[]) WITH ORDINALITY AS new(stream, position) "
+                       "ORDER BY position ON CONFLICT (stream) DO NOTHING", [streams])
+        for group in ([s for s in streams if not s.startswith("case:")], [s for s in streams if s.startswith("case:")]):
+            if group:
+                cursor.execute("SELECT id, stream, last_sequence, last_hash FROM audit_auditstreamhead "
+                               "WHERE stream = ANY(%s::text[]) ORDER BY stream FOR UPDATE", [group])
+                rows |= {stream: (pk, sequence, last_hash) for pk, stream, sequence, last_hash in cursor.fetchall()}
     return {stream: rows[stream] for stream in streams}
 
 

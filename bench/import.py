@@ -7,7 +7,12 @@ throwaway database (`--database-url`, dropped and recreated); then runs
 `manage.py import_complaints` in a child process and reports rows/s and the child's peak RSS. A
 smaller import (`--small-rows`) is run first in its own child on the same database, so the two
 peaks show whether memory grows with the file. Then `audit_verify` over everything written.
-It measures, it never asserts; `--results` appends the figures to bench/RESULTS.md."""
+It measures, it never asserts; `--results` appends the figures to bench/RESULTS.md.
+
+`--versus DIR` compares instead: the code of this tree and of DIR (another checkout, e.g. `git
+archive main`) import fresh files of `--rows` rows into the same database, alternately, `--rounds`
+times; each import runs in a child that times its own CPU (time.process_time) and the CPU of each
+thread around complaint_import_run only (no start-up), with the load average beside each figure."""
 
 from __future__ import annotations
 
@@ -103,6 +108,54 @@ def row_line(name: str, rows: int, size: int, run: dict) -> str:
             f"{1000 / cpu_ms:,.0f} | {run['rss_mb']:.0f} MiB |")
 
 
+# Run in a child with its cwd at the tree compared: one import of argv[1], its CPU timed from inside.
+_TIMED_IMPORT = """
+import os, sys, time
+sys.path.insert(0, os.getcwd())
+import django
+django.setup()
+from accounts.models import Tenant
+from core.actors import Actor
+from intake.services import complaint_import_claim, complaint_import_run, complaint_import_start
+tenant = Tenant.objects.get(slug="bench")
+started = complaint_import_start(actor=Actor.system("bench"), tenant=tenant, path=sys.argv[1], enqueue=False)
+claimed = complaint_import_claim(import_id=started.pk)
+cpu, main, wall = time.process_time(), time.thread_time(), time.monotonic()
+with open(sys.argv[1], "rb") as handle:
+    complaint_import_run(complaint_import=claimed, handle=handle)
+cpu, main, wall = time.process_time() - cpu, time.thread_time() - main, time.monotonic() - wall
+print(f"{claimed.created_count} {cpu:.3f} {main:.3f} {wall:.3f}")
+"""
+
+
+def compare(args, env: dict) -> list[str]:
+    """Alternate this tree's import with `args.versus`'s on fresh files; a Markdown table."""
+    trees = {"old": Path(args.versus).resolve(), "new": ROOT}
+    lines = ["| round | tree | rows | import CPU s | ms/row | of it main thread ms/row | wall s | load (1/5 min) |",
+             "|---|---|---:|---:|---:|---:|---:|---|"]
+    totals = {"old": 0.0, "new": 0.0}
+    first_id = FIRST_ID
+    with tempfile.TemporaryDirectory() as folder:
+        for number in range(args.rounds):
+            order = ("old", "new") if number % 2 == 0 else ("new", "old")
+            for name in order:
+                path = Path(folder) / f"{name}-{number}.csv"
+                synthesise(path, args.rows, first_id)
+                first_id += args.rows
+                done = subprocess.run([sys.executable, "-c", _TIMED_IMPORT, str(path)], cwd=trees[name], env=env,
+                                      capture_output=True, text=True, check=True)
+                created, cpu, main, wall = done.stdout.split()[-4:]
+                load = os.getloadavg()
+                totals[name] += float(cpu)
+                lines.append(f"| {number} | {name} | {int(created):,} | {float(cpu):.1f} | "
+                             f"{1000 * float(cpu) / args.rows:.3f} | {1000 * float(main) / args.rows:.3f} | {float(wall):.1f} | {load[0]:.1f} / {load[1]:.1f} |")
+                print(lines[-1], flush=True)
+                path.unlink()
+    lines.append(f"\nImport CPU, all rounds: old {totals['old']:.1f} s, new {totals['new']:.1f} s, "
+                 f"old / new = {totals['old'] / totals['new']:.2f}.")
+    return lines
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--database-url", default=os.environ.get(
@@ -111,6 +164,8 @@ def main() -> int:
     parser.add_argument("--small-rows", type=int, default=10_000)
     parser.add_argument("--label", default="")
     parser.add_argument("--results", default="", help="append the figures to this Markdown file")
+    parser.add_argument("--versus", default="", help="another tree to compare with, alternately (see above)")
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
 
     from steps import recreate_database
@@ -128,6 +183,9 @@ def main() -> int:
     subprocess.run([sys.executable, "manage.py", "shell", "-c",
                     "from accounts.models import Tenant; Tenant.objects.create(slug='bench', name='Bench')"],
                    cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
+    if args.versus:
+        print("\n".join(compare(args, env)))
+        return 0
     with tempfile.TemporaryDirectory() as folder:
         small, large = Path(folder) / "small.csv", Path(folder) / "large.csv"
         small_bytes = synthesise(small, args.small_rows, FIRST_ID)
