@@ -107,41 +107,6 @@ def audit_record_many(events: list[dict[str, Any]]) -> list[AuditEvent]:
     return built
 
 
-class AuditHeadMoved(Exception):
-    """Events built ahead (audit_append_built) do not follow their stream's head any more."""
-
-
-def audit_append_built(events: list[AuditEvent]) -> list[AuditEvent]:
-    """Append events built ahead with audit_event_build, each stream's in order and chained from the
-    head they were built on (a new stream's is sequence 0 and no hash): for a bulk writer that hashes
-    one batch while the previous one commits. Locks the heads as audit_record_many does; when a
-    stream's head is not the one its first event follows, raises AuditHeadMoved before writing any
-    event (the caller rolls back and builds them again). Then as audit_record_many: one insert, one
-    update of the heads, the listeners."""
-    connection = transaction.get_connection()
-    if not connection.in_atomic_block:
-        raise RuntimeError("audit_append_built must be called inside the transaction of the change it records.")
-    if not events:
-        return []
-    first: dict[str, AuditEvent] = {}
-    last: dict[str, AuditEvent] = {}
-    for event in events:
-        first.setdefault(event.stream, event)
-        last[event.stream] = event
-    heads = _lock_or_create_heads(connection, sorted(first))
-    for stream, event in first.items():
-        _head_id, last_sequence, last_hash = heads[stream]
-        if (last_sequence + 1, last_hash) != (event.sequence, event.prev_hash):
-            raise AuditHeadMoved(f"The audit stream {stream} is at {last_sequence}, not {event.sequence - 1}.")
-    insert_rows(events)
-    advanced = {stream: (heads[stream][0], event.sequence, event.hash) for stream, event in last.items()}
-    _advance_heads(connection, list(advanced.values()))
-    for stream, head in advanced.items():
-        audit_head_remember(stream, head)
-    run_after_record_many(events)
-    return events
-
-
 def _advance_heads(connection, heads: list[tuple[int, int, str]]) -> None:
     """Set each (id, last_sequence, last_hash) head in one statement (the heads are locked)."""
     if connection.vendor == "postgresql":

@@ -64,23 +64,13 @@ def reserve_ids(objs: Sequence, *, using: str = DEFAULT_DB_ALIAS) -> bool:
     """Give new `objs` (of one model) their primary keys from the table's sequence now, before they
     are inserted, so rows that refer to them can be built first: PostgreSQL only (True); elsewhere
     nothing is done (False) and the ids come with the insert."""
-    if not objs or connections[using].vendor != "postgresql":
-        return False
-    for obj, pk in zip(objs, reserve_id_values(type(objs[0]), len(objs), using=using), strict=True):
-        obj.pk = pk
-    return True
-
-
-def reserve_id_values(model, count: int, *, using: str = DEFAULT_DB_ALIAS) -> list[int]:
-    """`count` primary keys of `model` taken from its table's sequence (PostgreSQL only): ids for rows
-    to be built later. A sequence is not transactional: ids taken and never used are a gap, no more."""
     connection = connections[using]
-    if connection.vendor != "postgresql":
-        raise RuntimeError("Primary keys can be reserved from a sequence only on PostgreSQL.")
-    if count <= 0:
-        return []
-    meta = model._meta
+    if not objs or connection.vendor != "postgresql":
+        return False
+    meta = type(objs[0])._meta
     with connection.cursor() as cursor:
         cursor.execute("SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)",
-                       [meta.db_table, meta.pk.column, count])
-        return [pk for (pk,) in cursor.fetchall()]
+                       [meta.db_table, meta.pk.column, len(objs)])
+        for obj, (pk,) in zip(objs, cursor.fetchall(), strict=True):
+            obj.pk = pk
+    return True

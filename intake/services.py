@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import csv
 import io
-import itertools
 import logging
 import tempfile
-from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -30,15 +28,7 @@ from audit.services import audit_record
 from cases import policy
 from cases.models import Case
 from cases.services import evidence_add
-from cases.services.bulk import (
-    NewCase,
-    PreparedBatch,
-    StaleBatch,
-    case_batch_plan,
-    case_batch_prepare,
-    case_batch_write,
-    case_create_many,
-)
+from cases.services.bulk import NewCase, case_create_many
 from core.actors import Actor, coerce_actor
 from core.db import retry_on_deadlock
 from core.errors import DomainError, Forbidden, Invalid, NotFound
@@ -150,111 +140,40 @@ def complaint_import_run(*, complaint_import: ComplaintImport, handle,
     transaction (claims, cases, events, audit records, progress), bad rows to the error report.
     Then finish it: counts, the error report file, `intake.import.finished` in the audit.
 
-    On PostgreSQL the cases of the next chunk are built in a second thread while a chunk is written
-    (_Pipeline). Safe to run again on the same import (a worker that died): rows it already imported
-    are claimed by this import, are not written twice, and count as created in the final counts."""
+    Safe to run again on the same import (a worker that died): rows it already imported are claimed
+    by this import, are not written twice, and count as created in the final counts."""
     actor = _import_actor(complaint_import)
     handle.seek(0)
     header = cfpb.read_header(handle)
     handle.seek(0)
     outcome = Outcome(unknown_columns=header.unknown)
-    with tempfile.TemporaryFile(mode="w+", encoding="utf-8", newline="") as report, \
-            ThreadPoolExecutor(max_workers=1, thread_name_prefix="intake-prepare") as pool:
+    chunk_rows = settings.INTAKE_CHUNK_ROWS
+    with tempfile.TemporaryFile(mode="w+", encoding="utf-8", newline="") as report:
         writer = csv.writer(report)
         writer.writerow((*ERROR_REPORT_COLUMNS, *header.columns))
-        pipeline = _Pipeline(complaint_import=complaint_import, actor=actor, pool=pool)
-        chunks = _chunks(handle, header, writer, settings.INTAKE_CHUNK_ROWS)
-        chunk = next(chunks)
-        for following in itertools.chain(chunks, [None]):
-            _chunk_done(complaint_import, outcome, chunk, _write_chunk(
-                complaint_import=complaint_import, actor=actor, chunk=chunk, outcome=outcome, pipeline=pipeline,
-                following=following))
-            chunk = following
-            if on_progress and following is not None:
-                on_progress(complaint_import)
+        chunk: list[cfpb.Complaint] = []
+        position = 0
+        for position, row in cfpb.read_rows(handle, header):
+            outcome.rows += 1
+            if isinstance(row, cfpb.BadRow):
+                outcome.errors += 1
+                writer.writerow((row.row, row.complaint_id, row.problem, *row.values))
+            else:
+                chunk.append(row)
+            if len(chunk) >= chunk_rows or (outcome.rows % chunk_rows == 0):
+                _chunk_done(complaint_import, outcome, _write_chunk(
+                    complaint_import=complaint_import, actor=actor, chunk=chunk, outcome=outcome, position=position))
+                chunk = []
+                if on_progress:
+                    on_progress(complaint_import)
+        _chunk_done(complaint_import, outcome, _write_chunk(
+            complaint_import=complaint_import, actor=actor, chunk=chunk, outcome=outcome, position=position))
         report.seek(0)
         _finish(complaint_import=complaint_import, actor=actor, outcome=outcome,
                 report=report if outcome.errors else None)
     if on_progress:
         on_progress(complaint_import)
     return complaint_import
-
-
-@dataclass
-class _Chunk:
-    """The good rows of one chunk, and where the file stands at its end (rows and bad rows read, bytes)."""
-
-    rows: list[cfpb.Complaint]
-    rows_read: int
-    errors: int
-    position: int
-
-
-def _chunks(handle, header: cfpb.Header, report, chunk_rows: int) -> Iterator[_Chunk]:
-    """The file in chunks of `chunk_rows` rows read (or as many good rows), the last one possibly
-    empty; bad rows go to the `report` (a csv writer) as they are read."""
-    chunk: list[cfpb.Complaint] = []
-    rows_read = errors = position = 0
-    for position, row in cfpb.read_rows(handle, header):
-        rows_read += 1
-        if isinstance(row, cfpb.BadRow):
-            errors += 1
-            report.writerow((row.row, row.complaint_id, row.problem, *row.values))
-        else:
-            chunk.append(row)
-        if len(chunk) >= chunk_rows or rows_read % chunk_rows == 0:
-            yield _Chunk(rows=chunk, rows_read=rows_read, errors=errors, position=position)
-            chunk = []
-    yield _Chunk(rows=chunk, rows_read=rows_read, errors=errors, position=position)
-
-
-class _Pipeline:
-    """Bulk intake's pipeline (PostgreSQL): while a chunk is written, a thread builds the cases,
-    events and hashed audit records of the next one (case_batch_prepare: no database), so the
-    client's Python work overlaps the database's. What it needs from the database is read in the
-    writing chunk's transaction once its reference numbers are taken (case_batch_plan: the next
-    numbers as they will be after its commit, the policy, ids from the sequences), and it assumes
-    that every row of the next chunk is new. case_batch_write checks those guesses under the locks it
-    takes anyway; when one fails (a complaint already imported, a case opened meanwhile) that chunk is
-    built in line, as before, and the next one is planned again only after a chunk of new rows."""
-
-    def __init__(self, *, complaint_import: ComplaintImport, actor: Actor, pool: ThreadPoolExecutor):
-        self.tenant, self.actor, self.pool = complaint_import.tenant, actor, pool
-        self.enabled = connection.vendor == "postgresql" and settings.INTAKE_PIPELINE
-        self.ahead: tuple[list[cfpb.Complaint], Future] | None = None
-
-    def take(self, rows: list[cfpb.Complaint]) -> PreparedBatch | None:
-        """The batch built for `rows`, if one was planned (waiting for the thread); an error of the
-        thread is raised here, in the chunk's transaction, which then writes nothing."""
-        if self.ahead is None:
-            return None
-        planned, future = self.ahead
-        self.ahead = None
-        prepared = future.result()
-        return prepared if planned is rows else None
-
-    def plan(self, rows: list[cfpb.Complaint] | None) -> None:
-        """Plan the next chunk's batch in the current transaction and start building it."""
-        if not self.enabled or not rows or self.ahead is not None:
-            return
-        new_cases = _new_cases(list(_first_of_each(rows).values()))
-        plan = case_batch_plan(tenant=self.tenant, new_cases=new_cases)
-        self.ahead = (rows, self.pool.submit(case_batch_prepare, actor=self.actor, tenant=self.tenant,
-                                             new_cases=new_cases, plan=plan))
-
-
-def _new_cases(rows: list[cfpb.Complaint]) -> list[NewCase]:
-    return [NewCase(title=row.title, received_at=row.received_at, narrative=row.narrative,
-                    fields=row.fields | {"source": cfpb.SOURCE, "source_reference": row.complaint_id})
-            for row in rows]
-
-
-def _first_of_each(rows: list[cfpb.Complaint]) -> dict[str, cfpb.Complaint]:
-    """{complaint id: its first row}, in the order of the rows."""
-    first: dict[str, cfpb.Complaint] = {}
-    for row in rows:
-        first.setdefault(row.complaint_id, row)
-    return first
 
 
 def _import_actor(complaint_import: ComplaintImport) -> Actor:
@@ -265,42 +184,31 @@ def _import_actor(complaint_import: ComplaintImport) -> Actor:
 
 @retry_on_deadlock
 @transaction.atomic
-def _write_chunk(*, complaint_import: ComplaintImport, actor: Actor, chunk: _Chunk, outcome: Outcome,
-                 pipeline: _Pipeline, following: _Chunk | None) -> tuple[int, int]:
-    """One transaction: claim the chunk's complaint ids, open the cases of those newly claimed (from
-    the batch built ahead when its guesses hold), plan the next chunk, record the progress. Returns
-    (created, already imported). A deadlock with another import of the same ids runs it again:
-    nothing of the failed attempt was written, and `outcome` is advanced by the caller only once this
-    has committed."""
+def _write_chunk(*, complaint_import: ComplaintImport, actor: Actor, chunk: list[cfpb.Complaint],
+                 outcome: Outcome, position: int) -> tuple[int, int, int]:
+    """One transaction: claim the chunk's complaint ids, open the cases of those newly claimed,
+    record the progress. Returns (created, already imported, bytes read). A deadlock with another
+    import of the same ids runs it again: nothing of the failed attempt was written, and `outcome`
+    is advanced by the caller only once this has committed."""
     created = duplicates = 0
-    next_rows = following.rows if following is not None else None
-    prepared = pipeline.take(chunk.rows)
-    if chunk.rows:
-        fresh, duplicates = _claim(complaint_import=complaint_import, chunk=chunk.rows)
+    if chunk:
+        fresh, duplicates = _claim(complaint_import=complaint_import, chunk=chunk)
+        new_cases = [NewCase(title=row.title, received_at=row.received_at, narrative=row.narrative,
+                             fields=row.fields | {"source": cfpb.SOURCE, "source_reference": row.complaint_id})
+                     for row in fresh]
+        case_create_many(actor=actor, tenant=complaint_import.tenant, new_cases=new_cases)
         created = len(fresh)
-        all_new = prepared is not None and len(fresh) == len(prepared.cases)
-        try:
-            if not all_new:
-                raise StaleBatch("Not every row of the chunk is new.")
-            case_batch_write(prepared=prepared, on_numbers_taken=lambda: pipeline.plan(next_rows))
-        except StaleBatch:
-            case_create_many(actor=actor, tenant=complaint_import.tenant, new_cases=_new_cases(fresh))
-            if len(fresh) == len(chunk.rows):  # a chunk of new rows: the next is likely new too
-                pipeline.plan(next_rows)
-    else:
-        pipeline.plan(next_rows)
     ComplaintImport.objects.filter(pk=complaint_import.pk).update(
-        bytes_done=chunk.position, rows_read=chunk.rows_read, created_count=outcome.created + created,
-        duplicate_count=outcome.duplicates + duplicates, error_count=chunk.errors, heartbeat_at=timezone.now())
-    return created, duplicates
+        bytes_done=position, rows_read=outcome.rows, created_count=outcome.created + created,
+        duplicate_count=outcome.duplicates + duplicates, error_count=outcome.errors, heartbeat_at=timezone.now())
+    return created, duplicates, position
 
 
-def _chunk_done(complaint_import: ComplaintImport, outcome: Outcome, chunk: _Chunk, written: tuple[int, int]) -> None:
-    created, duplicates = written
-    outcome.rows, outcome.errors = chunk.rows_read, chunk.errors
+def _chunk_done(complaint_import: ComplaintImport, outcome: Outcome, written: tuple[int, int, int]) -> None:
+    created, duplicates, position = written
     outcome.created += created
     outcome.duplicates += duplicates
-    complaint_import.bytes_done, complaint_import.rows_read = chunk.position, outcome.rows
+    complaint_import.bytes_done, complaint_import.rows_read = position, outcome.rows
     complaint_import.created_count, complaint_import.duplicate_count = outcome.created, outcome.duplicates
     complaint_import.error_count = outcome.errors
 
@@ -309,7 +217,9 @@ def _claim(*, complaint_import: ComplaintImport, chunk: list[cfpb.Complaint]) ->
     """(the rows newly claimed by this import, how many rows were claimed before or repeat a
     complaint of the chunk). Claims are inserted in complaint id order, so two imports of
     overlapping files take the unique index entries in one order."""
-    first = _first_of_each(chunk)
+    first: dict[str, cfpb.Complaint] = {}
+    for row in chunk:
+        first.setdefault(row.complaint_id, row)
     ids = sorted(first, key=lambda value: (len(value), value))
     table = ImportedComplaint._meta.db_table
     created_at = ImportedComplaint._meta.get_field("created_at").get_db_prep_value(timezone.now(), connection)

@@ -11,14 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import Tenant
-from audit.models import AuditEvent
-from audit.services import (
-    AuditHeadMoved,
-    audit_append_built,
-    audit_event_build,
-    audit_record_many,
-    stream_for,
-)
+from audit.services import audit_record_many
 from cases import policy
 from cases.deadlines import compute_due_dates
 from cases.models import Case, CaseEvent, CaseReferenceCounter, Evidence, EvidenceKind
@@ -27,7 +20,7 @@ from cases.services._common import require_tenant
 from cases.services.case import CASE_INPUT_FIELDS
 from cases.services.deadlines import deadline_policy_current, next_due_of
 from core.actors import Actor, coerce_actor
-from core.bulk import insert_rows, reserve_id_values, reserve_ids
+from core.bulk import insert_rows, reserve_ids
 from core.errors import Forbidden, Invalid
 
 NARRATIVE_TITLE = "Complaint narrative"
@@ -58,25 +51,12 @@ def case_create_many(*, actor, tenant: Tenant, new_cases: list[NewCase]) -> list
     _check_actor(actor, tenant)
     if not new_cases:
         return []
-    _check_fields(new_cases)
-    references = _next_references(tenant=tenant, years=[spec.received_at.year for spec in new_cases])
-    deadline_policy = deadline_policy_current(tenant_id=tenant.pk)
-    cases, created_payloads = _build_cases(tenant=tenant, new_cases=new_cases, references=references,
-                                           deadline_policy=deadline_policy)
-    _record(actor=actor, cases=cases, new_cases=new_cases, created_payloads=created_payloads)
-    return cases
-
-
-def _check_fields(new_cases: list[NewCase]) -> None:
     for spec in new_cases:
         unknown = set(spec.fields) - set(CASE_INPUT_FIELDS)
         if unknown:
             raise Invalid(f"Unknown case fields: {', '.join(sorted(unknown))}.")
-
-
-def _build_cases(*, tenant: Tenant, new_cases: list[NewCase], references: list[str],
-                 deadline_policy) -> tuple[list[Case], list[dict]]:
-    """The new cases (unsaved) and their case.created payloads; no database."""
+    references = _next_references(tenant=tenant, years=[spec.received_at.year for spec in new_cases])
+    deadline_policy = deadline_policy_current(tenant_id=tenant.pk)
     due_dates: dict[date, dict] = {}
     cases = []
     for spec, reference in zip(new_cases, references, strict=True):
@@ -90,120 +70,8 @@ def _build_cases(*, tenant: Tenant, new_cases: list[NewCase], references: list[s
     for case, spec in zip(cases, new_cases, strict=True):
         if spec.narrative:
             case.version = 2  # evidence.added is a versioned event
-    return cases, created_payloads
-
-
-# --- a batch built ahead (bulk intake's pipeline) ---------------------------------------------------
-
-class StaleBatch(Exception):
-    """A batch built ahead no longer fits the database (a reference counter, the deadline policy or an
-    audit stream moved since it was planned): nothing of it was written."""
-
-
-@dataclass
-class BatchPlan:
-    """What case_create_many would read for a batch, read (and ids reserved) in advance: the next
-    reference number of each year, the current deadline policy, the ids of the cases and of their
-    narratives' evidence (in order)."""
-
-    next_numbers: dict[int, int]
-    deadline_policy: object
-    case_ids: list[int]
-    evidence_ids: list[int]
-
-
-@dataclass
-class PreparedBatch:
-    """Every row case_create_many would write for a batch, built and hashed; case_batch_write writes it."""
-
-    tenant: Tenant
-    actor: Actor
-    plan: BatchPlan
-    counts: dict[int, int]  # year -> references given out
-    cases: list[Case]
-    evidence: list[Evidence]
-    events: list[CaseEvent]
-    audits: list[AuditEvent]
-
-
-def case_batch_plan(*, tenant: Tenant, new_cases: list[NewCase]) -> BatchPlan:
-    """Read what a later batch of `new_cases` needs, as this transaction sees it (PostgreSQL: the ids
-    come from the sequences, and ids of a batch never written are only a gap). The numbers and the
-    policy are guesses: case_batch_write checks them under the counters' locks."""
-    years = {spec.received_at.year for spec in new_cases}
-    current = dict(CaseReferenceCounter.objects.filter(tenant=tenant, year__in=years).values_list("year", "value"))
-    narratives = sum(1 for spec in new_cases if spec.narrative)
-    return BatchPlan(next_numbers={year: current.get(year, 0) + 1 for year in years},
-                     deadline_policy=deadline_policy_current(tenant_id=tenant.pk),
-                     case_ids=reserve_id_values(Case, len(new_cases)),
-                     evidence_ids=reserve_id_values(Evidence, narratives))
-
-
-def case_batch_prepare(*, actor: Actor, tenant: Tenant, new_cases: list[NewCase], plan: BatchPlan) -> PreparedBatch:
-    """Build, without the database (it may run in another thread), every row case_create_many would
-    write for `new_cases` under `plan`: the cases, their evidence, case events and audit records,
-    chained as the first events of the new cases' streams."""
-    _check_fields(new_cases)
-    numbers, counts, references = dict(plan.next_numbers), {}, []
-    for spec in new_cases:
-        year = spec.received_at.year
-        references.append(f"CASE-{year}-{numbers[year]:06d}")
-        numbers[year] += 1
-        counts[year] = counts.get(year, 0) + 1
-    cases, created_payloads = _build_cases(tenant=tenant, new_cases=new_cases, references=references,
-                                           deadline_policy=plan.deadline_policy)
-    for case, pk in zip(cases, plan.case_ids, strict=True):
-        case.pk = pk
-    evidence = _build_evidence(actor=actor, cases=cases, new_cases=new_cases)
-    for item, pk in zip(evidence, plan.evidence_ids, strict=True):
-        item.pk = pk
-    events, audit_arguments = _build_events(actor=actor, cases=cases, created_payloads=created_payloads,
-                                            evidence=evidence)
-    audits, heads = [], {}
-    for arguments in audit_arguments:
-        stream = stream_for(tenant_id=arguments["tenant_id"], case_id=arguments["case_id"])
-        sequence, prev_hash = heads.get(stream, (0, ""))  # a new stream's head
-        event = audit_event_build(stream=stream, sequence=sequence + 1, prev_hash=prev_hash,
-                                  **{key: value for key, value in arguments.items() if key != "case_id"})
-        heads[stream] = (event.sequence, event.hash)
-        audits.append(event)
-    return PreparedBatch(tenant=tenant, actor=actor, plan=plan, counts=counts, cases=cases, evidence=evidence,
-                         events=events, audits=audits)
-
-
-@transaction.atomic  # a savepoint inside the caller's transaction: StaleBatch leaves nothing
-def case_batch_write(*, prepared: PreparedBatch, on_numbers_taken=None) -> list[Case]:
-    """Write a prepared batch, as case_create_many would have written it now, or raise StaleBatch
-    (nothing written) when a guess of its plan no longer holds. Takes the reference numbers under the
-    counters' locks (years in order), checks the policy, calls `on_numbers_taken` (the caller plans
-    its next batch there), then inserts the rows and appends the audit records."""
-    tenant, actor = prepared.tenant, prepared.actor
-    _check_actor(actor, tenant)
-    _take_numbers(tenant=tenant, first=prepared.plan.next_numbers, counts=prepared.counts)
-    if deadline_policy_current(tenant_id=tenant.pk).version != prepared.plan.deadline_policy.version:
-        raise StaleBatch("The deadline policy changed since the batch was built.")
-    if on_numbers_taken is not None:
-        on_numbers_taken()
-    insert_rows(prepared.evidence)
-    insert_rows(prepared.cases)
-    insert_rows(prepared.events)
-    try:
-        audit_append_built(prepared.audits)
-    except AuditHeadMoved as moved:
-        raise StaleBatch(str(moved)) from moved
-    return prepared.cases
-
-
-def _take_numbers(*, tenant: Tenant, first: dict[int, int], counts: dict[int, int]) -> None:
-    CaseReferenceCounter.objects.bulk_create([CaseReferenceCounter(tenant=tenant, year=year) for year in sorted(counts)],
-                                             ignore_conflicts=True)
-    counters = list(CaseReferenceCounter.objects.select_for_update().filter(tenant=tenant, year__in=counts)
-                    .order_by("year"))
-    for counter in counters:
-        if counter.value + 1 != first[counter.year]:
-            raise StaleBatch(f"The references of {counter.year} moved since the batch was built.")
-        counter.value += counts[counter.year]
-    CaseReferenceCounter.objects.bulk_update(counters, ["value"])
+    _record(actor=actor, cases=cases, new_cases=new_cases, created_payloads=created_payloads)
+    return cases
 
 
 def _check_actor(actor: Actor, tenant: Tenant) -> None:
@@ -245,27 +113,14 @@ def _record(*, actor: Actor, cases: list[Case], new_cases: list[NewCase], create
     evidence_first = reserve_ids(cases)
     if not evidence_first:
         insert_rows(cases)
-    evidence = _build_evidence(actor=actor, cases=cases, new_cases=new_cases)
+    evidence = [Evidence(tenant_id=case.tenant_id, case=case, kind=EvidenceKind.TEXT, title=NARRATIVE_TITLE,
+                         text=spec.narrative, content_type="text/plain", size=len(spec.narrative.encode("utf-8")),
+                         sha256=hashlib.sha256(spec.narrative.encode("utf-8")).hexdigest(),
+                         source=spec.fields.get("source", ""), added_by=actor.identifier)
+                for case, spec in zip(cases, new_cases, strict=True) if spec.narrative]
     insert_rows(evidence)
     if evidence_first:
         insert_rows(cases)
-    events, audits = _build_events(actor=actor, cases=cases, created_payloads=created_payloads, evidence=evidence)
-    insert_rows(events)
-    audit_record_many(audits)
-
-
-def _build_evidence(*, actor: Actor, cases: list[Case], new_cases: list[NewCase]) -> list[Evidence]:
-    return [Evidence(tenant_id=case.tenant_id, case=case, kind=EvidenceKind.TEXT, title=NARRATIVE_TITLE,
-                     text=spec.narrative, content_type="text/plain", size=len(spec.narrative.encode("utf-8")),
-                     sha256=hashlib.sha256(spec.narrative.encode("utf-8")).hexdigest(),
-                     source=spec.fields.get("source", ""), added_by=actor.identifier)
-            for case, spec in zip(cases, new_cases, strict=True) if spec.narrative]
-
-
-def _build_events(*, actor: Actor, cases: list[Case], created_payloads: list[dict],
-                  evidence: list[Evidence]) -> tuple[list[CaseEvent], list[dict]]:
-    """The case events (unsaved) and the audit records (audit_record's arguments) of new cases with
-    ids; the evidence has its ids too."""
     evidence_of = {item.case_id: item for item in evidence}
     now = timezone.now()
     common = {"actor_type": actor.kind, "actor_id": actor.identifier, "policy_version": policy.POLICY_VERSION}
@@ -286,4 +141,5 @@ def _build_events(*, actor: Actor, cases: list[Case], created_payloads: list[dic
         audits.append({"tenant_id": case.tenant_id, "case_id": case.pk, "action": "cases.evidence.added",
                        "target_type": "evidence", "target_id": item.pk, "evidence_refs": [item.pk],
                        "payload": added | {"case_version": 2}, **common})
-    return events, audits
+    insert_rows(events)
+    audit_record_many(audits)

@@ -48,8 +48,6 @@ ARBITER_PDF_MAX_CHARS = env_int("ARBITER_PDF_MAX_CHARS", 500_000, minimum=1)
 INTAKE_MAX_UPLOAD_BYTES = env_int("INTAKE_MAX_UPLOAD_BYTES", 512 * 1024 * 1024, minimum=1)
 # Rows written per transaction: each chunk commits its cases, events, audit records and progress.
 INTAKE_CHUNK_ROWS = env_int("INTAKE_CHUNK_ROWS", 500, minimum=1)
-# On PostgreSQL, build the next chunk's cases in a second thread while a chunk is written (ADR 0029).
-INTAKE_PIPELINE = env_bool("INTAKE_PIPELINE", True)
 
 # --- E-mail intake: complaints by e-mail (intake/, docs/adr/0034-email-intake.md) -------------
 # The provider whose inbound webhook posts to /inbound/email/ (anymail's view for it checks the
