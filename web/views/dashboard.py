@@ -46,9 +46,8 @@ def _form(request) -> tuple[DashboardFilterForm, DashboardFilters, int]:
     return form, form.filters(), status
 
 
-def workload_section(*, user, filters: DashboardFilters, today) -> dict:
+def workload_section(data: dict, *, filters: DashboardFilters) -> dict:
     base = filters.query()
-    data = selectors.workload(user=user, filters=filters, today=today)
     for row in data["people"]:
         who = {"assignee": row["assignee_id"]} if row["assignee_id"] else {"view": "unassigned"}
         row["open_href"] = queue_link(base, open=1, **who)
@@ -66,9 +65,8 @@ def workload_section(*, user, filters: DashboardFilters, today) -> dict:
     return data
 
 
-def deadlines_section(*, user, filters: DashboardFilters, today) -> dict:
+def deadlines_section(rows: list[dict], *, filters: DashboardFilters, today) -> dict:
     base = filters.query()
-    rows = selectors.deadlines_due(user=user, filters=filters, today=today)
     for row in rows:
         row["overdue_href"] = queue_link(base, open=1, deadline=row["deadline"], due="overdue")
         row["this_week_href"] = queue_link(base, open=1, deadline=row["deadline"], due="this_week")
@@ -85,11 +83,12 @@ def dashboard(request):
     form, filters, status = _form(request)
     today = timezone.localdate()
     user = request.user
+    live = selectors.open_case_counts(user=user, filters=filters, today=today)
     context = {
         "form": form, "filters": filters, "today": today, "refresh": selectors.last_refresh(user=user),
         "export_query": urlencode(filters.query()),
-        "workload": workload_section(user=user, filters=filters, today=today),
-        "deadlines": deadlines_section(user=user, filters=filters, today=today),
+        "workload": workload_section(live["workload"], filters=filters),
+        "deadlines": deadlines_section(live["deadlines"], filters=filters, today=today),
         "sla": sla_section(user=user, filters=filters),
         "decisions": decision_section(user=user, filters=filters),
         "agents": agent_sections(user=user, filters=filters),
@@ -118,11 +117,11 @@ def dashboard_export(request):
 
 def export_rows(*, user, filters: DashboardFilters, today) -> list[tuple]:
     rows: list[tuple] = []
-    work = selectors.workload(user=user, filters=filters, today=today)
+    live = selectors.open_case_counts(user=user, filters=filters, today=today)
     for name, key in (("workload per analyst", "people"), ("workload per team", "teams")):
-        for row in work[key]:
+        for row in live["workload"][key]:
             rows += [(name, row["label"], "open", row["open"]), (name, row["label"], "overdue", row["overdue"])]
-    for row in selectors.deadlines_due(user=user, filters=filters, today=today):
+    for row in live["deadlines"]:
         rows += [("due dates", row["label"], "overdue", row["overdue"]),
                  ("due dates", row["label"], "due this week", row["this_week"])]
     for row in selectors.sla_by_month(user=user, filters=filters):
