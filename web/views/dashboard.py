@@ -57,10 +57,10 @@ def workload_section(data: dict, *, filters: DashboardFilters) -> dict:
         row["overdue_href"] = queue_link({**base, "team": row["team"]}, open=1, due="overdue")
     series = [("Open", "bar--open"), ("Overdue", "bar--overdue")]
     data["people_chart"] = bar_chart(
-        title="Open cases per analyst", description="Open and overdue cases of each analyst, most open first.",
+        chart_id="chart-people", title="Open cases per analyst", description="Open and overdue cases of each analyst, most open first.",
         rows=[(r["label"], [r["open"], r["overdue"]]) for r in data["people"]], series=series)
     data["teams_chart"] = bar_chart(
-        title="Open cases per team", description="Open and overdue cases of each team, most open first.",
+        chart_id="chart-teams", title="Open cases per team", description="Open and overdue cases of each team, most open first.",
         rows=[(r["label"], [r["open"], r["overdue"]]) for r in data["teams"]], series=series)
     return data
 
@@ -70,7 +70,7 @@ def deadlines_section(rows: list[dict], *, filters: DashboardFilters, today) -> 
     for row in rows:
         row["overdue_href"] = queue_link(base, open=1, deadline=row["deadline"], due="overdue")
         row["this_week_href"] = queue_link(base, open=1, deadline=row["deadline"], due="this_week")
-    chart = bar_chart(title="Due dates overdue and due this week",
+    chart = bar_chart(chart_id="chart-deadlines", title="Due dates overdue and due this week",
                       description="For each kind of due date, open cases past it and due by Sunday.",
                       rows=[(r["label"], [r["overdue"], r["this_week"]]) for r in rows],
                       series=[("Overdue", "bar--overdue"), ("Due this week", "bar--soon")])

@@ -34,7 +34,7 @@ def sla_section(*, user, filters: DashboardFilters) -> dict:
             for outcome in ("met", "missed"):
                 row[f"{measure}_{outcome}_href"] = _queue(base, month=month, sla=f"{measure}_{outcome}")
     chart = bar_chart(
-        title="Service levels by month received",
+        chart_id="chart-sla", title="Service levels by month received",
         description=("Share of cases acknowledged by the acknowledgement due date and answered by the final "
                      "response due date, of those whose date has come, per month."),
         rows=[(r["label"], [r["acknowledge_rate"], r["answer_rate"]]) for r in rows],
@@ -48,7 +48,7 @@ def decision_section(*, user, filters: DashboardFilters) -> dict:
     for bucket in data["buckets"]:
         bucket["href"] = _queue(base, decided_in=bucket["key"])
     data["chart"] = bar_chart(
-        title="Time from receipt to decision",
+        chart_id="chart-decisions", title="Time from receipt to decision",
         description="Decided cases by the number of days from the complaint's receipt to the decision.",
         rows=[(b["label"], [b["count"]]) for b in data["buckets"]], series=[("Decided cases", "bar--open")])
     return data
@@ -96,13 +96,13 @@ def agent_sections(*, user, filters: DashboardFilters) -> dict:
         approved = counts["approved_as_drafted"] + counts["approved_after_edit"]
         row["edited_rate"] = _share(counts["approved_after_edit"], approved)
     proposals_chart = bar_chart(
-        title="Agents' proposals by how they ended",
+        chart_id="chart-proposals", title="Agents' proposals by how they ended",
         description="For each agent and kind of proposal, how many were approved, rejected, went stale or were withdrawn.",
         rows=[(r["label"], [c["count"] for c in r["cells"][:4]]) for r in proposals],
         series=[("Approved", "bar--ok"), ("Rejected", "bar--overdue"), ("Went stale", "bar--soon"),
                 ("Withdrawn", "bar--muted")])
     notices_chart = bar_chart(
-        title="Notices the agents drafted, edited before approval",
+        chart_id="chart-notices", title="Notices the agents drafted, edited before approval",
         description="Of each agent's approved notices, the share a person edited before approving.",
         rows=[(r["label"], [r["edited_rate"]]) for r in notices], series=[("Edited before approval", "bar--soon")],
         unit="%", maximum=100)
