@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.http import HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
@@ -84,13 +85,15 @@ def dashboard(request):
     today = timezone.localdate()
     user = request.user
     live = selectors.open_case_counts(user=user, filters=filters, today=today)
+    historical = selectors.historical_numbers(user=user, filters=filters)
     context = {
         "form": form, "filters": filters, "today": today, "refresh": selectors.last_refresh(user=user),
+        "refresh_minutes": round(settings.ARBITER_DASHBOARD_REFRESH_SECONDS / 60),
         "export_query": urlencode(filters.query()),
         "workload": workload_section(live["workload"], filters=filters),
         "deadlines": deadlines_section(live["deadlines"], filters=filters, today=today),
-        "sla": sla_section(user=user, filters=filters),
-        "decisions": decision_section(user=user, filters=filters),
+        "sla": sla_section(historical["sla"], filters=filters),
+        "decisions": decision_section(historical["decisions"], filters=filters),
         "agents": agent_sections(user=user, filters=filters),
     }
     return render(request, "web/dashboard/dashboard.html", context, status=status)
@@ -124,7 +127,8 @@ def export_rows(*, user, filters: DashboardFilters, today) -> list[tuple]:
     for row in live["deadlines"]:
         rows += [("due dates", row["label"], "overdue", row["overdue"]),
                  ("due dates", row["label"], "due this week", row["this_week"])]
-    for row in selectors.sla_by_month(user=user, filters=filters):
+    historical = selectors.historical_numbers(user=user, filters=filters)
+    for row in historical["sla"]:
         month = row["month"].strftime("%Y-%m")
         rows.append(("service levels", month, "received", row["received"]))
         for measure in selectors.SLA_MEASURES:
@@ -132,7 +136,7 @@ def export_rows(*, user, filters: DashboardFilters, today) -> list[tuple]:
                      ("service levels", month, f"{measure} missed", row[f"{measure}_missed"]),
                      ("service levels", month, f"{measure} met %",
                       "" if row[f"{measure}_rate"] is None else row[f"{measure}_rate"])]
-    times = selectors.decision_times(user=user, filters=filters)
+    times = historical["decisions"]
     rows.append(("time to decision", "all decided", "decided", times["decided"]))
     rows.append(("time to decision", "all decided", "mean days", "" if times["mean"] is None else times["mean"]))
     rows += [("time to decision", bucket["label"], "decided", bucket["count"]) for bucket in times["buckets"]]
