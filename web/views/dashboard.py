@@ -13,7 +13,6 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.http import HttpResponse
 from django.shortcuts import render
-from django.urls import reverse
 from django.utils import timezone
 
 from cases import policy
@@ -24,7 +23,7 @@ from reports.outcomes import PROPOSAL_KIND_LABELS, agent_label
 from web.access import member_required
 from web.charts import bar_chart
 from web.forms import DashboardFilterForm
-from web.views.dashboard_sections import agent_sections, decision_section, sla_section
+from web.views.dashboard_sections import LinkTo, agent_sections, decision_section, sla_section
 
 DASHBOARD_FORBIDDEN_MESSAGE = ("The dashboard is open to supervisors, auditors and administrators. "
                                "Ask a supervisor if you need its numbers.")
@@ -36,10 +35,6 @@ def require_dashboard_access(user) -> None:
         raise Forbidden(DASHBOARD_FORBIDDEN_MESSAGE)
 
 
-def queue_link(base: dict, **params) -> str:
-    return f"{reverse('web:case_list')}?{urlencode({**base, **params})}"
-
-
 def _form(request) -> tuple[DashboardFilterForm, DashboardFilters, int]:
     choices = selectors.filter_choices(user=request.user)
     form = DashboardFilterForm(request.GET, teams=choices["teams"], products=choices["products"])
@@ -48,14 +43,14 @@ def _form(request) -> tuple[DashboardFilterForm, DashboardFilters, int]:
 
 
 def workload_section(data: dict, *, filters: DashboardFilters) -> dict:
-    base = filters.query()
+    queue = LinkTo("web:case_list", filters.query())
     for row in data["people"]:
         who = {"assignee": row["assignee_id"]} if row["assignee_id"] else {"view": "unassigned"}
-        row["open_href"] = queue_link(base, open=1, **who)
-        row["overdue_href"] = queue_link(base, open=1, due="overdue", **who)
+        row["open_href"] = queue(open=1, **who)
+        row["overdue_href"] = queue(open=1, due="overdue", **who)
     for row in data["teams"]:
-        row["open_href"] = queue_link({**base, "team": row["team"]}, open=1)
-        row["overdue_href"] = queue_link({**base, "team": row["team"]}, open=1, due="overdue")
+        row["open_href"] = queue(team=row["team"], open=1)
+        row["overdue_href"] = queue(team=row["team"], open=1, due="overdue")
     series = [("Open", "bar--open"), ("Overdue", "bar--overdue")]
     data["people_chart"] = bar_chart(
         chart_id="chart-people", title="Open cases per analyst", description="Open and overdue cases of each analyst, most open first.",
@@ -67,10 +62,10 @@ def workload_section(data: dict, *, filters: DashboardFilters) -> dict:
 
 
 def deadlines_section(rows: list[dict], *, filters: DashboardFilters, today) -> dict:
-    base = filters.query()
+    queue = LinkTo("web:case_list", filters.query())
     for row in rows:
-        row["overdue_href"] = queue_link(base, open=1, deadline=row["deadline"], due="overdue")
-        row["this_week_href"] = queue_link(base, open=1, deadline=row["deadline"], due="this_week")
+        row["overdue_href"] = queue(open=1, deadline=row["deadline"], due="overdue")
+        row["this_week_href"] = queue(open=1, deadline=row["deadline"], due="this_week")
     chart = bar_chart(chart_id="chart-deadlines", title="Due dates overdue and due this week",
                       description="For each kind of due date, open cases past it and due by Sunday.",
                       rows=[(r["label"], [r["overdue"], r["this_week"]]) for r in rows],
