@@ -53,15 +53,15 @@ def open_case_counts(*, user, filters: DashboardFilters, today: date) -> dict:
     """The live numbers, in two queries: one pass over the open cases grouped by assignee (with
     the analyst's name) and team — open, overdue, final response overdue and due this week —
     summed here per assignee, per team and in all; and the acknowledgement and response over the
-    open cases without a sent notice (one anti-join). On PostgreSQL the first and the cases' side of the last
-    are index-only scans of the partial covering index (reports/migrations/0003)."""
+    open cases without a sent notice (one anti-join). On PostgreSQL the first and the cases' side
+    of the last are index-only scans of the partial covering index (reports/migrations/0003)."""
     sums = {"open": Count("pk"), "overdue": Count("pk", filter=Q(next_due__lt=today)),
             **{f"close__{due}": Count("pk", filter=_due_window("close_due", due, today)) for due in DUE_STATES}}
     groups = list(_open_cases(user, filters).order_by()
                   .values("assignee_id", "assignee__username", "assigned_team").annotate(**sums))
     by_person: dict[int | None, dict] = {}
     by_team: dict[str, dict] = {}
-    names: dict[int, str] = {}
+    names: dict[int | None, str | None] = {}
     totals = dict.fromkeys(sums, 0)
     for group in groups:
         names[group["assignee_id"]] = group["assignee__username"]

@@ -53,10 +53,12 @@ def workload_section(data: dict, *, filters: DashboardFilters) -> dict:
         row["overdue_href"] = queue(team=row["team"], open=1, due="overdue")
     series = [("Open", "bar--open"), ("Overdue", "bar--overdue")]
     data["people_chart"] = bar_chart(
-        chart_id="chart-people", title="Open cases per analyst", description="Open and overdue cases of each analyst, most open first.",
+        chart_id="chart-people", title="Open cases per analyst",
+        description="Open and overdue cases of each analyst, most open first.",
         rows=[(r["label"], [r["open"], r["overdue"]]) for r in data["people"]], series=series)
     data["teams_chart"] = bar_chart(
-        chart_id="chart-teams", title="Open cases per team", description="Open and overdue cases of each team, most open first.",
+        chart_id="chart-teams", title="Open cases per team",
+        description="Open and overdue cases of each team, most open first.",
         rows=[(r["label"], [r["open"], r["overdue"]]) for r in data["teams"]], series=series)
     return data
 
