@@ -9,6 +9,7 @@ import time
 
 from pydantic import ValidationError
 
+from analyst.classifier import classifier_train
 from analyst.registry import AGENTS
 from core.tokens import count_message_tokens, count_tokens
 from runs.providers import ModelOutputError, ModelRequest, ModelResponse, ProviderError
@@ -21,6 +22,11 @@ class OfflineAnalyst:
     @classmethod
     def from_settings(cls) -> OfflineAnalyst:
         return cls()
+
+    def prepare(self, *, say=None) -> None:
+        """Train the classifier here if no artifact exists yet (a no-op when it does): a process
+        driving a run inline has no worker to ask, and must not train inside the step."""
+        classifier_train(say=say)
 
     def complete(self, request: ModelRequest) -> ModelResponse:
         agent = request.agent or str((request.context or {}).get("agent") or "")

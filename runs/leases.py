@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import connection
+from django.db import DatabaseError, connection
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -174,8 +174,13 @@ class _Heartbeats:
                     lease_renew(run_id, worker_id)
                 except LeaseLost:
                     logger.warning("heartbeat: run %s is no longer leased by %s", run_id, worker_id)
-                except Exception:  # the database is away: the step finds out at its commit
-                    logger.warning("heartbeat for run %s failed", run_id, exc_info=True)
+                except DatabaseError as exc:  # busy (SQLite's one writer) or away: the step finds out at its commit
+                    logger.warning("heartbeat for run %s not written (%s); the next try follows in %s s", run_id,
+                                   str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+                                   settings.ARBITER_RUN_HEARTBEAT_SECONDS)
+                    connection.close()
+                except Exception:
+                    logger.exception("heartbeat for run %s failed", run_id)
                     connection.close()
                 with self._lock:
                     if token in self._active:

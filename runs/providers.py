@@ -67,6 +67,18 @@ class Provider(Protocol):
 
     def complete(self, request: ModelRequest) -> ModelResponse: ...
 
+    # Optional: `prepare(say)` readies what the provider needs before its first step, outside any
+    # step's time limit (the offline analyst trains its classifier if no artifact exists). A process
+    # that is its own worker (`--inline` commands) calls it before driving a run; a worker pool relies
+    # on the deployment doing it (`manage.py train_analyst`) or on the provider asking a worker.
+
+
+def prepare_provider(name: str | None = None, *, say=None) -> None:
+    """Call the provider's optional `prepare(say=...)` (see Provider)."""
+    prepare = getattr(get_provider(name), "prepare", None)
+    if prepare is not None:
+        prepare(say=say)
+
 
 # --- choosing a provider -------------------------------------------------------------------
 #

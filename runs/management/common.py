@@ -9,7 +9,9 @@ from django.core.management.base import CommandError
 
 from accounts.models import User
 from core.actors import Actor
+from runs.executor import drive_inline
 from runs.models import AgentRun
+from runs.providers import prepare_provider
 from runs.selectors import run_outcome, run_queue_position
 
 
@@ -36,6 +38,18 @@ def get_run(run_id) -> AgentRun:
 
 def inline_worker_id() -> str:
     return f"inline:{socket.gethostname()}:{os.getpid()}"
+
+
+def drive_here(run: AgentRun, *, timeout_seconds: float, say=None, on_step=None) -> AgentRun:
+    """Execute `run` in this process (`--inline`): this process is the worker, so it first readies
+    the run's provider (the offline analyst trains its classifier if none is stored: no worker is
+    there to ask), then drives the run to its end or its first wait."""
+    try:
+        prepare_provider(run.provider_name or None, say=say)
+    except OSError as exc:
+        raise CommandError(f"Could not prepare the model provider {run.provider_name!r}: {exc}") from exc
+    kwargs = {"on_step": on_step} if on_step is not None else {}
+    return drive_inline(run_id=run.pk, worker_id=inline_worker_id(), timeout_seconds=timeout_seconds, **kwargs)
 
 
 def write_outcome(out, run: AgentRun) -> None:

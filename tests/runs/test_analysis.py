@@ -12,10 +12,11 @@ import pytest
 from django.core import mail
 from django.core.management import call_command
 
+from analyst import provider as offline_provider
 from audit.models import AuditEvent
 from cases import services as case_services
 from cases.models import Approval, CaseEvent, Notice, NoticeDispatch, NoticeStatus, Proposal, ProposalStatus
-from runs import services
+from runs import executor, services
 from runs.models import AgentRun, Artifact, Finding, ModelCall, RunStatus, Step, ToolCall
 from runs.selectors import run_model_calls_at
 from tests.factories import make_case
@@ -251,6 +252,23 @@ def test_analyze_command_inline_prints_the_outcome(analyst, case, capsys):
     assert f"Run R{run.pk} (case_analysis) on {case.reference}: completed" in out
     assert "Findings (" in out and "Proposals (" in out and "transition: triage" in out
     assert "Notices drafted (0)" in out
+
+
+def test_analyze_command_inline_readies_the_offline_analyst_before_the_first_step(analyst, case, capsys, monkeypatch):
+    """--inline makes this process the worker: with no stored classifier there is no worker to ask,
+    so the provider is prepared (trained) here, before the run's first step, not inside it."""
+    calls = []
+    steps_run_before_prepare = []
+    monkeypatch.setattr(offline_provider, "classifier_train",
+                        lambda say=None: (calls.append(say), steps_run_before_prepare.append(Step.objects.count())))
+    original = executor.drive_inline
+    monkeypatch.setattr("runs.management.common.drive_inline",
+                        lambda **kw: (calls.append("drive"), original(**kw))[1])
+    call_command("analyze", case.reference, "--inline", "--tenant", "acme", "--provider", "offline",
+                 "--user", analyst.username)
+    assert len(calls) == 2 and callable(calls[0]) and calls[1] == "drive"
+    assert steps_run_before_prepare == [0]
+    assert AgentRun.objects.get().status == RunStatus.COMPLETED
 
 
 def test_analyze_command_without_inline_only_queues(analyst, case, capsys, enqueued, django_capture_on_commit_callbacks):

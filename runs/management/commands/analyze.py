@@ -17,8 +17,7 @@ from django.core.management.base import BaseCommand, CommandError
 from cases.models import Case
 from core.errors import DomainError
 from outbox.selectors import worker_status
-from runs.executor import drive_inline
-from runs.management.common import actor_from, add_actor_argument, inline_worker_id, write_outcome
+from runs.management.common import actor_from, add_actor_argument, drive_here, write_outcome
 from runs.models import AgentRun, RunStatus
 from runs.services import run_start
 
@@ -59,8 +58,8 @@ class Command(BaseCommand):
             self.stdout.write(f"Started run R{run.pk} on {found[0].reference}.")
         timeout = options["timeout"] if options["timeout"] is not None else settings.ARBITER_ANALYZE_WAIT_SECONDS
         if options["inline"]:
-            run = drive_inline(run_id=run.pk, worker_id=inline_worker_id(), timeout_seconds=timeout,
-                               on_step=lambda o: self.stdout.write(f"  step {o.sequence} done ({o.status})"))
+            run = drive_here(run, timeout_seconds=timeout, say=self.stdout.write,
+                             on_step=lambda o: self.stdout.write(f"  step {o.sequence} done ({o.status})"))
         elif options["wait"]:
             run = wait_for(run.pk, timeout, say=self.stderr.write)
             if not (run.is_finished or run.status == RunStatus.WAITING):

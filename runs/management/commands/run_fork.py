@@ -3,8 +3,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from core.errors import DomainError
-from runs.executor import drive_inline
-from runs.management.common import actor_from, add_actor_argument, get_run, inline_worker_id, write_outcome
+from runs.management.common import actor_from, add_actor_argument, drive_here, get_run, write_outcome
 from runs.services import run_fork
 
 
@@ -29,5 +28,5 @@ class Command(BaseCommand):
             raise CommandError(exc.message) from exc
         self.stdout.write(f"Forked R{parent.pk} after step {options['from_step']} into R{fork.pk}.")
         if options["inline"]:
-            fork = drive_inline(run_id=fork.pk, worker_id=inline_worker_id(), timeout_seconds=options["timeout"])
+            fork = drive_here(fork, timeout_seconds=options["timeout"], say=self.stdout.write)
         write_outcome(self.stdout, fork)

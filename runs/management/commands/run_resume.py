@@ -3,8 +3,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from core.errors import DomainError
-from runs.executor import drive_inline
-from runs.management.common import actor_from, add_actor_argument, get_run, inline_worker_id, write_outcome
+from runs.management.common import actor_from, add_actor_argument, drive_here, get_run, write_outcome
 from runs.models import RunStatus
 from runs.services import run_resume
 
@@ -26,7 +25,7 @@ class Command(BaseCommand):
             raise CommandError(exc.message) from exc
         self.stdout.write(f"Resumed run R{run.pk} at step {run.next_sequence} ({run.current_node}).")
         if options["inline"]:
-            run = drive_inline(run_id=run.pk, worker_id=inline_worker_id(), timeout_seconds=options["timeout"])
+            run = drive_here(run, timeout_seconds=options["timeout"], say=self.stdout.write)
         write_outcome(self.stdout, run)
         if run.status in (RunStatus.FAILED, RunStatus.CANCELLED):
             raise SystemExit(1)
