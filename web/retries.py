@@ -29,7 +29,7 @@ from django.conf import settings
 from django.db import transaction
 from django.urls import URLResolver
 
-from core.db import retry_on_deadlock
+from core.db import is_lock_conflict, retry_on_deadlock
 
 SessionStore = import_module(settings.SESSION_ENGINE).SessionStore  # as SessionMiddleware builds it
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
@@ -55,19 +55,24 @@ def write_retried_on_deadlock(view: Callable, *, atomic: bool = False) -> Callab
                 upload.seek(0)  # a second attempt reads an uploaded file from its start again
         queued = _queued_messages(request)
         already = len(queued)
-        session = getattr(request, "session", None)
+        session, user = getattr(request, "session", None), getattr(request, "user", None)
         session_key = session.session_key if session is not None else None
         try:
             if atomic:
                 with transaction.atomic():
                     return view(request, *args, **kwargs)
             return view(request, *args, **kwargs)
-        except Exception:
-            # What an aborted attempt told the person (an admin page's "added", a new API key's
-            # secret) is about rows that were rolled back: only the attempt that commits speaks.
-            del queued[already:]
-            if session is not None:  # and the session as the database still has it (login cycles its key)
-                request.session = SessionStore(session_key)
+        except Exception as exc:
+            if is_lock_conflict(exc):
+                # What an attempt aborted by the database told the person (an admin page's "added",
+                # a new API key's secret) is about rows that were rolled back: only the attempt that
+                # commits speaks. And the session and the user are as the database still has them
+                # (a login cycles the session key; the aborted attempt's new row is gone).
+                del queued[already:]
+                if session is not None:
+                    request.session = SessionStore(session_key)
+                if user is not None:
+                    request.user = user
             raise
 
     retried = retry_on_deadlock(attempt)
