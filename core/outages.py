@@ -104,14 +104,17 @@ class BrokerConnectionLogFilter(logging.Filter):
     """For the worker's consumer logger: the broker connection's loss and every failed reconnect
     become one warning when the outage starts; `connected()` (called when the consumer has its
     connection again, by the worker's consumer step in config/celery.py) logs one line with the count
-    of failed attempts and how long it lasted. Anything else the consumer logs passes through."""
+    of failed attempts and how long it lasted. Anything else the consumer logs passes through.
+    `lines`: the beginnings of the lines it stands for (beat's are "beat: Connection error")."""
 
-    def __init__(self, what: str = "worker: the broker connection"):
+    def __init__(self, what: str = "worker: the broker connection", *,
+                 lines: tuple[str, ...] = CONSUMER_CONNECTION_LINES):
         super().__init__()
         self.outage = OutageLog(what)
+        self.lines = lines
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if not isinstance(record.msg, str) or not record.getMessage().startswith(CONSUMER_CONNECTION_LINES):
+        if not isinstance(record.msg, str) or not record.getMessage().startswith(self.lines):
             return True
         args = record.args if isinstance(record.args, tuple) else ()
         exc = next((arg for arg in args if isinstance(arg, BaseException)), None)

@@ -12,6 +12,7 @@ traceback for every due entry on every tick; the entry is sent at its next due t
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import time
@@ -20,8 +21,14 @@ from celery.beat import PersistentScheduler, SchedulingError
 from django.conf import settings
 from django.db import close_old_connections, connections
 
-from core.outages import OutageLog, outage_kind
+from core.outages import BrokerConnectionLogFilter, OutageLog, outage_kind
 from outbox.services import beat_heartbeat_record
+
+# Beat's own lines while the broker is down: "beat: Connection error: … Trying again in 4.0
+# seconds..." (an ERROR per attempt to connect its producer) and, once connected, "Message Error"
+# with a stack per due entry (below, in apply_async). One outage log for both.
+BROKER_LOG = BrokerConnectionLogFilter("beat: the broker", lines=("beat: Connection error",))
+logging.getLogger("celery.beat").addFilter(BROKER_LOG)
 
 
 class HeartbeatScheduler(PersistentScheduler):
@@ -29,7 +36,7 @@ class HeartbeatScheduler(PersistentScheduler):
         self.beat_name = f"beat@{socket.gethostname()}"
         self.last_heartbeat = 0.0
         self.outage = OutageLog(f"{self.beat_name}: heartbeat")
-        self.broker_outage = OutageLog(f"{self.beat_name}: sending periodic tasks")
+        self.broker_outage = BROKER_LOG.outage
         super().__init__(*args, **kwargs)
 
     def apply_async(self, entry, producer=None, advance=True, **kwargs):

@@ -146,8 +146,8 @@ def test_beat_unable_to_reach_the_broker_says_it_once_then_once_with_the_count(t
         scheduler.apply_entry(entry)
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(warnings) == 2 and len(sent) == 2
-    assert "sending periodic tasks failing: OperationalError: Error 111" in warnings[0]
-    assert "sending periodic tasks works again after 4 failure(s)" in warnings[1]
+    assert warnings[0].startswith("beat: the broker failing: OperationalError: Error 111")
+    assert warnings[1].startswith("beat: the broker works again after 4 failure(s)")
     assert not any(r.exc_info or "Message Error" in r.getMessage() for r in caplog.records)
 
 
@@ -159,3 +159,18 @@ def test_beat_still_reports_a_task_it_cannot_send_for_another_reason(tmp_path, m
     with caplog.at_level(logging.WARNING):
         scheduler.apply_entry(entry)
     assert [r.levelname for r in caplog.records] == ["ERROR"] and "Message Error" in caplog.records[0].getMessage()
+
+
+def test_beat_connecting_to_a_broker_that_is_down_is_counted_in_the_same_outage(tmp_path, monkeypatch, caplog):
+    scheduler = HeartbeatScheduler(app=celery_app, schedule_filename=str(tmp_path / "beat-schedule"))
+    entry = scheduler.schedule["relay-outbox"]
+    monkeypatch.setattr(celery_app.tasks[outbox_relay_task.name], "apply_async", lambda *args, **kwargs: None)
+    beat_logger = logging.getLogger("celery.beat")
+    with caplog.at_level(logging.INFO):
+        for interval in (2.0, 4.0, 6.0):  # celery.beat's _ensure_connected, in its words
+            beat_logger.error("beat: Connection error: %s. Trying again in %s seconds...",
+                              BrokerOperationalError("Error 111 connecting. Connection refused."), interval)
+        scheduler.apply_entry(entry)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 2 and warnings[0].startswith("beat: the broker failing: OperationalError: Error 111")
+    assert warnings[1].startswith("beat: the broker works again after 3 failure(s)")
