@@ -148,7 +148,11 @@ _TIME_LIMIT = re.compile(
     r"|\b(?:exemption|protection)\b[^!?]{0,60}?\bexpired\b", _I)
 # A loan granted or a sum that only would be owed is not money lost.
 _NOT_A_LOSS = re.compile(r"\b(?:would (?:have )?(?:owe|paid)|granted|approved for|awarded)\b", _I)
-_NOT_A_WINDOW = re.compile(r"\bdays? (?:late|past due|delinquen\w*)\b|\bdays since (?:i|we)\b", _I)
+# How long the consumer has waited is no legal window ("45 days since I contacted them"), unless the
+# wait is since a dispute: the 30/45 days to investigate one are ("45 days since I disputed this").
+_NOT_A_WINDOW = re.compile(r"\bdays? (?:late|past due|delinquen\w*)\b|\bdays since (?:i|we)\b"
+                           r"(?! (?:first |initially )?(?:disputed|filed (?:a|my|the) dispute|sent (?:a|my|the) dispute))",
+                           _I)
 # A second contact is not a repeated one ("I called again that same day ( second call )").
 _ONLY_TWICE = re.compile(r"\b(?:second|2nd) (?:call|time|letter|attempt)\b", _I)
 _WORD_NUMBERS = {"xxxx": 3, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
