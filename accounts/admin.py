@@ -20,6 +20,7 @@ from django.db import transaction
 from accounts.models import ApiKey, Role, Tenant, User
 from accounts.services import api_key_create, api_key_revoke
 from audit.services import audit_record
+from core.db import retry_on_deadlock
 
 
 def _audit(request, obj, action: str, change) -> None:
@@ -258,7 +259,7 @@ class ApiKeyAdmin(TenantStaffPermissions, admin.ModelAdmin):
 
         revoked = 0
         for api_key in queryset.filter(revoked_at__isnull=True):
-            api_key_revoke(api_key=api_key, actor=request.user)
+            retry_on_deadlock(api_key_revoke)(api_key=api_key, actor=request.user)  # each key on its own
             revoked += 1
         messages.info(request, f"Revoked {revoked} key(s).")
 

@@ -10,7 +10,9 @@ Scoring table
 
 | signal          | trigger (one sentence of the evidence)                                       | points | floor  |
 |-----------------|------------------------------------------------------------------------------|--------|--------|
-| FRAUD-ID        | identity theft: accounts/inquiries opened or used by someone else            | 3      | high   |
+| FRAUD-ID        | identity theft: accounts/inquiries opened or used by someone else, or        | 3      | high   |
+|                 | disowned ("never signed", "not mine"); not when the company is named as the   |        |        |
+|                 | one committing the fraud (that is MISCONDUCT)                                |        |        |
 | HARASSMENT      | collection calls described as frequent, "harass", abusive language, threats  | 2      | medium |
 |                 | of arrest or of calling the employer (a threat of a lawful step: URGENCY)    |        |        |
 | URGENCY         | foreclosure, eviction, garnishment, repossession, a lawsuit against the      | 2      | —      |
@@ -77,7 +79,24 @@ _IDENTITY_THEFT = re.compile(
     r"|\bunauthori[sz]ed (?:hard )?inquir\w*|\bhard unauthori[sz]ed inquir\w*"
     r"|\b(?:did not|didn't|never) (?:give|gave) (?:any |my )?(?:permission|consent)\b[^.]{0,30}\binquir\w*"
     r"|\b(?:did not|didn't|never) apply for (?:any|this|these|the|a)\b|\bfraudulent (?:items?|information|activity)\b"
-    r"|\bpolice report\b|\bftc (?:identity theft )?report\b", _I)
+    r"|\bpolice report\b|\bftc (?:identity theft )?report\b"
+    # the consumer disowns the account, debt or inquiry (RUBRIC.md: "never signed", "no one can provide a contract
+    # ... showing I opened", "not mine", unauthorized inquiries)
+    r"|\b(?:did not|didn't|never) sign(?:ed)? (?:for|up for|any|this|that|the|a)\b(?! (?:\w+ )?co-?signer)"
+    r"|\bnot (?:established|opened|authori[sz]ed|initiated|made) by (?:me|myself)\b"
+    r"|\b(?:contract|proof|documentation|application)\b[^.]{0,80}\bshowing (?:that )?(?:i|we) (?:opened|signed|applied)\b"
+    r"|\b(?:did not|didn't|never) (?:make|initiate|authori[sz]e|open|request) (?:this|these|the|those|any)"
+    r"(?: \w+)? (?:inquir\w*|accounts?|charges?|transactions?|loans?|cards?)\b"
+    r"|\b(?:know|knew) nothing about (?:it|this|the|these|that)\b(?:[^.]{0,20}\b(?:account|loan|debt)s?\b)?"
+    r"|\bno knowledge of (?:this|the|these|such|any) (?:account|loan|debt|inquir\w*)"
+    r"|\b(?:accounts?|items?|debts?|loans?) (?:is|are|was|were) (?:a )?(?:fraud|freaud|fraudulent)\b"
+    r"|\b(?:does|do|did)(?: not|n't) belong to (?:me|us)\b", _I)
+# The company itself named as the one committing the fraud: MISCONDUCT, never identity theft, even
+# where the sentence also says "fraudulent charges" ("the bank fraudulently charged me", "they
+# defrauded me"). An account opened "fraudulently" by nobody named stays identity theft.
+_COMPANY_FRAUD = re.compile(
+    r"\b(?:they|you|the (?:bank|company|servicer|lender|collector|creditor|dealer(?:ship)?|school|seller|agency))\b"
+    r"[^.]{0,30}?\b(?:fraudulently (?:charg|bill|report|add|tak|keep|kept|withh)\w*|committ\w* fraud|defraud\w*)", _I)
 # "Fraud" on its own, in a narrative that reports identity theft, is the thief's, not the company's.
 _MISCONDUCT_FRAUD = re.compile(r"\b(?:fraud|fraudulent(?:ly)?)\b", _I)
 _MISCONDUCT = re.compile(
@@ -90,7 +109,12 @@ _MISCONDUCT = re.compile(
     r"(?:\blaws?\b|\bacts?\b|fcra|fdcpa|respa|tila|regulations?|u\.s\.c|\brights\b|settlement|statutes?)"
     r"|(?:fcra|fdcpa|f\.c\.r\.a\.?[^.]{0,6}) violations?"
     r"|(?:did not|didn't|failed to|refus\w* to|weren't|wasn't|not) (?:follow|comply with|abide by|staying compliant to)"
-    r"\b[^.]{0,60}\b(?:regulations?|laws?|court[- ]order\w*|act)\b)", _I)
+    r"\b[^.]{0,60}\b(?:regulations?|laws?|court[- ]order\w*|act)\b"
+    r"|fail\w* to [^.]{0,30}\b(?:legally|lawfully|federally) required|(?:only )?a fake\b)", _I)
+# Not an accusation: a hedge ("may be misleading") or a report that only misstates the consumer's history.
+_NOT_MISCONDUCT = re.compile(
+    r"\b(?:may|might|could) be (?:misleading|deceptive|inaccurate)\b"
+    r"|\bmisrepresents? (?:my|the|our) (?:payment|credit|account)\b", _I)
 _HARASSMENT = re.compile(
     r"\bhar+as+\w*|\bthreat\w* (?:to )?(?:have (?:me|us) )?(?:arrest\w*|jail|prison|criminal|call\w* (?:my |our )?(?:employer|job"
     r"|work|boss|family)|federal repercussions|violence|hurt)|\bthreatening (?:calls|messages|letters|language|voicemails?|e-?mails?)"
@@ -112,7 +136,8 @@ _LOSS_CONTEXT = re.compile(
     r"|\binterest charges?\b|\b(?:two times|twice)\b"
     r"|\bdouble[- ](?:charged|payment|billed)\b|\bpaid twice\b|\bunauthori[sz]ed\b|\bfinancial harm\b"
     r"|\bdamages?\b|\bowe[sd]? me\b|\breturn (?:my|the) (?:money|funds)\b|\bwithheld\b|\bseized\b"
-    r"|\bimproperly capitali[sz]\w*|\bwithout my consent\b", _I)
+    r"|\bimproperly capitali[sz]\w*|\bwithout my consent\b|\binterest (?:was |has been |being )?added\b"
+    r"|\bcapitali[sz]ed interest\W{0,4}charge", _I)
 _TIME_LIMIT = re.compile(
     r"\bstatute of limitations?\b|\btime[- ]barred\b|\bobsolete\b"
     r"|\b(?:over|more than|older than) (?:seven|7) years\b|\b(?:seven|7)[- ]years? (?:old|ago|reporting|period|limit)\b"
@@ -123,7 +148,13 @@ _TIME_LIMIT = re.compile(
     r"|\b(?:exemption|protection)\b[^!?]{0,60}?\bexpired\b", _I)
 # A loan granted or a sum that only would be owed is not money lost.
 _NOT_A_LOSS = re.compile(r"\b(?:would (?:have )?(?:owe|paid)|granted|approved for|awarded)\b", _I)
-_NOT_A_WINDOW = re.compile(r"\bdays? (?:late|past due|delinquen\w*)\b", _I)
+# How long the consumer has waited is no legal window ("45 days since I contacted them"), unless the
+# wait is since a dispute: the 30/45 days to investigate one are ("45 days since I disputed this").
+_NOT_A_WINDOW = re.compile(r"\bdays? (?:late|past due|delinquen\w*)\b|\bdays since (?:i|we)\b"
+                           r"(?! (?:first |initially )?(?:disputed|filed (?:a|my|the) dispute|sent (?:a|my|the) dispute))",
+                           _I)
+# A second contact is not a repeated one ("I called again that same day ( second call )").
+_ONLY_TWICE = re.compile(r"\b(?:second|2nd) (?:call|time|letter|attempt)\b", _I)
 _WORD_NUMBERS = {"xxxx": 3, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
                  "eleven": 11, "twelve": 12, "fifteen": 15, "twenty": 20, "dozen": 12, "dozens": 24}
 _CONTACT_VERB = (r"(?:called|call|calls|contacted|phoned|emailed|e-mailed|spoke(?: to| with)?|spoken to|reached out to"
@@ -138,7 +169,9 @@ _REPEAT_PHRASE = re.compile(
     r"(?:phone calls|calls|letters|disputes|emails|e-mails|complaints|requests|certified letters)\b"
     rf"|\b{_CONTACT_VERB}\b[^.!?]{{0,40}}\b(?:multiple|several|numerous|countless|many|repeated) (?:times|occasions)\b"
     rf"|\b{_CONTACT_VERB}\b[^.!?]{{0,30}}\b(?:again and again|over and over|repeatedly|time after time|yet again|again)\b"
-    r"|\bevery time (?:i|we) (?:have )?(?:call|called|contact|contacted|spoke|speak)\b"
+    r"|\b(?:every|each) time (?:i|we|they) (?:have )?(?:call|called|contact|contacted|spoke|speak|will not|won't|refuse)"
+    rf"|\b{_CONTACT_VERB}\b[^.!?]{{0,40}}\b(?:mul\w?ti?ple|mulitple|sev\w?ral|serveral|numerous) times\b"
+    r"|\b(?:told|assured|promised|informed) (?:me |us )?(?:multiple|several|numerous|many|countless) times\b"
     r"|\b(?:repeated|multiple|numerous|several|countless) (?:attempts|efforts|requests|demands|occasions|confirmations"
     r"|collection notices|notices|reconsideration\w*|calls to)\b"
     r"|\brepeatedly (?:call\w*|contact\w*|request\w*|ask\w*|advis\w*|told|denied|made|sent|wr\w+|email\w*|provided"
@@ -211,6 +244,8 @@ def _quoted(quote: str) -> str:
 
 
 def _identity_theft(sentence: str) -> re.Match | None:
+    if _COMPANY_FRAUD.search(sentence):
+        return None
     match = _IDENTITY_THEFT.search(sentence)
     if match and match.group(0).lower() in ("hacked", "breached") \
             and not re.search(r"\b(?:my|our) (?:identity|account|credit)\b", sentence, _I):
@@ -232,7 +267,7 @@ def _repeat_contact(sentence: str) -> tuple[int, re.Match] | None:
         count = int(raw) if raw.isdigit() else _WORD_NUMBERS.get(raw.replace("a ", "").replace(" of", ""), 3)
         if count >= 3:
             return count, match
-    if (match := _REPEAT_PHRASE.search(sentence)):
+    if (match := _REPEAT_PHRASE.search(sentence)) and not _ONLY_TWICE.search(sentence):
         return 0, match
     return None
 
@@ -259,7 +294,8 @@ def _evidence_signals(evidence_id: int | None, text: str) -> list[Signal]:
     for sentence in split_sentences(text):
         if (theft := _identity_theft(sentence)):
             add("FRAUD-ID", f"Identity theft ({theft.group(0).lower()})", sentence, theft)
-        if (match := _MISCONDUCT.search(sentence)):
+        if (match := _COMPANY_FRAUD.search(sentence) or _MISCONDUCT.search(sentence)) \
+                and not _NOT_MISCONDUCT.search(sentence):
             add("MISCONDUCT", f"The company is accused of misconduct ({match.group(0).lower()})", sentence, match)
         elif not theft and fraud_words is None and (match := _MISCONDUCT_FRAUD.search(sentence)):
             fraud_words = (sentence, match)

@@ -7,6 +7,13 @@ Every complaint goes to one side by a deterministic hash of its Complaint ID
 only while evaluating (`classifier.training_scope`), thresholds and rules are tuned on dev, and
 the figures reported are those of the test side, which the tuning never looked at.
 
+The blind signal set
+====================
+`--split blind` measures the narrative signals on 300 further CFPB narratives
+(`analyst/data/signals/blind/`, source and selection in its SOURCE.md), hand-labelled and
+committed before any detector ran on them. Every row of that file is evaluated (no hash split);
+no detector rule may be tuned on it.
+
 Throwaway cases
 ===============
 `evaluate_rows` opens a throwaway tenant with one analyst inside ONE transaction that it rolls
@@ -33,6 +40,8 @@ from pathlib import Path
 from analyst.calibration import expected_calibration_error, reliability
 
 SPLITS = ("train", "dev", "test")
+# The blind signal set: every row is evaluated, against its own labels (see the module docstring).
+BLIND_SPLIT = "blind"
 SPLIT_SALT = "arbiter-eval-v1"
 # bucket (0-99) boundaries: [0, 60) train, [60, 75) dev, [75, 100) test
 SPLIT_BOUNDS = (("train", 60), ("dev", 75), ("test", 100))
@@ -41,6 +50,8 @@ TAG_SIGNALS = (("SCRA", "Servicemember"), ("OLDER-AM", "Older American"))
 # Signals labelled by hand on the narratives (analyst/data/signals/RUBRIC.md says what each means):
 # the codes of agents/signals.py, and MONEY-BACK, which is triage reading a request for a refund.
 SIGNAL_LABELS = Path(__file__).resolve().parent / "data" / "signals" / "labels.jsonl"
+BLIND_CSV = SIGNAL_LABELS.parent / "blind" / "complaints.csv"
+BLIND_LABELS = SIGNAL_LABELS.parent / "blind" / "labels.jsonl"
 NARRATIVE_SIGNALS = ("FRAUD-ID", "HARASSMENT", "URGENCY", "MONEY-LOSS", "TIME-LIMIT", "MISCONDUCT", "REPEAT-CONTACT",
                      "OLDER-AM", "SCRA", "MONEY-BACK")
 # Targets the issue set for every narrative signal, on the test split.
@@ -81,9 +92,10 @@ def read_rows(path: Path) -> list[dict[str, str]]:
 
 
 def select_rows(rows: list[dict[str, str]], *, split: str = "test", limit: int | None = None) -> list[dict[str, str]]:
-    """Rows with a narrative and a product, on `split` ("all" for every row), ordered by id."""
+    """Rows with a narrative and a product, on `split` ("all" and "blind" for every row), ordered by id."""
+    every = split in ("all", BLIND_SPLIT)
     chosen = [row for row in rows if clean(row.get("Consumer complaint narrative")) and clean(row.get("Product"))
-              and (split == "all" or split_of(row.get("Complaint ID", "")) == split)]
+              and (every or split_of(row.get("Complaint ID", "")) == split)]
     chosen.sort(key=lambda row: clean(row.get("Complaint ID")))
     return chosen[:limit] if limit else chosen
 

@@ -95,6 +95,17 @@ REQUEST_KINDS = (
 )
 
 
+# "It is crystal clear what I am asking", "that is all we want": the asking verb points back at a
+# request made elsewhere; such a sentence asks for nothing by itself.
+_REFERS_TO_A_REQUEST = re.compile(r"\bwhat (?:i|we) (?:am |are |was |were )?(?:asking|requesting|want|need|ask|request)"
+                                  r"(?:ed|ing)?\b|\ball (?:i|we) (?:want|ask|need)\b", re.IGNORECASE)
+
+
+def _asks_for_nothing(sentence: str) -> bool:
+    return bool(_REFERS_TO_A_REQUEST.search(sentence)) and not any(
+        pattern.search(sentence) for _kind, pattern, _statement in REQUEST_KINDS)
+
+
 def _request_candidates(evidence: list[EvidenceText]) -> list[tuple[float, int, int, str]]:
     candidates = []
     for order, item in enumerate(evidence):
@@ -102,7 +113,7 @@ def _request_candidates(evidence: list[EvidenceText]) -> list[tuple[float, int, 
         for index, sentence in enumerate(sentences):
             hits = len(_REMEDY.findall(sentence))
             asks = bool(_FIRST_PERSON_ASK.search(sentence))
-            if not hits or (not asks and hits < 2):
+            if not hits or (not asks and hits < 2) or _asks_for_nothing(sentence):
                 continue
             weight = hits + (3 if asks else 0)
             weight += index / max(len(sentences), 1)  # requests usually close a narrative

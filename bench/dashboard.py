@@ -15,7 +15,15 @@ The database named in DATABASE_URL is the benchmark's own (migrated, seeded once
 size in a minute; the rows follow the services' rules (due dates from the default policy, the stored
 next due date, one decide event per settled case).
 
-Options: --cases N, --repeat N (requests per variant, default 50), --reseed."""
+Options: --cases N, --repeat N (requests per variant, default 50), --reseed, --no-refresh (measure the
+facts as they are), --explain (EXPLAIN ANALYZE every query of each variant, slowest first, instead of
+timing the pages).
+Each variant's line gives, beside p50 / p95, the median time spent in the database (the queries'
+own durations as Django records them), so the rest is Python: the view, the template, the charts.
+
+To alternate the code before and after a change in one run, export the older tree
+(`git archive <commit> | tar -x -C DIR`), copy this script into DIR/bench/, and run both with
+--no-refresh against the same database in turns."""
 
 from __future__ import annotations
 
@@ -187,16 +195,50 @@ def measure(repeat: int) -> list[tuple]:
     rows = []
     for name, url in variants():
         client.get(url)  # warm: templates, plans
-        times = []
+        times, in_database = [], []
         for _ in range(repeat):
             with CaptureQueriesContext(connection) as queries:
                 start = time.perf_counter()
                 response = client.get(url)
                 times.append((time.perf_counter() - start) * 1000)
+            in_database.append(1000 * sum(float(query["time"]) for query in queries.captured_queries))
         times.sort()
         p95 = times[min(len(times) - 1, int(round(0.95 * (len(times) - 1))))]
-        rows.append((name, statistics.median(times), p95, len(queries), response.status_code))
+        rows.append((name, statistics.median(times), p95, statistics.median(in_database), len(queries),
+                     response.status_code))
     return rows
+
+
+def explain(url: str, top: int) -> None:
+    """Every query of one request, EXPLAIN (ANALYZE, BUFFERS) on PostgreSQL, slowest first."""
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    from accounts.models import User
+
+    client = Client()
+    client.force_login(User.objects.get(username=f"{SLUG}-supervisor"))
+    client.get(url)
+    with CaptureQueriesContext(connection) as queries:
+        client.get(url)
+    plans = []
+    with connection.cursor() as cursor:
+        for query in queries.captured_queries:
+            sql = query["sql"]
+            if not sql.lstrip().upper().startswith("SELECT"):
+                continue
+            cursor.execute(f"EXPLAIN (ANALYZE, BUFFERS) {sql}")
+            lines = [row[0] for row in cursor.fetchall()]
+            took = float(lines[-1].rsplit(" ", 2)[-2])  # "Execution Time: 12.345 ms"
+            plans.append((took, sql, lines))
+    plans.sort(key=lambda plan: -plan[0])
+    print(f"\n== {url}: {len(plans)} selects, {sum(p[0] for p in plans):.1f} ms executing in all")
+    for took, sql, lines in plans[:top]:
+        print(f"\n-- {took:.1f} ms: {sql[:300]}")
+        print("\n".join(lines))
+    for took, sql, _lines in plans[top:]:
+        print(f"-- {took:.1f} ms: {sql[:160]}")
 
 
 def main() -> int:
@@ -204,6 +246,9 @@ def main() -> int:
     parser.add_argument("--cases", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=50)
     parser.add_argument("--reseed", action="store_true")
+    parser.add_argument("--no-refresh", action="store_true")
+    parser.add_argument("--explain", action="store_true")
+    parser.add_argument("--top", type=int, default=4, help="full plans shown per variant with --explain")
     args = parser.parse_args()
     if not os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://")):
         print("Set DATABASE_URL to a PostgreSQL database of the benchmark's own (it is seeded with 100,000 cases).")
@@ -233,14 +278,26 @@ def main() -> int:
         print(f"seeded {args.cases:,} cases in {seed(args.cases):.1f} s")
     tenant = Tenant.objects.get(slug=SLUG)
     print(f"{Case.objects.filter(tenant=tenant).count():,} cases")
-    for attempt in (1, 2):  # the second refresh shows it is the same work again (idempotent, not incremental)
+    for attempt in () if args.no_refresh else (1, 2):  # the second shows it is the same work again
         refresh = dashboard_refresh(tenant_id=tenant.pk)
         print(f"refresh {attempt}: {refresh.cases:,} case facts in {refresh.duration_ms / 1000:.1f} s")
+    # VACUUM, not only ANALYZE: what autovacuum does to a table in production soon after a bulk
+    # write (the seed's updates, a refresh's delete and insert). Without it no page of the case table
+    # is marked all-visible, so the partial covering index cannot answer alone (every index-only
+    # scan fetches from the table) and the dead rows are scanned too: the live queries take about
+    # three times as long. The shared benchmark server runs with autovacuum off.
     with connection.cursor() as cursor:
-        cursor.execute("ANALYZE")
-    print(f"\n{'variant':<28} {'p50 ms':>8} {'p95 ms':>8} {'queries':>8} {'status':>7}   (n={args.repeat})")
-    for name, p50, p95, queries, status in measure(args.repeat):
-        print(f"{name:<28} {p50:>8.1f} {p95:>8.1f} {queries:>8} {status:>7}")
+        cursor.execute("VACUUM ANALYZE")
+    print(f"load average: {' / '.join(f'{load:.1f}' for load in os.getloadavg())}")
+    if args.explain:
+        for _name, url in variants():
+            explain(url, args.top)
+        return 0
+    print(f"\n{'variant':<28} {'p50 ms':>8} {'p95 ms':>8} {'db p50':>8} {'queries':>8} {'status':>7}"
+          f"   (n={args.repeat})")
+    for name, p50, p95, database, queries, status in measure(args.repeat):
+        print(f"{name:<28} {p50:>8.1f} {p95:>8.1f} {database:>8.1f} {queries:>8} {status:>7}")
+    print(f"load average: {' / '.join(f'{load:.1f}' for load in os.getloadavg())}")
     return 0
 
 

@@ -144,9 +144,11 @@ def main() -> int:
     parser.add_argument("--gunicorn-arg", action="append", default=[], metavar="ARG",
                         help="one more gunicorn argument, e.g. --gunicorn-arg=--worker-class=sync (repeatable)")
     parser.add_argument("--keep-database", action="store_true", help="leave the seeded database (for profiling)")
+    parser.add_argument("--var-dir", type=Path, default=ROOT / "var" / "bench-load",
+                        help="where the logs, locust's CSV files and the metrics files go")
     args = parser.parse_args()
 
-    var_dir = ROOT / "var" / "bench-load"
+    var_dir = args.var_dir
     (var_dir / "prometheus").mkdir(parents=True, exist_ok=True)
     for old in (var_dir / "prometheus").glob("*.db"):
         old.unlink()

@@ -3,10 +3,12 @@ Redis or RabbitMQ by URL."""
 
 import logging
 import os
+import warnings
 from time import monotonic
 
-from celery import Celery
-from celery.signals import worker_ready, worker_shutdown
+from celery import Celery, bootsteps
+from celery.exceptions import CPendingDeprecationWarning
+from celery.signals import celeryd_after_setup, worker_ready, worker_shutdown
 from celery.worker import state as worker_state
 from kombu.transport.filesystem import Transport as FilesystemTransport
 
@@ -55,11 +57,38 @@ def _configure_filesystem_transport(sender, **kwargs):
 
 app.autodiscover_tasks()
 import ops.celery_signals  # noqa: E402,F401  (JSON logs with run/step ids, task metrics)
-from core.outages import OutageLogFilter  # noqa: E402
+from core.outages import BrokerConnectionLogFilter, OutageLogFilter  # noqa: E402
 
 # A periodic task failing on a database or broker outage: one warning per outage, not a traceback
 # per attempt (installed before the pool forks, so its processes inherit it).
 logging.getLogger("celery.app.trace").addFilter(OutageLogFilter())
+# The consumer losing the broker: one warning when it starts, one line with the count of failed
+# reconnects when the consumer is connected again (BrokerReconnected, below), not an ERROR per attempt.
+BROKER_CONNECTION_LOG = BrokerConnectionLogFilter()
+logging.getLogger("celery.worker.consumer.consumer").addFilter(BROKER_CONNECTION_LOG)
+
+
+class BrokerReconnected(bootsteps.StartStopStep):
+    """A consumer step started after the broker connection (Celery restarts the consumer's steps
+    after each reconnect): the end of a broker outage, for BROKER_CONNECTION_LOG."""
+
+    requires = ("celery.worker.consumer.connection:Connection",)
+
+    def start(self, consumer):
+        BROKER_CONNECTION_LOG.connected()
+
+
+app.steps["consumer"].add(BrokerReconnected)
+
+
+@celeryd_after_setup.connect
+def _quiet_the_connection_loss_default_warning(sender=None, **kwargs):
+    """Celery warns on every broker outage, whatever the setting's value, that the default of
+    CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS will change; it is set on purpose
+    (config/settings/celery.py). Installed after Celery's logging set-up, which asks to see every
+    CPendingDeprecationWarning."""
+    warnings.filterwarnings("ignore", message=r"\s*In Celery 5.1 we introduced an optional breaking change",
+                            category=CPendingDeprecationWarning)
 
 # --- Worker start-up and heartbeat (outbox/heartbeat.py) -------------------------------
 # On start-up a worker records its heartbeat and relays whatever the outbox holds (work committed

@@ -7,11 +7,15 @@ from cases.api.views import api_not_found
 from core.schema_view import CachedSchemaView
 from intake import views as intake_views
 from ops import views as ops_views
+from web.retries import admin_urls_retried, writes_retried
 
 urlpatterns = [
-    path("admin/", admin.site.urls),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
-    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # Writes retried after a deadlock, as every page's are (web/retries.py).
+    path("admin/", admin_urls_retried(admin.site.urls)),
+    *writes_retried([
+        path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+        path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    ], atomic=True),
     # REST API (DRF). Each app mounts its own routes under /api/v1/.
     path("api/v1/", include("cases.api.urls")),
     path("api/v1/", include("runs.api.urls")),

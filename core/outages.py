@@ -8,7 +8,9 @@
   browser), not a 500 — the request changed nothing, and retrying later is the right advice.
 - `OutageLog`: a loop that polls (the worker's heartbeat thread, its duties, a request path) logs
   ONE warning when an outage starts and one line with the count of failures when it ends, instead
-  of a traceback per attempt."""
+  of a traceback per attempt.
+- `BrokerConnectionLogFilter`: the same for Celery's own consumer, which logs an ERROR per attempt
+  to reconnect to the broker."""
 
 from __future__ import annotations
 
@@ -89,6 +91,38 @@ class OutageLogFilter(logging.Filter):
             log = self.outages.setdefault(task, OutageLog(f"task {task}"))
         log.failed(exc)
         return False
+
+
+# What Celery's consumer (celery.worker.consumer.consumer) logs when the broker connection drops
+# ("consumer: Connection to broker lost. Trying to re-establish the connection...") and on each
+# failed reconnect ("consumer: Cannot connect to redis://…: Error 111 … Trying again in 4.00
+# seconds... (2/100)"): an ERROR every few seconds for as long as the broker is down.
+CONSUMER_CONNECTION_LINES = ("consumer: Connection to broker lost", "consumer: Cannot connect to")
+
+
+class BrokerConnectionLogFilter(logging.Filter):
+    """For the worker's consumer logger: the broker connection's loss and every failed reconnect
+    become one warning when the outage starts; `connected()` (called when the consumer has its
+    connection again, by the worker's consumer step in config/celery.py) logs one line with the count
+    of failed attempts and how long it lasted. Anything else the consumer logs passes through.
+    `lines`: the beginnings of the lines it stands for (beat's are "beat: Connection error")."""
+
+    def __init__(self, what: str = "worker: the broker connection", *,
+                 lines: tuple[str, ...] = CONSUMER_CONNECTION_LINES):
+        super().__init__()
+        self.outage = OutageLog(what)
+        self.lines = lines
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not isinstance(record.msg, str) or not record.getMessage().startswith(self.lines):
+            return True
+        args = record.args if isinstance(record.args, tuple) else ()
+        exc = next((arg for arg in args if isinstance(arg, BaseException)), None)
+        self.outage.failed(exc or ConnectionError(record.getMessage().splitlines()[0]))
+        return False
+
+    def connected(self) -> None:
+        self.outage.succeeded()
 
 
 REQUEST_OUTAGES = {kind: OutageLog(f"requests: the {kind}") for kind in ("database", "broker", "service")}

@@ -25,6 +25,11 @@ CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# When the broker connection drops, tasks already running finish (their late ack is lost and the
+# broker redelivers them; every task is idempotent) rather than being cancelled mid-way: a notice
+# cancelled inside its SMTP conversation would be left `unknown`. Celery 6 changes the default;
+# this keeps the behaviour (config/celery.py silences Celery's warning about the coming default).
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 240, minimum=1)
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 300, minimum=1)
 CELERY_TASK_IGNORE_RESULT = True

@@ -9,6 +9,8 @@ from agents import taxonomy
 from agents.signals import detect_signals
 from analyst.context import evidence_of
 from analyst.evaluation import (
+    BLIND_CSV,
+    BLIND_LABELS,
     NARRATIVE_SIGNALS,
     SIGNAL_TARGETS,
     read_rows,
@@ -19,28 +21,49 @@ from analyst.evaluation import (
 
 ROWS = {row["Complaint ID"].strip(): row for row in read_rows(taxonomy.DATA_FILE)}
 LABELS = read_signal_labels()
+BLIND_ROWS = {row["Complaint ID"].strip(): row for row in read_rows(BLIND_CSV)}
+BLIND = read_signal_labels(BLIND_LABELS)
 DETECTED = ("FRAUD-ID", "HARASSMENT", "URGENCY", "MONEY-LOSS", "TIME-LIMIT", "MISCONDUCT", "REPEAT-CONTACT",
             "OLDER-AM", "SCRA")  # MONEY-BACK is triage's (analyst/triage.py), measured by `evaluate`
 
-# What the detectors reach on the held-out test split (46 complaints; the rules were written on the
-# misses of train and dev only), as (found, labelled, flagged). Signals that meet the issue's target
-# (recall >= 80%, precision >= 70%) are held to it; the others are held to these counts as a floor
-# that cannot regress. Few test complaints show most signals: TIME-LIMIT none, OLDER-AM one.
+# What the detectors reach on the old test split (46 complaints), as (found, labelled, flagged).
+# The rules were first written on the misses of train and dev only; since the blind set
+# (analyst/data/signals/blind/) took over as the held-out side, all 191 old narratives, this split
+# included, are tuning data (ADR 0032, addendum), so these are floors, not held-out figures.
+# Signals that meet the issue's target (recall >= 80%, precision >= 70%) are held to it; the
+# others to these counts. Few test complaints show most signals: TIME-LIMIT none, OLDER-AM one.
 TEST_FIGURES = {
-    "FRAUD-ID": (5, 8, 5),          # recall 62.5%: below the target
+    "FRAUD-ID": (8, 8, 8),
     "HARASSMENT": (2, 2, 2),
     "URGENCY": (2, 2, 3),           # precision 66.7%: below the target
-    "MONEY-LOSS": (2, 4, 3),        # recall 50%, precision 66.7%: below the target
+    "MONEY-LOSS": (4, 4, 5),
     "TIME-LIMIT": (0, 0, 0),        # no test complaint shows one, none flagged
     "MISCONDUCT": (16, 16, 16),
-    "REPEAT-CONTACT": (10, 14, 10),  # recall 71.4%: below the target
+    "REPEAT-CONTACT": (13, 14, 13),
     "OLDER-AM": (0, 1, 0),          # the one older consumer says only "I am old": missed
     "SCRA": (0, 0, 1),              # no servicemember on test; one false flag
 }
 
 
-def raised(complaint_id: str) -> set[str]:
-    evidence = evidence_of({"evidence": [{"id": 1, "text": ROWS[complaint_id]["Consumer complaint narrative"]}]})
+# The blind set (300 narratives of 2023, labelled and committed before any detector ran on them,
+# never tuned on; analyst/data/signals/blind/SOURCE.md), read once after the rules were changed
+# on the old narratives only. Same convention: the target where met, these counts otherwise.
+BLIND_FIGURES = {
+    "FRAUD-ID": (60, 101, 65),        # recall 59.4%: below the target
+    "HARASSMENT": (3, 4, 4),          # recall and precision 75%: below the target
+    "URGENCY": (8, 13, 9),            # recall 61.5%: below the target
+    "MONEY-LOSS": (4, 21, 8),         # recall 19.0%, precision 50%: below the target
+    "TIME-LIMIT": (28, 49, 30),       # recall 57.1%: below the target
+    "MISCONDUCT": (92, 107, 131),     # recall 86.0%, precision 70.2%
+    "REPEAT-CONTACT": (37, 79, 38),   # recall 46.8%: below the target
+    "OLDER-AM": (1, 2, 1),            # recall 50%: below the target
+    "SCRA": (4, 5, 4),
+}
+
+
+def raised(complaint_id: str, rows: dict | None = None) -> set[str]:
+    text = (rows or ROWS)[complaint_id]["Consumer complaint narrative"]
+    evidence = evidence_of({"evidence": [{"id": 1, "text": text}]})
     return {s.code for s in detect_signals({}, [{"id": e.id, "text": e.text} for e in evidence])}
 
 
@@ -50,9 +73,8 @@ def figures_on(splits: tuple[str, ...]) -> dict[str, dict]:
     return {code: part for code, part in signal_figures(pairs).items() if code in DETECTED}
 
 
-def test_each_signal_on_the_test_split_meets_the_target_or_holds_its_floor():
-    figures = figures_on(("test",))
-    for code, (found, labelled, flagged) in TEST_FIGURES.items():
+def assert_target_or_floor(figures: dict[str, dict], expected: dict[str, tuple[int, int, int]]) -> None:
+    for code, (found, labelled, flagged) in expected.items():
         part = figures[code]
         assert part["labelled"] == labelled, code  # the labels are fixed: a change here is a relabelling
         assert part["found"] >= found, code
@@ -62,11 +84,22 @@ def test_each_signal_on_the_test_split_meets_the_target_or_holds_its_floor():
             assert part["meets_target"], code
 
 
+def test_each_signal_on_the_test_split_meets_the_target_or_holds_its_floor():
+    assert_target_or_floor(figures_on(("test",)), TEST_FIGURES)
+
+
+def test_each_signal_on_the_blind_set_meets_the_target_or_holds_its_floor():
+    pairs = [({code: BLIND[cid][code] for code in DETECTED}, raised(cid, BLIND_ROWS)) for cid in BLIND_ROWS]
+    figures = {code: part for code, part in signal_figures(pairs).items() if code in DETECTED}
+    assert sum(part["complaints"] for part in figures.values()) == 300 * len(DETECTED)
+    assert_target_or_floor(figures, BLIND_FIGURES)
+
+
 def test_over_every_split_each_signal_keeps_its_figures():
-    """All 191 complaints (train and dev were tuned on, so these are not held-out figures)."""
+    """All 191 complaints (all tuned on, so these are not held-out figures)."""
     figures = figures_on(("train", "dev", "test"))
-    floors = {"FRAUD-ID": (26, 32, 27), "HARASSMENT": (12, 12, 13), "URGENCY": (9, 9, 10), "MONEY-LOSS": (14, 16, 16),
-              "TIME-LIMIT": (9, 10, 10), "MISCONDUCT": (56, 58, 59), "REPEAT-CONTACT": (54, 59, 56),
+    floors = {"FRAUD-ID": (31, 32, 32), "HARASSMENT": (12, 12, 13), "URGENCY": (9, 9, 10), "MONEY-LOSS": (16, 16, 18),
+              "TIME-LIMIT": (9, 10, 9), "MISCONDUCT": (58, 58, 59), "REPEAT-CONTACT": (58, 59, 59),
               "OLDER-AM": (0, 1, 0), "SCRA": (5, 5, 6)}
     for code, (found, labelled, flagged) in floors.items():
         part = figures[code]
@@ -100,6 +133,18 @@ def signals_of(text: str) -> set[str]:
     ("I have never done business with this company.", "FRAUD-ID"),
     ("The vandal caused over {$2000.00} in damage to my car.", "MONEY-LOSS"),
     ("I wound up enlisting in the Army to pay for this.", "SCRA"),
+    # the consumer disowns the debt: identity theft in the rubric's sense
+    ("I did not sign for nor receive proper notification about this debt.", "FRAUD-ID"),
+    ("The account was not established by myself.", "FRAUD-ID"),
+    ("No one can provide a contract with my signature showing I opened the accounts.", "FRAUD-ID"),
+    ("I did not make these inquiries.", "FRAUD-ID"),
+    ("I explained to them that these accounts are fraud.", "FRAUD-ID"),
+    # the company named as the one committing the fraud
+    ("The bank fraudulently charged my card for a plan I never had.", "MISCONDUCT"),
+    ("MOHELA failed to provide legally required billing statements.", "MISCONDUCT"),
+    ("I have contacted the servicer serveral times.", "REPEAT-CONTACT"),
+    ("I was assured multiple times over the phone that it was fixed.", "REPEAT-CONTACT"),
+    ("I have had {$46000.00} in interest added to my loans.", "MONEY-LOSS"),
 ])
 def test_a_rule_of_the_rubric_is_found(text, code):
     assert code in signals_of(text)
@@ -120,6 +165,17 @@ def test_a_rule_of_the_rubric_is_found(text, code):
     ("The bureaus keep putting fraud alerts on my report without my permission.", "FRAUD-ID"),
     # a breach of information alone, with no account or charge in the consumer's name
     ("My personal information has been hacked by a third party.", "FRAUD-ID"),
+    # the company committing the fraud is misconduct, not identity theft
+    ("The bank fraudulently charged my card for a plan I never had.", "FRAUD-ID"),
+    ("They defrauded me out of my deposit with fraudulent charges.", "FRAUD-ID"),
+    # a debt the consumer co-signed is theirs to dispute, not an identity theft
+    ("I never signed any cosigner agreement in writing.", "FRAUD-ID"),
+    # a hedge, or a report that misstates the history, is not an accusation of deception
+    ("Her statements may be misleading or inaccurate.", "MISCONDUCT"),
+    ("The monthly reporting misrepresents my payment history.", "MISCONDUCT"),
+    # a second call is not repeated contact; how long the consumer waited is not a legal window
+    ("I called again that same day ( second call ) and was walked through my options.", "REPEAT-CONTACT"),
+    ("It has been over 45 days since I first contacted them and nothing has been resolved.", "TIME-LIMIT"),
 ])
 def test_what_the_rubric_excludes_is_not_flagged(text, code):
     assert code not in signals_of(text)

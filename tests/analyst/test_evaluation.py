@@ -11,6 +11,8 @@ from django.core.management import CommandError, call_command
 from agents import taxonomy
 from agents.text import clean_narrative
 from analyst.evaluation import (
+    BLIND_CSV,
+    BLIND_LABELS,
     NARRATIVE_SIGNALS,
     SIGNAL_LABELS,
     Outcome,
@@ -25,16 +27,22 @@ from cases.models import Case
 from tests.helpers import assert_nothing_changed
 
 ROWS = {row["Complaint ID"].strip(): row for row in read_rows(taxonomy.DATA_FILE)}
+BLIND_ROWS = {row["Complaint ID"].strip(): row for row in read_rows(BLIND_CSV)}
 
 
-def test_every_complaint_is_labelled_for_every_signal_once_and_each_quote_is_verbatim():
-    lines = [json.loads(line) for line in SIGNAL_LABELS.read_text(encoding="utf-8").splitlines() if line.strip()]
+@pytest.mark.parametrize(("labels_file", "rows", "complaints"), [
+    (SIGNAL_LABELS, ROWS, 191),
+    (BLIND_LABELS, BLIND_ROWS, 300),  # the blind set (analyst/data/signals/blind/SOURCE.md)
+], ids=["sample", "blind"])
+def test_every_complaint_is_labelled_for_every_signal_once_and_each_quote_is_verbatim(labels_file, rows, complaints):
+    lines = [json.loads(line) for line in labels_file.read_text(encoding="utf-8").splitlines() if line.strip()]
     pairs = Counter((item["complaint_id"], item["signal"]) for item in lines)
-    assert set(pairs) == {(cid, code) for cid in ROWS for code in NARRATIVE_SIGNALS}
-    assert set(pairs.values()) == {1} and len(lines) == len(ROWS) * len(NARRATIVE_SIGNALS) == 1910
+    assert len(rows) == complaints
+    assert set(pairs) == {(cid, code) for cid in rows for code in NARRATIVE_SIGNALS}
+    assert set(pairs.values()) == {1} and len(lines) == len(rows) * len(NARRATIVE_SIGNALS)
     for item in lines:
         if item["present"]:
-            narrative = clean_narrative(ROWS[item["complaint_id"]]["Consumer complaint narrative"])
+            narrative = clean_narrative(rows[item["complaint_id"]]["Consumer complaint narrative"])
             assert item["quote"].strip() and item["quote"] in narrative, item
         else:
             assert not item.get("quote"), item
@@ -45,6 +53,14 @@ def test_each_signal_has_positives_to_measure():
     positives = Counter(code for per in labels.values() for code, present in per.items() if present)
     assert all(positives[code] >= 1 for code in NARRATIVE_SIGNALS)
     assert positives["MONEY-LOSS"] == 16 and positives["TIME-LIMIT"] == 10 and positives["FRAUD-ID"] == 32
+
+
+def test_the_blind_set_shares_no_complaint_with_the_sample_and_has_positives_of_every_signal():
+    assert not set(BLIND_ROWS) & set(ROWS)
+    labels = read_signal_labels(BLIND_LABELS)
+    positives = Counter(code for per in labels.values() for code, present in per.items() if present)
+    assert positives == {"FRAUD-ID": 101, "HARASSMENT": 4, "URGENCY": 13, "MONEY-LOSS": 21, "TIME-LIMIT": 49,
+                         "MISCONDUCT": 107, "REPEAT-CONTACT": 79, "OLDER-AM": 2, "SCRA": 5, "MONEY-BACK": 25}
 
 
 def test_recall_and_precision_per_signal_and_the_target():
@@ -83,3 +99,21 @@ def test_evaluate_refuses_signal_labels_it_cannot_read_and_changes_nothing(tmp_p
             call_command("evaluate", str(taxonomy.DATA_FILE), "--signal-labels", str(tmp_path / "missing.jsonl"))
         with pytest.raises(CommandError, match="line 1 is not a signal label"):
             call_command("evaluate", str(taxonomy.DATA_FILE), "--signal-labels", str(broken))
+
+
+def test_evaluate_needs_a_csv_unless_the_split_is_blind(case):
+    with assert_nothing_changed(case, extra={"cases": Case.objects.count}):
+        with pytest.raises(CommandError, match="may be left out only with --split blind"):
+            call_command("evaluate")
+
+
+def test_evaluate_on_the_blind_split_reads_the_blind_set_and_its_labels(tmp_path, case):
+    out = tmp_path / "blind.json"
+    with assert_nothing_changed(case, extra={"cases": Case.objects.count}):
+        call_command("evaluate", "--split", "blind", "--limit", "2", "--json", str(out))
+    data = json.loads(out.read_text())
+    assert data["split"] == "blind" and data["complaints"] == 2
+    assert data["narrative_signals"]["complaints"] == 2  # judged against blind/labels.jsonl
+    first_two = sorted(BLIND_ROWS)[:2]
+    labelled = sum(read_signal_labels(BLIND_LABELS)[cid]["FRAUD-ID"] for cid in first_two)
+    assert data["narrative_signals"]["signals"]["FRAUD-ID"]["labelled"] == labelled == 2

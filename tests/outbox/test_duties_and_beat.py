@@ -11,7 +11,9 @@ from datetime import timedelta
 import pytest
 from django.db import OperationalError
 from django.utils import timezone
+from kombu.exceptions import OperationalError as BrokerOperationalError
 
+from config.celery import app as celery_app
 from core.outages import OutageLog
 from ops import metrics
 from ops.drift import run_drift_checks
@@ -19,6 +21,7 @@ from outbox import services
 from outbox.beat import HeartbeatScheduler
 from outbox.heartbeat import WorkerHeartbeatThread
 from outbox.models import BeatHeartbeat, DutyTurn
+from outbox.tasks import outbox_relay_task
 
 pytestmark = pytest.mark.django_db
 
@@ -123,3 +126,51 @@ def test_readyz_is_degraded_not_503_while_beat_is_missing(client, settings):
     settings.ARBITER_READYZ_CHECKS = ["beat_heartbeat", "nonexistent"]  # a real failure still wins
     response = client.get("/readyz")
     assert (response.status_code, response.json()["status"]) == (503, "not ready")
+
+
+def test_beat_unable_to_reach_the_broker_says_it_once_then_once_with_the_count(tmp_path, monkeypatch, caplog):
+    scheduler = HeartbeatScheduler(app=celery_app, schedule_filename=str(tmp_path / "beat-schedule"))
+    entry = scheduler.schedule["relay-outbox"]
+    task = celery_app.tasks[outbox_relay_task.name]  # the instance beat sends through
+
+    def refused(*args, **kwargs):
+        raise BrokerOperationalError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+    sent = []
+    monkeypatch.setattr(task, "apply_async", refused)
+    with caplog.at_level(logging.INFO):
+        for _ in range(4):
+            scheduler.apply_entry(entry)
+        monkeypatch.setattr(task, "apply_async", lambda *args, **kwargs: sent.append(1))
+        scheduler.apply_entry(entry)
+        scheduler.apply_entry(entry)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 2 and len(sent) == 2
+    assert warnings[0].startswith("beat: the broker failing: OperationalError: Error 111")
+    assert warnings[1].startswith("beat: the broker works again after 4 failure(s)")
+    assert not any(r.exc_info or "Message Error" in r.getMessage() for r in caplog.records)
+
+
+def test_beat_still_reports_a_task_it_cannot_send_for_another_reason(tmp_path, monkeypatch, caplog):
+    scheduler = HeartbeatScheduler(app=celery_app, schedule_filename=str(tmp_path / "beat-schedule"))
+    entry = scheduler.schedule["relay-outbox"]
+    monkeypatch.setattr(celery_app.tasks[outbox_relay_task.name], "apply_async",
+                        lambda *args, **kwargs: (_ for _ in ()).throw(TypeError("a bug")))
+    with caplog.at_level(logging.WARNING):
+        scheduler.apply_entry(entry)
+    assert [r.levelname for r in caplog.records] == ["ERROR"] and "Message Error" in caplog.records[0].getMessage()
+
+
+def test_beat_connecting_to_a_broker_that_is_down_is_counted_in_the_same_outage(tmp_path, monkeypatch, caplog):
+    scheduler = HeartbeatScheduler(app=celery_app, schedule_filename=str(tmp_path / "beat-schedule"))
+    entry = scheduler.schedule["relay-outbox"]
+    monkeypatch.setattr(celery_app.tasks[outbox_relay_task.name], "apply_async", lambda *args, **kwargs: None)
+    beat_logger = logging.getLogger("celery.beat")
+    with caplog.at_level(logging.INFO):
+        for interval in (2.0, 4.0, 6.0):  # celery.beat's _ensure_connected, in its words
+            beat_logger.error("beat: Connection error: %s. Trying again in %s seconds...",
+                              BrokerOperationalError("Error 111 connecting. Connection refused."), interval)
+        scheduler.apply_entry(entry)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 2 and warnings[0].startswith("beat: the broker failing: OperationalError: Error 111")
+    assert warnings[1].startswith("beat: the broker works again after 3 failure(s)")

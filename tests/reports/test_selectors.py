@@ -3,11 +3,14 @@
 from datetime import date
 
 import pytest
+from django.utils import timezone
 
+from cases import services
+from cases.models import Case, Notice
 from reports import selectors
 from reports.filters import NONE_VALUE, DashboardFilters
 from reports.services import dashboard_refresh
-from tests.reports.scenario import TODAY
+from tests.reports.scenario import DRAFTER, TODAY
 
 EVERYTHING = DashboardFilters()
 
@@ -95,3 +98,40 @@ def test_the_rows_behind_an_agent_number_are_the_ones_counted(supervisor, refres
     rows = selectors.agent_outputs(user=supervisor, subject="proposal", agent="agent:proposer@1",
                                    outcome="rejected", kind="risk_level", filters=EVERYTHING)
     assert [p.case.title for p in rows] == ["Case B"]
+
+
+def test_the_live_numbers_take_two_queries_and_match_their_parts(supervisor, refreshed, django_assert_num_queries):
+    with django_assert_num_queries(2):  # open cases grouped (with the names); the notice anti-join
+        live = selectors.open_case_counts(user=supervisor, filters=EVERYTHING, today=TODAY)
+    assert live["workload"] == selectors.workload(user=supervisor, filters=EVERYTHING, today=TODAY)
+    assert live["deadlines"] == selectors.deadlines_due(user=supervisor, filters=EVERYTHING, today=TODAY)
+
+
+def test_a_date_after_sunday_is_not_counted_and_the_other_date_of_that_case_still_is(supervisor, refreshed):
+    # D: its acknowledgement moved to 30 April (after this week), its response to 10 March (overdue).
+    # Acknowledgement: B overdue, nothing due this week; response: B and D overdue; final response
+    # unchanged (B's, on 21 March).
+    Case.objects.filter(pk=refreshed["D"].pk).update(acknowledge_due=date(2026, 4, 30), response_due=date(2026, 3, 10))
+    rows = selectors.deadlines_due(user=supervisor, filters=EVERYTHING, today=TODAY)
+    assert [(r["deadline"], r["overdue"], r["this_week"]) for r in rows] == [
+        ("acknowledge", 1, 0), ("response", 2, 0), ("close", 0, 1)]
+
+
+def test_a_notice_sent_after_the_refresh_counts_at_once(supervisor, refreshed):
+    # The due dates are live, not rolled up: B's notice sent now takes B out of the overdue
+    # acknowledgement and response at once, before any refresh.
+    notice = services.notice_draft(actor=DRAFTER, case=refreshed["B"], subject="About case B",
+                                   body="We received your complaint and are looking into it.")
+    Notice.objects.filter(pk=notice.pk).update(status="sent", sent_at=timezone.now())
+    rows = selectors.deadlines_due(user=supervisor, filters=EVERYTHING, today=TODAY)
+    assert [(r["deadline"], r["overdue"], r["this_week"]) for r in rows] == [
+        ("acknowledge", 0, 1), ("response", 0, 1), ("close", 0, 1)]
+
+
+def test_service_levels_and_decision_times_come_from_one_query_of_the_rollups(supervisor, refreshed,
+                                                                               django_assert_num_queries):
+    with django_assert_num_queries(1):
+        numbers = selectors.historical_numbers(user=supervisor, filters=EVERYTHING)
+    assert numbers["sla"] == selectors.sla_by_month(user=supervisor, filters=EVERYTHING)
+    assert numbers["decisions"] == selectors.decision_times(user=supervisor, filters=EVERYTHING)
+    assert numbers["decisions"]["decided"] == 2 and [row["received"] for row in numbers["sla"]] == [1, 2, 2]

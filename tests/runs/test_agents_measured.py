@@ -85,6 +85,11 @@ def test_the_respondent_company_is_evidence_for_the_product():
      "The company does not have the right to harass me at work and I want this to stop."),
     ("My payment posted late. They told me it was processed.", "none",
      "No specific request is stated in the evidence.", ""),
+    # a sentence that only points back at a request ("what I am asking") asks for nothing itself
+    ("I have written to them three times. It is crystal clear what I am asking.", "none",
+     "No specific request is stated in the evidence.", ""),
+    ("It is crystal clear what I am asking. Please remove the late payments from my report.", "removal",
+     "Removal of the disputed items", "Please remove the late payments from my report."),
 ])
 def test_consumer_request_has_a_kind_a_statement_and_an_exact_quote(text, kind, statement, quote):
     request = consumer_request(evidence_of({"evidence": [{"id": 5, "text": text}]}))

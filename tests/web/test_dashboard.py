@@ -4,7 +4,7 @@ import csv
 import html
 import io
 import re
-from datetime import date
+from datetime import date, timedelta
 
 import pytest
 from django.db import connection
@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from cases import policy
-from reports.models import CaseFact
+from reports.models import CaseFact, DashboardRefresh
 from reports.services import dashboard_refresh
 from tests.factories import make_case
 from tests.helpers import assert_nothing_changed
@@ -80,6 +80,13 @@ def test_the_page_shows_the_hand_worked_numbers_with_their_links(client, supervi
     assert ("/?month=2026-01&sla=acknowledge_missed", 1) in links
     assert ("/?month=2026-01", 2) in links
     assert ("/?decided_in=61-", 1) in links
+
+
+def test_the_page_says_how_old_the_rolled_up_numbers_are(client, supervisor, refreshed, tenant, settings):
+    settings.ARBITER_DASHBOARD_REFRESH_SECONDS = 1800
+    DashboardRefresh.objects.filter(tenant=tenant).update(refreshed_at=timezone.now() - timedelta(minutes=7))
+    text = html.unescape(page(client, supervisor).content.decode()).replace("\xa0", " ")
+    assert "(7 minutes ago; they are counted again every 30 minutes," in text
 
 
 def test_every_number_links_to_a_list_of_exactly_that_many(client, supervisor, refreshed):

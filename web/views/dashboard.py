@@ -10,9 +10,9 @@ from __future__ import annotations
 import csv
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.http import HttpResponse
 from django.shortcuts import render
-from django.urls import reverse
 from django.utils import timezone
 
 from cases import policy
@@ -23,7 +23,7 @@ from reports.outcomes import PROPOSAL_KIND_LABELS, agent_label
 from web.access import member_required
 from web.charts import bar_chart
 from web.forms import DashboardFilterForm
-from web.views.dashboard_sections import agent_sections, decision_section, sla_section
+from web.views.dashboard_sections import LinkTo, agent_sections, decision_section, sla_section
 
 DASHBOARD_FORBIDDEN_MESSAGE = ("The dashboard is open to supervisors, auditors and administrators. "
                                "Ask a supervisor if you need its numbers.")
@@ -35,10 +35,6 @@ def require_dashboard_access(user) -> None:
         raise Forbidden(DASHBOARD_FORBIDDEN_MESSAGE)
 
 
-def queue_link(base: dict, **params) -> str:
-    return f"{reverse('web:case_list')}?{urlencode({**base, **params})}"
-
-
 def _form(request) -> tuple[DashboardFilterForm, DashboardFilters, int]:
     choices = selectors.filter_choices(user=request.user)
     form = DashboardFilterForm(request.GET, teams=choices["teams"], products=choices["products"])
@@ -46,33 +42,33 @@ def _form(request) -> tuple[DashboardFilterForm, DashboardFilters, int]:
     return form, form.filters(), status
 
 
-def workload_section(*, user, filters: DashboardFilters, today) -> dict:
-    base = filters.query()
-    data = selectors.workload(user=user, filters=filters, today=today)
+def workload_section(data: dict, *, filters: DashboardFilters) -> dict:
+    queue = LinkTo("web:case_list", filters.query())
     for row in data["people"]:
         who = {"assignee": row["assignee_id"]} if row["assignee_id"] else {"view": "unassigned"}
-        row["open_href"] = queue_link(base, open=1, **who)
-        row["overdue_href"] = queue_link(base, open=1, due="overdue", **who)
+        row["open_href"] = queue(open=1, **who)
+        row["overdue_href"] = queue(open=1, due="overdue", **who)
     for row in data["teams"]:
-        row["open_href"] = queue_link({**base, "team": row["team"]}, open=1)
-        row["overdue_href"] = queue_link({**base, "team": row["team"]}, open=1, due="overdue")
+        row["open_href"] = queue(team=row["team"], open=1)
+        row["overdue_href"] = queue(team=row["team"], open=1, due="overdue")
     series = [("Open", "bar--open"), ("Overdue", "bar--overdue")]
     data["people_chart"] = bar_chart(
-        title="Open cases per analyst", description="Open and overdue cases of each analyst, most open first.",
+        chart_id="chart-people", title="Open cases per analyst",
+        description="Open and overdue cases of each analyst, most open first.",
         rows=[(r["label"], [r["open"], r["overdue"]]) for r in data["people"]], series=series)
     data["teams_chart"] = bar_chart(
-        title="Open cases per team", description="Open and overdue cases of each team, most open first.",
+        chart_id="chart-teams", title="Open cases per team",
+        description="Open and overdue cases of each team, most open first.",
         rows=[(r["label"], [r["open"], r["overdue"]]) for r in data["teams"]], series=series)
     return data
 
 
-def deadlines_section(*, user, filters: DashboardFilters, today) -> dict:
-    base = filters.query()
-    rows = selectors.deadlines_due(user=user, filters=filters, today=today)
+def deadlines_section(rows: list[dict], *, filters: DashboardFilters, today) -> dict:
+    queue = LinkTo("web:case_list", filters.query())
     for row in rows:
-        row["overdue_href"] = queue_link(base, open=1, deadline=row["deadline"], due="overdue")
-        row["this_week_href"] = queue_link(base, open=1, deadline=row["deadline"], due="this_week")
-    chart = bar_chart(title="Due dates overdue and due this week",
+        row["overdue_href"] = queue(open=1, deadline=row["deadline"], due="overdue")
+        row["this_week_href"] = queue(open=1, deadline=row["deadline"], due="this_week")
+    chart = bar_chart(chart_id="chart-deadlines", title="Due dates overdue and due this week",
                       description="For each kind of due date, open cases past it and due by Sunday.",
                       rows=[(r["label"], [r["overdue"], r["this_week"]]) for r in rows],
                       series=[("Overdue", "bar--overdue"), ("Due this week", "bar--soon")])
@@ -85,13 +81,16 @@ def dashboard(request):
     form, filters, status = _form(request)
     today = timezone.localdate()
     user = request.user
+    live = selectors.open_case_counts(user=user, filters=filters, today=today)
+    historical = selectors.historical_numbers(user=user, filters=filters)
     context = {
         "form": form, "filters": filters, "today": today, "refresh": selectors.last_refresh(user=user),
+        "refresh_minutes": round(settings.ARBITER_DASHBOARD_REFRESH_SECONDS / 60),
         "export_query": urlencode(filters.query()),
-        "workload": workload_section(user=user, filters=filters, today=today),
-        "deadlines": deadlines_section(user=user, filters=filters, today=today),
-        "sla": sla_section(user=user, filters=filters),
-        "decisions": decision_section(user=user, filters=filters),
+        "workload": workload_section(live["workload"], filters=filters),
+        "deadlines": deadlines_section(live["deadlines"], filters=filters, today=today),
+        "sla": sla_section(historical["sla"], filters=filters),
+        "decisions": decision_section(historical["decisions"], filters=filters),
         "agents": agent_sections(user=user, filters=filters),
     }
     return render(request, "web/dashboard/dashboard.html", context, status=status)
@@ -118,14 +117,15 @@ def dashboard_export(request):
 
 def export_rows(*, user, filters: DashboardFilters, today) -> list[tuple]:
     rows: list[tuple] = []
-    work = selectors.workload(user=user, filters=filters, today=today)
+    live = selectors.open_case_counts(user=user, filters=filters, today=today)
     for name, key in (("workload per analyst", "people"), ("workload per team", "teams")):
-        for row in work[key]:
+        for row in live["workload"][key]:
             rows += [(name, row["label"], "open", row["open"]), (name, row["label"], "overdue", row["overdue"])]
-    for row in selectors.deadlines_due(user=user, filters=filters, today=today):
+    for row in live["deadlines"]:
         rows += [("due dates", row["label"], "overdue", row["overdue"]),
                  ("due dates", row["label"], "due this week", row["this_week"])]
-    for row in selectors.sla_by_month(user=user, filters=filters):
+    historical = selectors.historical_numbers(user=user, filters=filters)
+    for row in historical["sla"]:
         month = row["month"].strftime("%Y-%m")
         rows.append(("service levels", month, "received", row["received"]))
         for measure in selectors.SLA_MEASURES:
@@ -133,7 +133,7 @@ def export_rows(*, user, filters: DashboardFilters, today) -> list[tuple]:
                      ("service levels", month, f"{measure} missed", row[f"{measure}_missed"]),
                      ("service levels", month, f"{measure} met %",
                       "" if row[f"{measure}_rate"] is None else row[f"{measure}_rate"])]
-    times = selectors.decision_times(user=user, filters=filters)
+    times = historical["decisions"]
     rows.append(("time to decision", "all decided", "decided", times["decided"]))
     rows.append(("time to decision", "all decided", "mean days", "" if times["mean"] is None else times["mean"]))
     rows += [("time to decision", bucket["label"], "decided", bucket["count"]) for bucket in times["buckets"]]
