@@ -5,11 +5,20 @@ from __future__ import annotations
 
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter
+from drf_spectacular.utils import OpenApiParameter, OpenApiRequest
 from rest_framework import serializers
 
 from core.api import IF_MATCH_PATTERN
 from core.paging import CURSOR_EXPIRED_RESPONSE
+
+# Text the server refuses in every string it reads (core.api.check_json_value, DRF's CharField,
+# ApiView.check_text_in_url): a NUL character. A lone surrogate is not text a JSON generator
+# produces, and JSON Schema cannot name one.
+NO_NUL = "^[^\\x00]*$"
+# What str.strip() removes (CharField trims by default); a field that may not be blank must keep
+# one character that is not among these after trimming.
+_WHITESPACE = "".join(f"\\u{code:04x}" for code in range(0x10000) if chr(code).isspace())
+NOT_BLANK_NO_NUL = f"^[^\\x00]*[^\\x00{_WHITESPACE}][^\\x00]*$"
 
 # The rules the server enforces on these headers (integrations.idempotency, integrations.api.base).
 IDEMPOTENCY_KEY_SCHEMA = {"type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[!-~]([ -~]*[!-~])?$"}
@@ -26,6 +35,25 @@ class ApiAutoSchema(AutoSchema):
             return ("Safe to retry: send an `Idempotency-Key` header (any unique string); a repeat with the same "
                     "key and body replays the first answer with `Idempotent-Replayed: true`.")
         return ""
+
+    def _map_serializer_field(self, field, direction, bypass_extensions=False):
+        """A request's text field states what DRF's CharField enforces beyond its length: no NUL
+        character, and (when it may not be blank and trims whitespace) a character that is not
+        whitespace."""
+        schema = super()._map_serializer_field(field, direction, bypass_extensions)
+        if direction == "request" and isinstance(field, serializers.CharField) and schema.get("type") == "string" \
+                and not {"format", "pattern", "enum"} & set(schema):
+            blank_refused = not field.allow_blank and field.trim_whitespace
+            schema["pattern"] = NOT_BLANK_NO_NUL if blank_refused else NO_NUL
+        return schema
+
+    def _map_basic_serializer(self, serializer, direction):
+        """A request serializer's `schema_rules` (JSON Schema keywords about the whole object: a
+        rule across its fields, e.g. `minProperties`, `oneOf` of required sets) join its schema."""
+        schema = super()._map_basic_serializer(serializer, direction)
+        if direction == "request":
+            schema.update(getattr(serializer, "schema_rules", {}))
+        return schema
 
     def get_override_parameters(self):
         parameters = list(super().get_override_parameters())
@@ -143,6 +171,8 @@ def declared_request_fields(view, method: str) -> set[str] | None:
     declared = schema.get_request_serializer()
     if isinstance(declared, dict):
         declared = declared.get("application/json", next(iter(declared.values()), None))
+    if isinstance(declared, OpenApiRequest):
+        declared = declared.request
     if isinstance(declared, type) and issubclass(declared, serializers.Serializer):
         declared = declared()
     if not isinstance(declared, serializers.Serializer):
@@ -151,16 +181,35 @@ def declared_request_fields(view, method: str) -> set[str] | None:
 
 
 def forbid_unknown_body_fields(result, generator, request, public):
-    """Postprocessing hook: a request body's top-level object takes no other fields than it
-    declares (`additionalProperties: false`), as the server enforces (ApiView.check_body_fields)."""
+    """Postprocessing hook: a request body's object, and each object nested in it, takes no other
+    fields than it declares (`additionalProperties: false`), as the server enforces
+    (ApiView.check_body_fields at the top, core.api.KnownFieldsOnly below)."""
     components = result.get("components", {}).get("schemas", {})
+    pending = [content.get("schema", {}) for operations in result.get("paths", {}).values()
+               for method, operation in operations.items() if method in ("post", "put", "patch")
+               for content in operation.get("requestBody", {}).get("content", {}).values()]
+    done: set[str] = set()
+    while pending:
+        reference = pending.pop().get("$ref", "")
+        name = reference.rsplit("/", 1)[-1]
+        component = components.get(name) if reference else None
+        if component is None or name in done or component.get("type") != "object":
+            continue
+        done.add(name)
+        component["additionalProperties"] = False
+        for prop in component.get("properties", {}).values():
+            pending += [prop, *prop.get("allOf", []), *prop.get("oneOf", [])]
+    return result
+
+
+def forbid_nul_in_query_text(result, generator, request, public):
+    """Postprocessing hook: a free-text query parameter states that a NUL character is refused
+    (ApiView.check_text_in_url: 400 naming it)."""
     for operations in result.get("paths", {}).values():
-        for method, operation in operations.items():
-            if method not in ("post", "put", "patch"):
-                continue
-            for content in operation.get("requestBody", {}).get("content", {}).values():
-                reference = content.get("schema", {}).get("$ref", "")
-                component = components.get(reference.rsplit("/", 1)[-1]) if reference else None
-                if component is not None and component.get("type") == "object":
-                    component["additionalProperties"] = False
+        for operation in operations.values():
+            for parameter in operation.get("parameters", []):
+                schema = parameter.get("schema", {})
+                if parameter.get("in") == "query" and schema.get("type") == "string" \
+                        and not {"format", "pattern", "enum"} & set(schema):
+                    schema["pattern"] = NO_NUL
     return result
