@@ -185,3 +185,51 @@ def test_real_responses_conform_to_the_schema(schema, api, analyst, supervisor, 
         assert response.status_code == 200, (url, response.content)
         errors = list(_validator_for(schema, template, "get", "200").iter_errors(response.json()))
         assert errors == [], (url, [error.message for error in errors][:5])
+
+
+# --- the rules the schema states (ADR 0028, addendum) --------------------------------------------------
+
+def test_bodies_are_json_and_the_upload_multipart(schema):
+    for path, method, operation in _operations(schema):
+        if "requestBody" in operation:
+            media = set(operation["requestBody"]["content"])
+            assert media == ({"multipart/form-data"} if path.endswith("/evidence/upload/") else {"application/json"}), \
+                (method, path, media)
+
+
+def test_text_fields_of_request_bodies_state_no_nul_and_not_blank(schema):
+    import re
+
+    components = schema["components"]["schemas"]
+    title = components["CaseCreateInputRequest"]["properties"]["title"]
+    body = components["EvidenceTextInputRequest"]["properties"]["text"]  # not trimmed: blank text is text
+    for value, allowed in (("A title", True), ("   ", False), ("\u3000\t", False), ("a\x00b", False), (" x ", True)):
+        assert bool(re.search(title["pattern"], value)) is allowed, value
+    assert re.search(body["pattern"], "   ") and not re.search(body["pattern"], "a\x00")
+    for name, component in components.items():
+        if name.endswith("Request"):
+            for field, prop in component.get("properties", {}).items():
+                if prop.get("type") == "string" and not {"format", "enum"} & set(prop):
+                    assert "pattern" in prop, (name, field)
+
+
+def test_cross_field_rules_and_ceilings_are_in_the_schema(schema, settings):
+    components = schema["components"]["schemas"]
+    assert components["PatchedNoticeEditInputRequest"]["minProperties"] == 1
+    assert components["RedeliverSinceInputRequest"]["oneOf"] == [{"required": ["since"]},
+                                                                 {"required": ["since_event"]}]
+    budget = components["BudgetInputRequest"]
+    assert budget["additionalProperties"] is False
+    assert budget["properties"]["max_steps"]["maximum"] == settings.ARBITER_API_MAX_RUN_STEPS
+    thread = components["ThreadCreateInputRequest"]["properties"]["token_budget"]
+    assert thread["maximum"] == settings.ARBITER_API_MAX_THREAD_TOKEN_BUDGET
+    case_filter = next(p for p in schema["paths"]["/api/v1/proposals/"]["get"]["parameters"] if p["name"] == "case")
+    assert case_filter["schema"]["maxLength"] == 40 and case_filter["schema"]["pattern"]
+
+
+def test_files_state_their_content_types(schema, settings):
+    upload = schema["paths"]["/api/v1/cases/{reference}/evidence/upload/"]["post"]["requestBody"]["content"]
+    allowed = upload["multipart/form-data"]["encoding"]["file"]["contentType"].split(", ")
+    assert allowed == settings.EVIDENCE_ALLOWED_CONTENT_TYPES
+    download = schema["paths"]["/api/v1/evidence/{id}/download/"]["get"]["responses"]["200"]["content"]
+    assert {"text/plain", "application/octet-stream", *allowed} == set(download)

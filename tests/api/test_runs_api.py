@@ -359,3 +359,11 @@ def test_the_schema_lists_the_runs_and_memory_endpoints(tmp_path):
     for path in ("/api/v1/runs/:", "/api/v1/runs/{id}/steps/{sequence}/model-calls/:", "/api/v1/runs/{id}/fork/:",
                  "/api/v1/memory/{id}/confirm/:", "RunStatusEnum", "EffectTypeEnum"):
         assert path in text, path
+
+
+def test_a_budget_with_a_field_it_does_not_declare_is_a_400_and_changes_nothing(api, analyst, case):
+    with assert_nothing_changed(case, extra=rows()):
+        response = api(analyst).post("/api/v1/runs/", {"case": case.reference, "budget": {"max_steps": 5,
+                                                                                          "steps": 5}}, format="json")
+    body = assert_error(response, 400, "invalid", fields={"budget"})
+    assert "steps" in body["fields"]["budget"]
