@@ -197,6 +197,12 @@ def forbid_unknown_body_fields(result, generator, request, public):
             continue
         done.add(name)
         component["additionalProperties"] = False
+        if {"minProperties", "oneOf", "anyOf"} & set(component):  # a body that needs a field cannot be left out
+            for operations in result.get("paths", {}).values():
+                for operation in operations.values():
+                    body = operation.get("requestBody", {}) if isinstance(operation, dict) else {}
+                    if any(c.get("schema", {}).get("$ref") == reference for c in body.get("content", {}).values()):
+                        body["required"] = True
         for prop in component.get("properties", {}).values():
             pending += [prop, *prop.get("allOf", []), *prop.get("oneOf", [])]
     return result

@@ -216,6 +216,8 @@ def test_text_fields_of_request_bodies_state_no_nul_and_not_blank(schema):
 def test_cross_field_rules_and_ceilings_are_in_the_schema(schema, settings):
     components = schema["components"]["schemas"]
     assert components["PatchedNoticeEditInputRequest"]["minProperties"] == 1
+    for path, method in (("/api/v1/notices/{id}/", "patch"), ("/api/v1/webhooks/{id}/redeliver/", "post")):
+        assert schema["paths"][path][method]["requestBody"]["required"] is True, (method, path)  # {} is refused
     assert components["RedeliverSinceInputRequest"]["oneOf"] == [{"required": ["since"]},
                                                                  {"required": ["since_event"]}]
     budget = components["BudgetInputRequest"]
