@@ -19,6 +19,10 @@ NO_NUL = "^[^\\x00]*$"
 # one character that is not among these after trimming.
 _WHITESPACE = "".join(f"\\u{code:04x}" for code in range(0x10000) if chr(code).isspace())
 NOT_BLANK_NO_NUL = f"^[^\\x00]*[^\\x00{_WHITESPACE}][^\\x00]*$"
+# One line of text once trimmed: no line break or control character between its first and last
+# visible characters (cases.services.notices: a notice's subject becomes an email header).
+_CONTROL = "\\x00-\\x1f\\x7f\\x85\\u2028\\u2029"
+ONE_LINE = f"^[{_WHITESPACE}]*[^{_CONTROL}{_WHITESPACE}]([^{_CONTROL}]*[^{_CONTROL}{_WHITESPACE}])?[{_WHITESPACE}]*$"
 
 # The rules the server enforces on these headers (integrations.idempotency, integrations.api.base).
 IDEMPOTENCY_KEY_SCHEMA = {"type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[!-~]([ -~]*[!-~])?$"}
@@ -41,6 +45,8 @@ class ApiAutoSchema(AutoSchema):
         character, and (when it may not be blank and trims whitespace) a character that is not
         whitespace."""
         schema = super()._map_serializer_field(field, direction, bypass_extensions)
+        if direction == "request" and isinstance(field, serializers.FileField) and not field.allow_empty_file:
+            schema["minLength"] = 1  # "The submitted file is empty."
         if direction == "request" and isinstance(field, serializers.CharField) and schema.get("type") == "string" \
                 and not {"format", "pattern", "enum"} & set(schema):
             blank_refused = not field.allow_blank and field.trim_whitespace
@@ -53,6 +59,9 @@ class ApiAutoSchema(AutoSchema):
         schema = super()._map_basic_serializer(serializer, direction)
         if direction == "request":
             schema.update(getattr(serializer, "schema_rules", {}))
+            # A rule on a field's text that its service enforces (e.g. a subject is one line).
+            for name, pattern in getattr(serializer, "schema_patterns", {}).items():
+                schema["properties"][name]["pattern"] = pattern
         return schema
 
     def get_override_parameters(self):

@@ -32,7 +32,7 @@ from cases.api.serializers import (
 )
 from cases.models import CASE_TRANSITIONS, Case, CaseEvent, Evidence, Notice, Proposal, ProposalKind
 from core.api import BIGINT_MAX, refusals
-from core.api_schema import IF_MATCH_SCHEMA
+from core.api_schema import IF_MATCH_SCHEMA, NOT_BLANK_NO_NUL, ONE_LINE
 from core.errors import Forbidden, NotAllowed
 from integrations.api.base import ApiView, ListApi, check_if_match, with_etag
 
@@ -407,6 +407,8 @@ class NoticeListApi(ListApi):
 class NoticeDraftApi(ApiView):
     honours_if_match = True
     class NoticeDraftInput(serializers.Serializer):
+        schema_patterns = {"subject": ONE_LINE, "body": NOT_BLANK_NO_NUL}  # the service's rules (one line; a body)
+
         recipient = serializers.EmailField(required=False, allow_blank=True,
                                            help_text="Defaults to the complainant's email.")
         subject = serializers.CharField(max_length=300)
@@ -435,6 +437,7 @@ class NoticeDetailApi(ApiView):
     honours_if_match = True
     class NoticeEditInput(serializers.Serializer):
         schema_rules = {"minProperties": 1}  # validate(): at least one field
+        schema_patterns = {"subject": ONE_LINE, "body": NOT_BLANK_NO_NUL}
 
         recipient = serializers.EmailField(required=False)
         subject = serializers.CharField(max_length=300, required=False)
