@@ -242,27 +242,22 @@ class EvidenceUploadApi(ApiView):
         return created(EvidenceOutputSerializer(evidence).data, _evidence_url(evidence))
 
 
-def _download_media_types() -> list[str]:
-    """What a download can answer: text evidence as text/plain, a file as the type it was uploaded
-    with (an allowed one), or application/octet-stream for a file stored without one."""
-    return list(dict.fromkeys(["text/plain", *settings.EVIDENCE_ALLOWED_CONTENT_TYPES, "application/octet-stream"]))
-
-
 class EvidenceDownloadApi(ApiView):
     @extend_schema(responses={**{(200, media): OpenApiResponse(
-                       OpenApiTypes.BINARY, description="The file as uploaded, with the content type it was "
-                                                        "uploaded with (one the operator allows: "
-                                                        "EVIDENCE_ALLOWED_CONTENT_TYPES), or the text of text "
-                                                        "evidence as text/plain.")
-                       for media in _download_media_types()},
+                       OpenApiTypes.BINARY, description="A file: its bytes as uploaded, as application/octet-stream "
+                                                        "(the type its uploader declared is the evidence's "
+                                                        "`content_type`, not verified by the server); text "
+                                                        "evidence: its text as text/plain.")
+                       for media in ("application/octet-stream", "text/plain")},
                        **refusals(400, 404)},
                    summary="Download a piece of evidence")
     def get(self, request, pk: int):
         evidence = selectors.evidence_get_for_user(user=request.user, pk=pk)
         if evidence.file:
+            # Bytes whose type only the uploader declared: served as bytes, never as that type.
             response = FileResponse(evidence.file.open("rb"), as_attachment=True,
                                     filename=evidence.filename or f"evidence-{evidence.pk}",
-                                    content_type=evidence.content_type or "application/octet-stream")
+                                    content_type="application/octet-stream")
         else:
             response = HttpResponse(evidence.text, content_type="text/plain; charset=utf-8")
             response["Content-Disposition"] = f'attachment; filename="evidence-{evidence.pk}.txt"'
