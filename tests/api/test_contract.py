@@ -81,12 +81,14 @@ def test_unsafe_operations_document_idempotency_key(schema):
 
 # --- Schemathesis against a live server ----------------------------------------------------------
 
-# The failure classes ADR 0028 lists as still open at 100 examples: the server refuses some requests
-# the schema allows (cross-field rules, form bodies' types: positive_data_acceptance), accepts a few
-# it does not (negative_data_rejection), and the evidence download's content type is not the
-# schema's (content_type_conformance). Every other check of every phase must find nothing. (`--checks
-# all` includes max_response_time with Schemathesis's default limit of 10 s per answer: ST112.)
-OPEN_CLASSES = "positive_data_acceptance,negative_data_rejection,content_type_conformance"
+# The failure classes ADR 0028 (addendum) lists as still open at 100 examples: the server refuses
+# some requests the schema allows because the refusal depends on state (a proposal's payload against
+# the case, a webhook URL's DNS: positive_data_acceptance), and one stateful upload was accepted
+# where Schemathesis expected a refusal (negative_data_rejection). The download's content type is
+# the schema's now (content_type_conformance is held). Every other check of every phase must find
+# nothing. (`--checks all` includes max_response_time with Schemathesis's default limit of 10 s per
+# answer: ST112, which a machine under heavy load can fail.)
+OPEN_CLASSES = "positive_data_acceptance,negative_data_rejection"
 
 
 @pytest.mark.slow
