@@ -53,6 +53,16 @@ class ApiAutoSchema(AutoSchema):
             schema["pattern"] = NOT_BLANK_NO_NUL if blank_refused else NO_NUL
         return schema
 
+    def _insert_field_validators(self, field, schema):
+        """drf-spectacular offers a blank text field with a pattern as oneOf [the pattern, ""]; our
+        text patterns already admit "" where blank is allowed, so "" would match both (and oneOf
+        none): the field is the pattern alone."""
+        super()._insert_field_validators(field, schema)
+        branches = schema.get("oneOf", [])
+        if len(branches) == 2 and branches[1] == {"type": "string", "maxLength": 0} \
+                and branches[0].get("pattern") == NO_NUL and not {"format", "minLength"} & set(branches[0]):
+            schema.update(schema.pop("oneOf")[0])
+
     def _map_basic_serializer(self, serializer, direction):
         """A request serializer's `schema_rules` (JSON Schema keywords about the whole object: a
         rule across its fields, e.g. `minProperties`, `oneOf` of required sets) join its schema."""
