@@ -25,7 +25,7 @@ from django.views.csrf import csrf_failure as django_csrf_failure
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.exceptions import APIException, ParseError, ValidationError
-from rest_framework.parsers import FormParser, JSONParser
+from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
 
 from core.db import is_lock_conflict
@@ -169,13 +169,6 @@ def _refuse_constant(name: str):
     raise ValueError(f"{name} is not valid JSON")
 
 
-class BoundedFormParser(FormParser):
-    def parse(self, stream, media_type=None, parser_context=None):
-        import io
-
-        return super().parse(io.BytesIO(_read_bounded(stream)), media_type, parser_context)
-
-
 # --- identifiers in URLs -----------------------------------------------------------------------
 
 class DatabaseIdConverter:
@@ -195,6 +188,19 @@ register_converter(DatabaseIdConverter, "id")
 
 
 # --- one representation for a person and for a run id -------------------------------------------
+
+class KnownFieldsOnly:
+    """A nested input serializer that refuses fields it does not declare (400 naming each), as the
+    top-level body does (ApiView.check_body_fields): the schema says `additionalProperties: false`."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, dict):
+            unknown = sorted(str(name) for name in set(data) - set(self.fields))
+            if unknown:
+                raise ValidationError({name: [f"Unknown field. Allowed: {', '.join(sorted(self.fields))}."]
+                                       for name in unknown})
+        return super().to_internal_value(data)
+
 
 class PersonSerializer(serializers.Serializer):
     """A person (or an API key's service account) wherever one appears."""
@@ -357,6 +363,16 @@ class IntegerFilter(django_filters.NumberFilter):
         bounds = {"minimum": kwargs.get("min_value"), "maximum": kwargs["max_value"]}
         self._spectacular_annotation = {"field": {"type": "integer",
                                                   **{k: v for k, v in bounds.items() if v is not None}}}
+
+
+class TextFilter(django_filters.CharFilter):
+    """A text query parameter whose schema states what the form field enforces: its maximum length
+    and no NUL character (ApiView.check_text_in_url)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        limit = {"maxLength": kwargs["max_length"]} if kwargs.get("max_length") else {}
+        self._spectacular_annotation = {"field": {"type": "string", "pattern": "^[^\\x00]*$", **limit}}
 
 
 class SyncParamsBackend:

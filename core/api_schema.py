@@ -5,11 +5,24 @@ from __future__ import annotations
 
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter
+from drf_spectacular.utils import OpenApiParameter, OpenApiRequest
 from rest_framework import serializers
 
 from core.api import IF_MATCH_PATTERN
 from core.paging import CURSOR_EXPIRED_RESPONSE
+
+# Text the server refuses in every string it reads (core.api.check_json_value, DRF's CharField,
+# ApiView.check_text_in_url): a NUL character. A lone surrogate is not text a JSON generator
+# produces, and JSON Schema cannot name one.
+NO_NUL = "^[^\\x00]*$"
+# What str.strip() removes (CharField trims by default); a field that may not be blank must keep
+# one character that is not among these after trimming.
+_WHITESPACE = "".join(f"\\u{code:04x}" for code in range(0x10000) if chr(code).isspace())
+NOT_BLANK_NO_NUL = f"^[^\\x00]*[^\\x00{_WHITESPACE}][^\\x00]*$"
+# One line of text once trimmed: no line break or control character between its first and last
+# visible characters (cases.services.notices: a notice's subject becomes an email header).
+_CONTROL = "\\x00-\\x1f\\x7f\\x85\\u2028\\u2029"
+ONE_LINE = f"^[{_WHITESPACE}]*[^{_CONTROL}{_WHITESPACE}]([^{_CONTROL}]*[^{_CONTROL}{_WHITESPACE}])?[{_WHITESPACE}]*$"
 
 # The rules the server enforces on these headers (integrations.idempotency, integrations.api.base).
 IDEMPOTENCY_KEY_SCHEMA = {"type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[!-~]([ -~]*[!-~])?$"}
@@ -26,6 +39,40 @@ class ApiAutoSchema(AutoSchema):
             return ("Safe to retry: send an `Idempotency-Key` header (any unique string); a repeat with the same "
                     "key and body replays the first answer with `Idempotent-Replayed: true`.")
         return ""
+
+    def _map_serializer_field(self, field, direction, bypass_extensions=False):
+        """A request's text field states what DRF's CharField enforces beyond its length: no NUL
+        character, and (when it may not be blank and trims whitespace) a character that is not
+        whitespace."""
+        schema = super()._map_serializer_field(field, direction, bypass_extensions)
+        if direction == "request" and isinstance(field, serializers.FileField) and not field.allow_empty_file:
+            schema["minLength"] = 1  # "The submitted file is empty."
+        if direction == "request" and isinstance(field, serializers.CharField) and schema.get("type") == "string" \
+                and not {"format", "pattern", "enum"} & set(schema):
+            blank_refused = not field.allow_blank and field.trim_whitespace
+            schema["pattern"] = NOT_BLANK_NO_NUL if blank_refused else NO_NUL
+        return schema
+
+    def _insert_field_validators(self, field, schema):
+        """drf-spectacular offers a blank text field with a pattern as oneOf [the pattern, ""]; our
+        text patterns already admit "" where blank is allowed, so "" would match both (and oneOf
+        none): the field is the pattern alone."""
+        super()._insert_field_validators(field, schema)
+        branches = schema.get("oneOf", [])
+        if len(branches) == 2 and branches[1] == {"type": "string", "maxLength": 0} \
+                and branches[0].get("pattern") == NO_NUL and not {"format", "minLength"} & set(branches[0]):
+            schema.update(schema.pop("oneOf")[0])
+
+    def _map_basic_serializer(self, serializer, direction):
+        """A request serializer's `schema_rules` (JSON Schema keywords about the whole object: a
+        rule across its fields, e.g. `minProperties`, `oneOf` of required sets) join its schema."""
+        schema = super()._map_basic_serializer(serializer, direction)
+        if direction == "request":
+            schema.update(getattr(serializer, "schema_rules", {}))
+            # A rule on a field's text that its service enforces (e.g. a subject is one line).
+            for name, pattern in getattr(serializer, "schema_patterns", {}).items():
+                schema["properties"][name]["pattern"] = pattern
+        return schema
 
     def get_override_parameters(self):
         parameters = list(super().get_override_parameters())
@@ -143,6 +190,8 @@ def declared_request_fields(view, method: str) -> set[str] | None:
     declared = schema.get_request_serializer()
     if isinstance(declared, dict):
         declared = declared.get("application/json", next(iter(declared.values()), None))
+    if isinstance(declared, OpenApiRequest):
+        declared = declared.request
     if isinstance(declared, type) and issubclass(declared, serializers.Serializer):
         declared = declared()
     if not isinstance(declared, serializers.Serializer):
@@ -151,16 +200,41 @@ def declared_request_fields(view, method: str) -> set[str] | None:
 
 
 def forbid_unknown_body_fields(result, generator, request, public):
-    """Postprocessing hook: a request body's top-level object takes no other fields than it
-    declares (`additionalProperties: false`), as the server enforces (ApiView.check_body_fields)."""
+    """Postprocessing hook: a request body's object, and each object nested in it, takes no other
+    fields than it declares (`additionalProperties: false`), as the server enforces
+    (ApiView.check_body_fields at the top, core.api.KnownFieldsOnly below)."""
     components = result.get("components", {}).get("schemas", {})
+    pending = [content.get("schema", {}) for operations in result.get("paths", {}).values()
+               for method, operation in operations.items() if method in ("post", "put", "patch")
+               for content in operation.get("requestBody", {}).get("content", {}).values()]
+    done: set[str] = set()
+    while pending:
+        reference = pending.pop().get("$ref", "")
+        name = reference.rsplit("/", 1)[-1]
+        component = components.get(name) if reference else None
+        if component is None or name in done or component.get("type") != "object":
+            continue
+        done.add(name)
+        component["additionalProperties"] = False
+        if {"minProperties", "oneOf", "anyOf"} & set(component):  # a body that needs a field cannot be left out
+            for operations in result.get("paths", {}).values():
+                for operation in operations.values():
+                    body = operation.get("requestBody", {}) if isinstance(operation, dict) else {}
+                    if any(c.get("schema", {}).get("$ref") == reference for c in body.get("content", {}).values()):
+                        body["required"] = True
+        for prop in component.get("properties", {}).values():
+            pending += [prop, *prop.get("allOf", []), *prop.get("oneOf", [])]
+    return result
+
+
+def forbid_nul_in_query_text(result, generator, request, public):
+    """Postprocessing hook: a free-text query parameter states that a NUL character is refused
+    (ApiView.check_text_in_url: 400 naming it)."""
     for operations in result.get("paths", {}).values():
-        for method, operation in operations.items():
-            if method not in ("post", "put", "patch"):
-                continue
-            for content in operation.get("requestBody", {}).get("content", {}).values():
-                reference = content.get("schema", {}).get("$ref", "")
-                component = components.get(reference.rsplit("/", 1)[-1]) if reference else None
-                if component is not None and component.get("type") == "object":
-                    component["additionalProperties"] = False
+        for operation in operations.values():
+            for parameter in operation.get("parameters", []):
+                schema = parameter.get("schema", {})
+                if parameter.get("in") == "query" and schema.get("type") == "string" \
+                        and not {"format", "pattern", "enum"} & set(schema):
+                    schema["pattern"] = NO_NUL
     return result

@@ -19,12 +19,13 @@ from cases.models import (
     ProposalStatus,
     RiskLevel,
 )
+from core.api import TextFilter
 
 
 class CaseFilter(django_filters.FilterSet):
     status = django_filters.ChoiceFilter(choices=CaseStatus.choices)
     risk_level = django_filters.ChoiceFilter(choices=RiskLevel.choices)
-    search = django_filters.CharFilter(max_length=200,
+    search = TextFilter(max_length=200,
                                        help_text="Matches reference, title, company or product (case-insensitive).")
 
     class Meta:
@@ -35,7 +36,7 @@ class CaseFilter(django_filters.FilterSet):
 class ProposalFilter(django_filters.FilterSet):
     status = django_filters.ChoiceFilter(choices=ProposalStatus.choices)
     kind = django_filters.ChoiceFilter(choices=ProposalKind.choices)
-    case = django_filters.CharFilter(max_length=40, help_text="A case reference, e.g. CASE-2026-000042.")
+    case = TextFilter(max_length=40, help_text="A case reference, e.g. CASE-2026-000042.")
 
     class Meta:
         model = Proposal
@@ -44,7 +45,7 @@ class ProposalFilter(django_filters.FilterSet):
 
 class NoticeFilter(django_filters.FilterSet):
     status = django_filters.ChoiceFilter(choices=NoticeStatus.choices)
-    case = django_filters.CharFilter(max_length=40, help_text="A case reference, e.g. CASE-2026-000042.")
+    case = TextFilter(max_length=40, help_text="A case reference, e.g. CASE-2026-000042.")
 
     class Meta:
         model = Notice
@@ -52,10 +53,10 @@ class NoticeFilter(django_filters.FilterSet):
 
 
 class AuditEventFilter(django_filters.FilterSet):
-    action = django_filters.CharFilter(max_length=100,
+    action = TextFilter(max_length=100,
                                        help_text="An action or its start, e.g. cases.notice or cases.notice.sent.")
-    case = django_filters.CharFilter(max_length=40, help_text="Only the events of this case (its reference).")
-    run_id = django_filters.CharFilter(max_length=64)
+    case = TextFilter(max_length=40, help_text="Only the events of this case (its reference).")
+    run_id = TextFilter(max_length=64)
 
     class Meta:
         model = AuditEvent

@@ -7,10 +7,11 @@ found (including another tenant's object), 409 not_allowed / stale / conflict.""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.http import FileResponse, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiRequest, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
@@ -30,9 +31,9 @@ from cases.api.serializers import (
     ProposalOutputSerializer,
 )
 from cases.models import CASE_TRANSITIONS, Case, CaseEvent, Evidence, Notice, Proposal, ProposalKind
-from core.api import BIGINT_MAX, BoundedFormParser, BoundedJSONParser, refusals
-from core.api_schema import IF_MATCH_SCHEMA
-from core.errors import Forbidden
+from core.api import BIGINT_MAX, refusals
+from core.api_schema import IF_MATCH_SCHEMA, NOT_BLANK_NO_NUL, ONE_LINE
+from core.errors import Forbidden, NotAllowed
 from integrations.api.base import ApiView, ListApi, check_if_match, with_etag
 
 # The API's base list view, under the name the other apps' API modules import.
@@ -185,7 +186,6 @@ class EvidenceListCreateApi(ListApi):
 
     queryset = Evidence.objects.none()
     output_serializer_class = EvidenceOutputSerializer
-    parser_classes = [BoundedJSONParser, BoundedFormParser]
     ordering_fields = ("created_at", "-created_at")
 
     class EvidenceTextInput(serializers.Serializer):
@@ -226,7 +226,9 @@ class EvidenceUploadApi(ApiView):
                                                "(EVIDENCE_MAX_BYTES, EVIDENCE_ALLOWED_CONTENT_TYPES).")
         source = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
 
-    @extend_schema(request={"multipart/form-data": EvidenceUploadInput}, parameters=[IF_MATCH],
+    @extend_schema(request={"multipart/form-data": OpenApiRequest(EvidenceUploadInput, encoding={
+                       "file": {"contentType": ", ".join(settings.EVIDENCE_ALLOWED_CONTENT_TYPES)}})},
+                   parameters=[IF_MATCH],
                    responses={201: EvidenceOutputSerializer, **refusals(400, 403, 404, 409, 412, 413, 415, 422)},
                    summary="Upload a file as evidence")
     def post(self, request, reference: str):
@@ -241,17 +243,21 @@ class EvidenceUploadApi(ApiView):
 
 
 class EvidenceDownloadApi(ApiView):
-    @extend_schema(responses={(200, "application/octet-stream"): OpenApiResponse(
-                       OpenApiTypes.BINARY, description="The file as uploaded (its content type), or the text of "
-                                                        "text evidence as text/plain."),
+    @extend_schema(responses={**{(200, media): OpenApiResponse(
+                       OpenApiTypes.BINARY, description="A file: its bytes as uploaded, as application/octet-stream "
+                                                        "(the type its uploader declared is the evidence's "
+                                                        "`content_type`, not verified by the server); text "
+                                                        "evidence: its text as text/plain.")
+                       for media in ("application/octet-stream", "text/plain")},
                        **refusals(400, 404)},
                    summary="Download a piece of evidence")
     def get(self, request, pk: int):
         evidence = selectors.evidence_get_for_user(user=request.user, pk=pk)
         if evidence.file:
+            # Bytes whose type only the uploader declared: served as bytes, never as that type.
             response = FileResponse(evidence.file.open("rb"), as_attachment=True,
                                     filename=evidence.filename or f"evidence-{evidence.pk}",
-                                    content_type=evidence.content_type or "application/octet-stream")
+                                    content_type="application/octet-stream")
         else:
             response = HttpResponse(evidence.text, content_type="text/plain; charset=utf-8")
             response["Content-Disposition"] = f'attachment; filename="evidence-{evidence.pk}.txt"'
@@ -396,6 +402,8 @@ class NoticeListApi(ListApi):
 class NoticeDraftApi(ApiView):
     honours_if_match = True
     class NoticeDraftInput(serializers.Serializer):
+        schema_patterns = {"subject": ONE_LINE, "body": NOT_BLANK_NO_NUL}  # the service's rules (one line; a body)
+
         recipient = serializers.EmailField(required=False, allow_blank=True,
                                            help_text="Defaults to the complainant's email.")
         subject = serializers.CharField(max_length=300)
@@ -412,6 +420,10 @@ class NoticeDraftApi(ApiView):
         data = self.NoticeDraftInput(data=request.data)
         data.is_valid(raise_exception=True)
         values = {"recipient": "", **data.validated_data}
+        if not values["recipient"].strip() and not (case.complainant_email or "").strip():
+            # Whether the case has an address is the case's state, not the request's shape: 409.
+            raise NotAllowed(f"{case.reference} has no complainant email address to default to: give `recipient`.",
+                             fields={"recipient": ["Required: the case has no complainant email address."]})
         notice = services.notice_draft(actor=request.user, case=case, **values)
         return created(NoticeOutputSerializer(notice).data, f"/api/v1/notices/{notice.pk}/", obj=notice)
 
@@ -419,6 +431,9 @@ class NoticeDraftApi(ApiView):
 class NoticeDetailApi(ApiView):
     honours_if_match = True
     class NoticeEditInput(serializers.Serializer):
+        schema_rules = {"minProperties": 1}  # validate(): at least one field
+        schema_patterns = {"subject": ONE_LINE, "body": NOT_BLANK_NO_NUL}
+
         recipient = serializers.EmailField(required=False)
         subject = serializers.CharField(max_length=300, required=False)
         body = serializers.CharField(required=False, trim_whitespace=False)

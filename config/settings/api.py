@@ -56,8 +56,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "EXCEPTION_HANDLER": "core.api.exception_handler",
-    "DEFAULT_PARSER_CLASSES": ["core.api.BoundedJSONParser", "core.api.BoundedFormParser",
-                               "rest_framework.parsers.MultiPartParser"],
+    # Bodies are JSON; the one file upload (evidence/upload/) names multipart itself (ADR 0028).
+    "DEFAULT_PARSER_CLASSES": ["core.api.BoundedJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer",
                                  "rest_framework.renderers.BrowsableAPIRenderer"],
     # JSON unless a browser asks for a page first (ADR 0022).
@@ -114,7 +114,8 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
                              "core.api_schema.describe_responses",
                              "core.api_schema.describe_who_may",
-                             "core.api_schema.forbid_unknown_body_fields"],
+                             "core.api_schema.forbid_unknown_body_fields",
+                             "core.api_schema.forbid_nul_in_query_text"],
 }
 
 # --- Webhooks (integrations/) -------------------------------------------------------------

@@ -22,8 +22,8 @@ from conversations.api.serializers import (
     ThreadOutputSerializer,
 )
 from conversations.models import Message, Thread
-from core.api import INT_MAX, IntegerFilter, refusals
-from core.errors import Invalid, NotFound
+from core.api import INT_MAX, IntegerFilter, TextFilter, refusals
+from core.errors import NotFound
 from integrations.api.base import ApiView, ListApi, MessagePostThrottle
 from runs import selectors as run_selectors
 from runs.api.serializers import RunDetailOutputSerializer
@@ -42,7 +42,7 @@ def thread_detail_response(request, thread: Thread, *, status_code: int = status
 
 
 class ThreadFilter(django_filters.FilterSet):
-    case = django_filters.CharFilter(max_length=40, help_text="Only threads about this case (its reference).")
+    case = TextFilter(max_length=40, help_text="Only threads about this case (its reference).")
 
     class Meta:
         model = Thread
@@ -72,6 +72,11 @@ class ThreadListCreateApi(ListApi):
             help_text=f"Context budget for the thread part (default: a setting); at most "
                       f"ARBITER_API_MAX_THREAD_TOKEN_BUDGET (here {settings.ARBITER_API_MAX_THREAD_TOKEN_BUDGET}).")
 
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            # The schema states the ceiling in force (validate_token_budget enforces it).
+            self.fields["token_budget"].max_value = min(settings.ARBITER_API_MAX_THREAD_TOKEN_BUDGET, INT_MAX)
+
         def validate_token_budget(self, value):
             ceiling = settings.ARBITER_API_MAX_THREAD_TOKEN_BUDGET
             if value is not None and value > ceiling:
@@ -93,7 +98,7 @@ class ThreadListCreateApi(ListApi):
         return self.list_response(request)
 
     @extend_schema(request=ThreadCreateInput,
-                   responses={201: ThreadDetailOutputSerializer, **refusals(400, 403, 409, 413, 415, 422)},
+                   responses={201: ThreadDetailOutputSerializer, **refusals(400, 403, 404, 409, 413, 415, 422)},
                    summary="Open a thread with the case assistant")
     def post(self, request):
         data = self.ThreadCreateInput(data=request.data)
@@ -104,7 +109,7 @@ class ThreadListCreateApi(ListApi):
             try:
                 case = case_selectors.case_get_for_user(user=request.user, reference=values["case"])
             except NotFound:
-                raise Invalid("No such case.", fields={"case": [f"There is no case {values['case']} in your "
+                raise NotFound("No such case.", fields={"case": [f"There is no case {values['case']} in your "
                                                                 f"organisation."]}) from None
         thread = services.thread_create(actor=request.user, tenant=request.user.tenant, case=case,
                                         title=values["title"], token_budget=values["token_budget"])

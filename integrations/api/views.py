@@ -306,6 +306,8 @@ class WebhookRedeliverApi(ApiView):
 
 class WebhookRedeliverSinceApi(ApiView):
     class RedeliverSinceInput(serializers.Serializer):
+        schema_rules = {"oneOf": [{"required": ["since"]}, {"required": ["since_event"]}]}  # exactly one
+
         since = serializers.DateTimeField(required=False, help_text="Every event that occurred at or after this "
                                                                     "time (ISO 8601, e.g. 2026-11-27T06:00:00Z).")
         since_event = serializers.CharField(

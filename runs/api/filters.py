@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import django_filters
 
-from core.api import IntegerFilter
+from core.api import IntegerFilter, TextFilter
 from runs.graph import GRAPHS
 from runs.models import AgentRun, MemoryRecord, MemoryStatus, RunStatus
 
 
 class RunFilter(django_filters.FilterSet):
     status = django_filters.ChoiceFilter(choices=RunStatus.choices)
-    case = django_filters.CharFilter(max_length=40, help_text="A case reference, e.g. CASE-2026-000042.")
+    case = TextFilter(max_length=40, help_text="A case reference, e.g. CASE-2026-000042.")
     graph = django_filters.ChoiceFilter(choices=[(name, name) for name in GRAPHS])
     thread = IntegerFilter(min_value=1, help_text="Runs attached to this thread (chat, compaction).")
 
@@ -23,7 +23,7 @@ class RunFilter(django_filters.FilterSet):
 
 class MemoryFilter(django_filters.FilterSet):
     status = django_filters.ChoiceFilter(choices=MemoryStatus.choices)
-    subject = django_filters.CharFilter(max_length=200,
+    subject = TextFilter(max_length=200,
                                         help_text='"tenant", "user:<id>" or "case:<reference>".')
 
     class Meta:

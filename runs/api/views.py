@@ -15,8 +15,8 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 
 from cases import selectors as case_selectors
-from core.api import INT_MAX, refusals
-from core.errors import Invalid, NotFound
+from core.api import INT_MAX, KnownFieldsOnly, refusals
+from core.errors import NotFound
 from integrations.api.base import ApiView, ListApi, RunStartThrottle
 from runs import selectors, services
 from runs.api.filters import MemoryFilter, RunFilter
@@ -59,7 +59,7 @@ _CEILINGS = {"max_steps": "ARBITER_API_MAX_RUN_STEPS", "max_tokens": "ARBITER_AP
              "max_wall_seconds": "ARBITER_API_MAX_RUN_WALL_SECONDS"}
 
 
-class BudgetInput(serializers.Serializer):
+class BudgetInput(KnownFieldsOnly, serializers.Serializer):
     """Budget limits a client may ask for, each at most the server's ceiling (a setting)."""
 
     max_steps = serializers.IntegerField(
@@ -71,6 +71,11 @@ class BudgetInput(serializers.Serializer):
     max_wall_seconds = serializers.IntegerField(
         min_value=1, max_value=INT_MAX, required=False,
         help_text=f"At most ARBITER_API_MAX_RUN_WALL_SECONDS (here {settings.ARBITER_API_MAX_RUN_WALL_SECONDS}).")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for name, setting in _CEILINGS.items():  # the schema states the ceiling in force (validate enforces it)
+            self.fields[name].max_value = min(getattr(settings, setting), INT_MAX)
 
     def validate(self, attrs):
         errors = {}
@@ -115,7 +120,7 @@ class RunListStartApi(ListApi):
 
     @extend_schema(request=RunStartInput,
                    responses={202: OpenApiResponse(RunDetailOutputSerializer, description=RUN_ACCEPTED),
-                              **refusals(400, 403, 409, 413, 415, 422)},
+                              **refusals(400, 403, 404, 409, 413, 415, 422)},
                    summary="Start a run on a case (queued; agents propose, nothing changes on the case)")
     def post(self, request):
         data = self.RunStartInput(data=request.data)
@@ -124,7 +129,7 @@ class RunListStartApi(ListApi):
         try:
             case = case_selectors.case_get_for_user(user=request.user, reference=values["case"])
         except NotFound:
-            raise Invalid("No such case.", fields={"case": [f"There is no case {values['case']} in your "
+            raise NotFound("No such case.", fields={"case": [f"There is no case {values['case']} in your "
                                                             f"organisation."]}) from None
         run = services.run_start(actor=request.user, case=case, graph=values["graph"], provider=values["provider"],
                                  budget=values["budget"])

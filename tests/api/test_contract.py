@@ -81,12 +81,14 @@ def test_unsafe_operations_document_idempotency_key(schema):
 
 # --- Schemathesis against a live server ----------------------------------------------------------
 
-# The failure classes ADR 0028 lists as still open at 100 examples: the server refuses some requests
-# the schema allows (cross-field rules, form bodies' types: positive_data_acceptance), accepts a few
-# it does not (negative_data_rejection), and the evidence download's content type is not the
-# schema's (content_type_conformance). Every other check of every phase must find nothing (response
-# time is no check here: it is only judged when --max-response-time is given, and it is not).
-OPEN_CLASSES = "positive_data_acceptance,negative_data_rejection,content_type_conformance"
+# The failure classes ADR 0028 (addendum) lists as still open at 100 examples: the server refuses
+# some requests the schema allows because the refusal depends on state (a proposal's payload against
+# the case, a webhook URL's DNS: positive_data_acceptance), and one stateful upload was accepted
+# where Schemathesis expected a refusal (negative_data_rejection). The download's content type is
+# the schema's now (content_type_conformance is held). Every other check of every phase must find
+# nothing. (`--checks all` includes max_response_time with Schemathesis's default limit of 10 s per
+# answer: ST112, which a machine under heavy load can fail.)
+OPEN_CLASSES = "positive_data_acceptance,negative_data_rejection"
 
 
 @pytest.mark.slow
@@ -185,3 +187,69 @@ def test_real_responses_conform_to_the_schema(schema, api, analyst, supervisor, 
         assert response.status_code == 200, (url, response.content)
         errors = list(_validator_for(schema, template, "get", "200").iter_errors(response.json()))
         assert errors == [], (url, [error.message for error in errors][:5])
+
+
+# --- the rules the schema states (ADR 0028, addendum) --------------------------------------------------
+
+def test_bodies_are_json_and_the_upload_multipart(schema):
+    for path, method, operation in _operations(schema):
+        if "requestBody" in operation:
+            media = set(operation["requestBody"]["content"])
+            assert media == ({"multipart/form-data"} if path.endswith("/evidence/upload/") else {"application/json"}), \
+                (method, path, media)
+
+
+def test_text_fields_of_request_bodies_state_no_nul_and_not_blank(schema):
+    import re
+
+    components = schema["components"]["schemas"]
+    title = components["CaseCreateInputRequest"]["properties"]["title"]
+    body = components["EvidenceTextInputRequest"]["properties"]["text"]  # not trimmed: blank text is text
+    for value, allowed in (("A title", True), ("   ", False), ("\u3000\t", False), ("a\x00b", False), (" x ", True)):
+        assert bool(re.search(title["pattern"], value)) is allowed, value
+    assert re.search(body["pattern"], "   ") and not re.search(body["pattern"], "a\x00")
+    for name, component in components.items():
+        if name.endswith("Request"):
+            for field, prop in component.get("properties", {}).items():
+                if prop.get("type") == "string" and not {"format", "enum"} & set(prop):
+                    assert "pattern" in prop, (name, field)
+
+
+def test_cross_field_rules_and_ceilings_are_in_the_schema(schema, settings):
+    components = schema["components"]["schemas"]
+    assert components["PatchedNoticeEditInputRequest"]["minProperties"] == 1
+    for path, method in (("/api/v1/notices/{id}/", "patch"), ("/api/v1/webhooks/{id}/redeliver/", "post")):
+        assert schema["paths"][path][method]["requestBody"]["required"] is True, (method, path)  # {} is refused
+    assert components["RedeliverSinceInputRequest"]["oneOf"] == [{"required": ["since"]},
+                                                                 {"required": ["since_event"]}]
+    budget = components["BudgetInputRequest"]
+    assert budget["additionalProperties"] is False
+    assert budget["properties"]["max_steps"]["maximum"] == settings.ARBITER_API_MAX_RUN_STEPS
+    thread = components["ThreadCreateInputRequest"]["properties"]["token_budget"]
+    assert thread["maximum"] == settings.ARBITER_API_MAX_THREAD_TOKEN_BUDGET
+    case_filter = next(p for p in schema["paths"]["/api/v1/proposals/"]["get"]["parameters"] if p["name"] == "case")
+    assert case_filter["schema"]["maxLength"] == 40 and case_filter["schema"]["pattern"]
+
+
+def test_a_notice_subject_is_one_line_and_its_body_not_blank(schema, api, analyst, case):
+    import re
+
+    for name in ("NoticeDraftInputRequest", "PatchedNoticeEditInputRequest"):
+        fields = schema["components"]["schemas"][name]["properties"]
+        for subject in ("Two\nlines", "Bell\x07", "   "):  # what the service refuses, the schema forbids
+            assert not re.search(fields["subject"]["pattern"], subject), (name, subject)
+            response = api(analyst).post(f"/api/v1/cases/{case.reference}/notices/",
+                                         {"subject": subject, "body": "Dear customer"}, format="json")
+            assert response.status_code == 400 and "subject" in response.json()["fields"]
+        assert re.search(fields["subject"]["pattern"], " Your complaint ") and not re.search(fields["body"]["pattern"],
+                                                                                            " \n ")
+
+
+def test_files_state_their_content_types(schema, settings):
+    upload = schema["paths"]["/api/v1/cases/{reference}/evidence/upload/"]["post"]["requestBody"]["content"]
+    allowed = upload["multipart/form-data"]["encoding"]["file"]["contentType"].split(", ")
+    assert allowed == settings.EVIDENCE_ALLOWED_CONTENT_TYPES
+    file = schema["components"]["schemas"]["EvidenceUploadInputRequest"]["properties"]["file"]
+    assert file["minLength"] == 1  # an empty file is refused
+    download = schema["paths"]["/api/v1/evidence/{id}/download/"]["get"]["responses"]["200"]["content"]
+    assert {"text/plain", "application/octet-stream"} == set(download)

@@ -6,6 +6,7 @@ import pytest
 from cases import services
 from cases.models import NoticeStatus
 from tests.api.conftest import assert_error
+from tests.factories import make_case
 from tests.helpers import CountDelta, assert_nothing_changed
 
 pytestmark = pytest.mark.django_db
@@ -31,6 +32,14 @@ def test_draft_defaults_the_recipient_to_the_complainant(api, analyst, case):
     assert body["recipient"] == case.complainant_email and body["status"] == "draft" and len(body["content_hash"]) == 64
     assert delta.notices == 1 and delta.emails == 0
 
+
+
+def test_a_draft_with_no_recipient_on_a_case_with_no_address_is_a_409_and_changes_nothing(api, analyst):
+    case = make_case(actor=analyst, complainant_email="")
+    with assert_nothing_changed(case):
+        response = api(analyst).post(f"/api/v1/cases/{case.reference}/notices/",
+                                     {"subject": "Hello", "body": "Dear customer"}, format="json")
+    assert_error(response, 409, "not_allowed", fields={"recipient"})
 
 def test_draft_with_bad_input_is_a_400_with_fields(api, analyst, case):
     with assert_nothing_changed(case):

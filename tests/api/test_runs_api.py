@@ -117,7 +117,6 @@ def test_starting_with_a_budget_and_a_provider(api, analyst, case):
 
 @pytest.mark.parametrize("data,fields", [
     ({}, {"case"}),
-    ({"case": "CASE-1999-000001"}, {"case"}),
     ({"case": "{case}", "graph": "chat"}, {"graph"}),
     ({"case": "{case}", "provider": "no-such-provider"}, {"provider"}),
     ({"case": "{case}", "budget": {"max_steps": 0}}, {"budget"}),
@@ -129,11 +128,13 @@ def test_starting_with_bad_input_is_invalid_and_changes_nothing(api, analyst, ca
     assert_error(response, 400, "invalid", fields=fields)
 
 
-def test_starting_on_another_tenants_case_is_invalid_and_changes_nothing(api, outsider, case):
-    with assert_nothing_changed(case, extra=rows()):
-        response = api(outsider).post("/api/v1/runs/", {"case": case.reference}, format="json")
-    body = assert_error(response, 400, "invalid", fields={"case"})
-    assert "no case" in body["fields"]["case"][0]
+def test_starting_on_another_tenants_case_or_none_is_a_404_and_changes_nothing(api, outsider, analyst, case):
+    """A reference that names no case of yours is not found (the schema cannot know which exist)."""
+    for user, reference in ((outsider, case.reference), (analyst, "CASE-1999-000001")):
+        with assert_nothing_changed(case, extra=rows()):
+            response = api(user).post("/api/v1/runs/", {"case": reference}, format="json")
+        body = assert_error(response, 404, "not_found", fields={"case"})
+        assert "no case" in body["fields"]["case"][0]
 
 
 def test_an_auditor_cannot_start_a_run_and_nothing_changes(api, auditor, case):
@@ -358,3 +359,11 @@ def test_the_schema_lists_the_runs_and_memory_endpoints(tmp_path):
     for path in ("/api/v1/runs/:", "/api/v1/runs/{id}/steps/{sequence}/model-calls/:", "/api/v1/runs/{id}/fork/:",
                  "/api/v1/memory/{id}/confirm/:", "RunStatusEnum", "EffectTypeEnum"):
         assert path in text, path
+
+
+def test_a_budget_with_a_field_it_does_not_declare_is_a_400_and_changes_nothing(api, analyst, case):
+    with assert_nothing_changed(case, extra=rows()):
+        response = api(analyst).post("/api/v1/runs/", {"case": case.reference, "budget": {"max_steps": 5,
+                                                                                          "steps": 5}}, format="json")
+    body = assert_error(response, 400, "invalid", fields={"budget"})
+    assert "steps" in body["fields"]["budget"]

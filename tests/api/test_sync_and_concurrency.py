@@ -120,6 +120,7 @@ def test_evidence_downloads_and_201s_carry_location(api, analyst, case, outsider
     assert response.status_code == 201
     download = client.get(response["Location"])
     assert download.status_code == 200 and b"".join(download.streaming_content) == b"Dear bank"
+    assert download["Content-Type"] == "application/octet-stream"  # the declared type is not vouched for
     text = client.post(f"/api/v1/cases/{case.reference}/evidence/", {"title": "Note", "text": "Called"},
                        format="json")
     assert client.get(text["Location"]).content == b"Called"

@@ -63,12 +63,17 @@ def test_opening_a_thread_without_a_case(api, analyst):
 
 
 @pytest.mark.parametrize("data,fields", [({}, {"title"}), ({"title": "  "}, {"title"}),
-                                         ({"title": "x", "case": "CASE-1999-000001"}, {"case"}),
                                          ({"title": "x", "token_budget": 10}, {"token_budget"})])
 def test_opening_a_thread_with_bad_input_is_invalid_and_changes_nothing(api, analyst, data, fields):
     with assert_nothing_changed(extra=rows()):
         response = api(analyst).post("/api/v1/threads/", data, format="json")
     assert_error(response, 400, "invalid", fields=fields)
+
+
+def test_opening_a_thread_on_no_case_of_yours_is_a_404_and_changes_nothing(api, analyst):
+    with assert_nothing_changed(extra=rows()):
+        response = api(analyst).post("/api/v1/threads/", {"title": "x", "case": "CASE-1999-000001"}, format="json")
+    assert "no case" in assert_error(response, 404, "not_found", fields={"case"})["fields"]["case"][0]
 
 
 def test_an_auditor_cannot_open_a_thread_and_nothing_changes(api, auditor):
@@ -90,8 +95,8 @@ def test_threads_are_tenant_scoped(api, outsider, analyst, thread):
         assert_error(client.post(f"/api/v1/messages/{question.pk}/redact/", {"reason": "x"}, format="json"),
                      404, "not_found")
         # Opening a thread about their case reference finds no such case in the outsider's tenant.
-        response = client.post("/api/v1/threads/", {"title": "x", "case": "CASE-1999-000001"}, format="json")
-        assert_error(response, 400, "invalid", fields={"case"})
+        response = client.post("/api/v1/threads/", {"title": "x", "case": thread.case.reference}, format="json")
+        assert_error(response, 404, "not_found", fields={"case"})
 
 
 # --- messages ----------------------------------------------------------------------------------

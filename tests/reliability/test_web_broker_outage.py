@@ -31,7 +31,8 @@ pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(tran
 
 
 def _request(url: str, *, headers: dict | None = None, data: dict | None = None) -> tuple[int, dict, bytes]:
-    body = urllib.parse.urlencode(data).encode() if data is not None else None
+    as_json = (headers or {}).get("Content-Type") == "application/json"
+    body = (json.dumps(data) if as_json else urllib.parse.urlencode(data)).encode() if data is not None else None
     request = urllib.request.Request(url, data=body, headers=headers or {})
     opener = urllib.request.build_opener(_NoRedirect)
     try:
@@ -82,7 +83,7 @@ def test_a_broker_outage_is_a_503_where_redis_is_needed_and_never_a_500(analyst,
         for round_ in range(3):
             answers[f"api list {round_}"] = _request(base + "/api/v1/cases/", headers=api)
             answers[f"api run start {round_}"] = _request(
-                base + "/api/v1/runs/", headers=api | {"Content-Type": "application/x-www-form-urlencoded"},
+                base + "/api/v1/runs/", headers=api | {"Content-Type": "application/json"},
                 data={"case": api_case.reference})
             answers[f"readyz {round_}"] = _request(base + "/readyz")
             answers[f"queue page {round_}"] = _request(base + "/", headers={"Cookie": cookie})
