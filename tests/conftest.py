@@ -12,6 +12,8 @@ from core.actors import Actor
 from tests import db_template
 from tests.factories import TenantFactory, UserFactory, make_case
 
+pytest_plugins = ["tests.longest_first"]  # the slow phase starts its longest tests first
+
 
 def pytest_collection_modifyitems(config, items):
     """PostgreSQL-only tests are skipped, visibly, when the suite runs on SQLite; tests that do not
