@@ -55,9 +55,12 @@ run: install
 # test has its own free ports, var/ folder and test database). --dist loadgroup keeps the few tests
 # that share something of the checkout (their `xdist_group` mark says what) on one worker, one after
 # the other. Exit code 5 ("no tests collected") of the second phase is not a failure: a PYTEST_ARGS
-# that selects no slow test is fine.
-PYTEST_PHASES = $(PY) -m pytest -n $(TEST_WORKERS) -m "not slow" $(PYTEST_ARGS) && \
-	{ $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m slow $(PYTEST_ARGS); rc=$$?; \
+# that selects no slow test is fine. Bytecode is written even where PYTHONDONTWRITEBYTECODE is set:
+# each xdist worker of each phase otherwise compiles the code and rewrites the test modules' asserts
+# again (about half of a collection's CPU); __pycache__/ is ignored by git.
+PYTEST = PYTHONDONTWRITEBYTECODE= $(PY) -m pytest
+PYTEST_PHASES = $(PYTEST) -n $(TEST_WORKERS) -m "not slow" $(PYTEST_ARGS) && \
+	{ $(PYTEST) -n $(TEST_WORKERS) --dist loadgroup -m slow $(PYTEST_ARGS); rc=$$?; \
 	  [ $$rc -eq 0 ] || [ $$rc -eq 5 ]; }
 
 test: install-dev

@@ -12,15 +12,24 @@ from core.actors import Actor
 from tests import db_template
 from tests.factories import TenantFactory, UserFactory, make_case
 
+pytest_plugins = ["tests.longest_first"]  # the slow phase starts its longest tests first
+
 
 def pytest_collection_modifyitems(config, items):
-    """PostgreSQL-only tests are skipped, visibly, when the suite runs on SQLite."""
+    """PostgreSQL-only tests are skipped, visibly, when the suite runs on SQLite; tests that do not
+    depend on the suite's database engine (`engine_independent`: their processes run on a SQLite
+    database of their own, or on none) run once, in the SQLite pass, and are skipped, visibly, in the
+    PostgreSQL pass, where they would repeat the same work on the same SQLite."""
     is_postgres = os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://"))
     if is_postgres:
-        return
-    skip = pytest.mark.skip(reason="needs PostgreSQL: set DATABASE_URL=postgres://... (.ci/run does)")
+        skip = pytest.mark.skip(reason="does not depend on the database engine (its processes use a SQLite "
+                                       "database of their own, or none): runs once, in the SQLite pass")
+        marker = "engine_independent"
+    else:
+        skip = pytest.mark.skip(reason="needs PostgreSQL: set DATABASE_URL=postgres://... (.ci/run does)")
+        marker = "postgres"
     for item in items:
-        if "postgres" in item.keywords:
+        if marker in item.keywords:
             item.add_marker(skip)
 
 

@@ -102,6 +102,7 @@ def test_an_allowed_origin_reads_the_headers_a_client_needs(api, analyst, settin
 
 
 @pytest.mark.slow  # starts manage.py
+@pytest.mark.engine_independent  # `check` reads settings, never the suite's database
 def test_a_malformed_allowed_origin_stops_the_start(tmp_path):
     env = {key: value for key, value in os.environ.items() if key != "ARBITER_CORS_ALLOWED_ORIGINS"}
     result = subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, capture_output=True, text=True,

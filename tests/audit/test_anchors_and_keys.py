@@ -107,6 +107,7 @@ PRINT_KEY = "from django.conf import settings as s; print(s.ARBITER_AUDIT_KEY_ID
 
 
 @pytest.mark.slow  # starts manage.py
+@pytest.mark.engine_independent  # settings only, never the suite's database
 def test_settings_refuse_to_start_without_a_key_outside_debug(tmp_path):
     result = _manage(tmp_path, "check", DEBUG="0")
     assert result.returncode != 0
@@ -115,6 +116,7 @@ def test_settings_refuse_to_start_without_a_key_outside_debug(tmp_path):
 
 
 @pytest.mark.slow  # starts manage.py and audit.keys
+@pytest.mark.engine_independent  # settings only, never the suite's database
 def test_debug_uses_the_development_key_and_a_key_file_is_read(tmp_path):
     debug = _manage(tmp_path, "shell", "-v", "0", "-c", PRINT_KEY, DEBUG="1")
     assert debug.stdout.strip() == "development-only ['development-only']", debug.stderr

@@ -168,6 +168,9 @@ def test_a_mix_of_writers_on_one_case_surfaces_no_deadlock_and_loses_no_event(
             + [(_evidence, analyst, case)] * 4 + [(_drafts, analyst, case)] * 3
             + [(_approvals, supervisor, case)] * 3 + [(_deliveries,)] * 2 + [(_redeliveries, supervisor)] * 4)
     assert len(plan) == 20
+    # The request handler and its middleware's metrics are loaded once before the threads start, as a
+    # server loads them at start-up: 20 test clients loading them at once race to register the metrics.
+    assert _client(analyst).get("/api/v1/me/").status_code == 200
     threads = [_thread(mix, errors, work, *args) for work, *args in plan]
     for thread in threads:
         thread.join(timeout=seconds + 180)

@@ -282,6 +282,7 @@ def test_the_deliveries_api_shows_no_body_and_no_raw_error(api, analyst, supervi
 
 
 @pytest.mark.slow  # starts a Python process
+@pytest.mark.engine_independent  # imports the settings, connects to no database
 def test_a_bad_allowed_network_stops_the_process_with_a_message():
     env = {**os.environ, "DEBUG": "1", "ARBITER_WEBHOOK_ALLOWED_NETWORKS": "10.0.0.0/8,not-a-network"}
     result = subprocess.run([sys.executable, "-c", "import config.settings"], env=env, capture_output=True,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-# Starts processes of its own (manage.py or bench/run.py).
-pytestmark = pytest.mark.slow
+# Starts processes of its own (bench/run.py, always on SQLite: see below), whatever the suite's engine.
+pytestmark = [pytest.mark.slow, pytest.mark.engine_independent]
 
 ROOT = Path(__file__).resolve().parents[2]
 

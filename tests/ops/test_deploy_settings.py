@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-# Starts processes of its own (manage.py or bench/run.py).
-pytestmark = pytest.mark.slow
+# Starts manage.py processes of its own, which read settings and never the suite's database.
+pytestmark = [pytest.mark.slow, pytest.mark.engine_independent]
 
 ROOT = Path(__file__).resolve().parents[2]
 

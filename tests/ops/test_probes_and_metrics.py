@@ -76,6 +76,7 @@ PROBE = ("from django.test import Client; import json; c = Client(); "
     ("broker", {"CELERY_BROKER_URL": "redis://127.0.0.1:{port}/13"}),
 ])
 @pytest.mark.slow
+@pytest.mark.engine_independent  # manage.py on a closed port, never the suite's database
 def test_readyz_fails_when_the_database_or_the_broker_is_down(tmp_path, down, env):
     port = _closed_port()
     environment = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "CELERY_BROKER_URL",

@@ -163,6 +163,7 @@ def var_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("run_local_var")
 
 
+@pytest.mark.engine_independent  # make run on a SQLite database of its own
 def test_make_run_serves_pages_runs_tasks_in_the_worker_and_stops_cleanly(var_dir):
     launcher = Launcher(var_dir, _free_port())
     try:
@@ -198,6 +199,7 @@ def test_make_run_serves_pages_runs_tasks_in_the_worker_and_stops_cleanly(var_di
         launcher.stop()
 
 
+@pytest.mark.engine_independent  # make run on a SQLite database of its own
 def test_a_second_run_reuses_the_database_and_a_dying_child_stops_everything(var_dir):
     if not (var_dir / "arbiter.sqlite3").exists():
         pytest.skip("needs the database left by the previous test")
@@ -220,6 +222,7 @@ def test_a_second_run_reuses_the_database_and_a_dying_child_stops_everything(var
         launcher.stop()
 
 
+@pytest.mark.engine_independent  # make run on a SQLite database of its own
 def test_a_busy_port_is_refused_with_a_message_before_anything_starts(tmp_path):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))

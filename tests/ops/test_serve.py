@@ -24,7 +24,7 @@ from tests.ops.test_run_local import BackgroundProcess, _alive, _free_port, _lef
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.engine_independent]  # its processes run on a SQLite of their own
 
 
 class Make(BackgroundProcess):

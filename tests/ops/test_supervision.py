@@ -20,7 +20,7 @@ import pytest
 from tests.ops.test_run_local import PYTHON, ROOT, BackgroundProcess, _alive, _free_port
 from tests.ops.test_serve import Make, _env
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.engine_independent]  # its processes run on a SQLite of their own
 
 
 def _status(url: str) -> int | str:

@@ -148,6 +148,7 @@ print(json.dumps(raws))
 
 
 @pytest.mark.slow
+@pytest.mark.engine_independent  # the offline analyst's outputs: no database in either process
 def test_outputs_are_identical_across_processes_and_hash_seeds(tmp_path):
     # A fresh process trains its own classifier (its own empty artifact folder) under a different
     # hash seed: set iteration order or training randomness would show up here.
