@@ -11,7 +11,7 @@ from rest_framework import serializers
 from core.api import IF_MATCH_PATTERN
 from core.paging import CURSOR_EXPIRED_RESPONSE
 
-# The rules the server enforces on these headers (integrations.idempotency, integrations.api.base).
+# The rules the server enforces on these headers (integrations.idempotency, core.api_base).
 IDEMPOTENCY_KEY_SCHEMA = {"type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[!-~]([ -~]*[!-~])?$"}
 IF_MATCH_SCHEMA = {"type": "string", "maxLength": 2000, "pattern": IF_MATCH_PATTERN}
 

@@ -8,23 +8,32 @@ They add, in one place, what an integration relies on:
 - per-credential throttles for run starts and message posts, counted in the shared cache
   (core.ratelimit), with RateLimit-* headers on the responses they count.
 
-They live in integrations (not core) because idempotency needs a table and core has none; the API
-layer sits above every domain app, so cases.api importing them points down, not up."""
+They live in core, under every app, so each app's api/ builds on them by a downward import. The one
+piece that needs a table, the Idempotency-Key record, belongs to integrations: it registers its
+three functions here from IntegrationsConfig.ready() (register_idempotency), as audit's listeners
+and the run engine's observers are registered."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
+from django.core.exceptions import (
+    ImproperlyConfigured,
+    RequestDataTooBig,
+    TooManyFieldsSent,
+    TooManyFilesSent,
+)
 from django.db.models import QuerySet
 from django.http import HttpResponseNotModified
 from django_filters.rest_framework import DjangoFilterBackend
 from rest_framework.exceptions import MethodNotAllowed, NotFound, ParseError, ValidationError
 from rest_framework.generics import GenericAPIView
 from rest_framework.permissions import SAFE_METHODS
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
@@ -38,14 +47,42 @@ from core.api import (
 from core.api_schema import declared_request_fields
 from core.db import retry_on_deadlock
 from core.ratelimit import rate_hit, set_rate_limit_headers
-from integrations.idempotency import (
-    IdempotentReplay,
-    idempotency_abandon,
-    idempotency_begin,
-    idempotency_complete,
-)
 
 PAGINATION_PARAMS = ("cursor", "page_size")
+
+
+class IdempotentReplay(Exception):
+    """Raised by the idempotency begin function to answer with the stored response
+    (ApiView.handle_exception)."""
+
+    def __init__(self, response: Response):
+        super().__init__("replay")
+        self.response = response
+
+
+@dataclass(frozen=True)
+class Idempotency:
+    """What ApiView calls for an unsafe request: `begin(request)` claims the key (a record, None
+    without a key, or raises IdempotentReplay / a 409 / a 422), `complete(record, response)` keeps the
+    answer to replay, `abandon(record)` forgets a claim whose request failed."""
+
+    begin: Callable[[Request], object | None]
+    complete: Callable[[object, Response], None]
+    abandon: Callable[[object], None]
+
+
+_idempotency: Idempotency | None = None
+
+
+def register_idempotency(idempotency: Idempotency) -> None:
+    global _idempotency
+    _idempotency = idempotency
+
+
+def idempotency() -> Idempotency:
+    if _idempotency is None:
+        raise ImproperlyConfigured("No Idempotency-Key store registered: is 'integrations' in INSTALLED_APPS?")
+    return _idempotency
 
 
 def _bad_text(text: str) -> bool:
@@ -108,7 +145,7 @@ class ApiView(APIView):
             if not self.honours_if_match:
                 refuse_unmatchable_if_match(request)
             self.check_body_fields(request)
-            self._idempotency_record = idempotency_begin(request)
+            self._idempotency_record = idempotency().begin(request)
             self.retry_write_on_deadlock(request)
 
     def retry_write_on_deadlock(self, request) -> None:
@@ -138,7 +175,7 @@ class ApiView(APIView):
 
     def raise_uncaught_exception(self, exc):
         if self._idempotency_record is not None:
-            idempotency_abandon(self._idempotency_record)
+            idempotency().abandon(self._idempotency_record)
             self._idempotency_record = None
         super().raise_uncaught_exception(exc)
 
@@ -147,7 +184,7 @@ class ApiView(APIView):
         if request.method in ("GET", "HEAD") and response.status_code == 200 and isinstance(response, Response):
             return conditional_get(request, response)
         if self._idempotency_record is not None:
-            idempotency_complete(self._idempotency_record, response)
+            idempotency().complete(self._idempotency_record, response)
             self._idempotency_record = None
         decision = getattr(request, "rate_limit", None)
         if decision is not None:  # after the idempotency record: a replay tells the count of its own time
