@@ -9,9 +9,8 @@ They add, in one place, what an integration relies on:
   (core.ratelimit), with RateLimit-* headers on the responses they count.
 
 They live in core, under every app, so each app's api/ builds on them by a downward import. The one
-piece that needs a table, the Idempotency-Key record, belongs to integrations: it registers its
-three functions here from IntegrationsConfig.ready() (register_idempotency), as audit's listeners
-and the run engine's observers are registered."""
+piece that needs a table, the Idempotency-Key record, belongs to integrations: it fills IDEMPOTENCY
+with its three functions in IntegrationsConfig.ready() (core.slots)."""
 
 from __future__ import annotations
 
@@ -21,12 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.core.exceptions import (
-    ImproperlyConfigured,
-    RequestDataTooBig,
-    TooManyFieldsSent,
-    TooManyFilesSent,
-)
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.db.models import QuerySet
 from django.http import HttpResponseNotModified
 from django_filters.rest_framework import DjangoFilterBackend
@@ -47,6 +41,7 @@ from core.api import (
 from core.api_schema import declared_request_fields
 from core.db import retry_on_deadlock
 from core.ratelimit import rate_hit, set_rate_limit_headers
+from core.slots import Slot
 
 PAGINATION_PARAMS = ("cursor", "page_size")
 
@@ -71,18 +66,8 @@ class Idempotency:
     abandon: Callable[[object], None]
 
 
-_idempotency: Idempotency | None = None
-
-
-def register_idempotency(idempotency: Idempotency) -> None:
-    global _idempotency
-    _idempotency = idempotency
-
-
-def idempotency() -> Idempotency:
-    if _idempotency is None:
-        raise ImproperlyConfigured("No Idempotency-Key store registered: is 'integrations' in INSTALLED_APPS?")
-    return _idempotency
+# Filled by IntegrationsConfig.ready() with integrations.idempotency's functions.
+IDEMPOTENCY: Slot[Idempotency] = Slot("the Idempotency-Key store (integrations.idempotency)")
 
 
 def _bad_text(text: str) -> bool:
@@ -145,7 +130,7 @@ class ApiView(APIView):
             if not self.honours_if_match:
                 refuse_unmatchable_if_match(request)
             self.check_body_fields(request)
-            self._idempotency_record = idempotency().begin(request)
+            self._idempotency_record = IDEMPOTENCY.get().begin(request)
             self.retry_write_on_deadlock(request)
 
     def retry_write_on_deadlock(self, request) -> None:
@@ -175,7 +160,7 @@ class ApiView(APIView):
 
     def raise_uncaught_exception(self, exc):
         if self._idempotency_record is not None:
-            idempotency().abandon(self._idempotency_record)
+            IDEMPOTENCY.get().abandon(self._idempotency_record)
             self._idempotency_record = None
         super().raise_uncaught_exception(exc)
 
@@ -184,7 +169,7 @@ class ApiView(APIView):
         if request.method in ("GET", "HEAD") and response.status_code == 200 and isinstance(response, Response):
             return conditional_get(request, response)
         if self._idempotency_record is not None:
-            idempotency().complete(self._idempotency_record, response)
+            IDEMPOTENCY.get().complete(self._idempotency_record, response)
             self._idempotency_record = None
         decision = getattr(request, "rate_limit", None)
         if decision is not None:  # after the idempotency record: a replay tells the count of its own time
