@@ -63,7 +63,7 @@ def fits(shipped_model, monkeypatch):
 def published(monkeypatch):
     """Every training task sent to the broker (its kwargs); nothing reaches one."""
     calls: list[dict] = []
-    monkeypatch.setattr(classifier.classifier_train_task, "apply_async", lambda kwargs=None, **_: calls.append(kwargs))
+    monkeypatch.setattr(classifier_train_task, "apply_async", lambda kwargs=None, **_: calls.append(kwargs))
     return calls
 
 
@@ -176,7 +176,7 @@ def test_a_request_the_broker_refuses_is_forgotten(empty_dir, monkeypatch):
     def refuse(**kwargs):
         raise ConnectionError("broker down")
 
-    monkeypatch.setattr(classifier.classifier_train_task, "apply_async", refuse)
+    monkeypatch.setattr(classifier_train_task, "apply_async", refuse)
     artifact = classifier.artifact_for()
     assert classifier.classifier_train_request(artifact) is False
     assert not artifact.request_path.exists()  # the next attempt asks again

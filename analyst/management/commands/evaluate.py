@@ -13,6 +13,16 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
+from analyst.evaluation import (
+    SIGNAL_LABELS,
+    evaluate_rows,
+    format_report,
+    read_rows,
+    read_signal_labels,
+    report,
+    select_rows,
+)
+
 
 def use_private_sqlite_copy(directory: str) -> Path | None:
     """On a SQLite file, switch the default connection to a copy of the database in `directory`.
@@ -52,16 +62,6 @@ class Command(BaseCommand):
                             help="Which side of the fixed hash split to evaluate (default: test, the held-out side).")
 
     def handle(self, *args, **options):
-        from analyst.evaluation import (
-            SIGNAL_LABELS,
-            evaluate_rows,
-            format_report,
-            read_rows,
-            read_signal_labels,
-            report,
-            select_rows,
-        )
-
         path = Path(options["csv"])
         if not path.is_file():
             raise CommandError(f"No file {path}: give the path of a CFPB-format CSV.")
