@@ -1,4 +1,4 @@
-"""Thin Celery tasks over runs.executor (they take ids, import lazily, call the service).
+"""Thin Celery tasks over runs.executor (they take ids and call the service).
 
 Delivery is at-least-once (acks_late, prefetch 1): a task may run twice, late, or concurrently
 with a copy of itself. run_step's lease compare-and-set and `expected_sequence` make every extra
