@@ -9,15 +9,14 @@ They add, in one place, what an integration relies on:
   (core.ratelimit), with RateLimit-* headers on the responses they count.
 
 They live in core, under every app, so each app's api/ builds on them by a downward import. The one
-piece that needs a table, the Idempotency-Key record, belongs to integrations: it fills IDEMPOTENCY
-with its three functions in IntegrationsConfig.ready() (core.slots)."""
+piece that needs a table, the Idempotency-Key record, belongs to integrations: it fills
+core.idempotency.IDEMPOTENCY with its three functions in IntegrationsConfig.ready()."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
@@ -27,7 +26,6 @@ from django_filters.rest_framework import DjangoFilterBackend
 from rest_framework.exceptions import MethodNotAllowed, NotFound, ParseError, ValidationError
 from rest_framework.generics import GenericAPIView
 from rest_framework.permissions import SAFE_METHODS
-from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
@@ -40,34 +38,10 @@ from core.api import (
 )
 from core.api_schema import declared_request_fields
 from core.db import retry_on_deadlock
+from core.idempotency import IDEMPOTENCY, IdempotentReplay
 from core.ratelimit import rate_hit, set_rate_limit_headers
-from core.slots import Slot
 
 PAGINATION_PARAMS = ("cursor", "page_size")
-
-
-class IdempotentReplay(Exception):
-    """Raised by the idempotency begin function to answer with the stored response
-    (ApiView.handle_exception)."""
-
-    def __init__(self, response: Response):
-        super().__init__("replay")
-        self.response = response
-
-
-@dataclass(frozen=True)
-class Idempotency:
-    """What ApiView calls for an unsafe request: `begin(request)` claims the key (a record, None
-    without a key, or raises IdempotentReplay / a 409 / a 422), `complete(record, response)` keeps the
-    answer to replay, `abandon(record)` forgets a claim whose request failed."""
-
-    begin: Callable[[Request], object | None]
-    complete: Callable[[object, Response], None]
-    abandon: Callable[[object], None]
-
-
-# Filled by IntegrationsConfig.ready() with integrations.idempotency's functions.
-IDEMPOTENCY: Slot[Idempotency] = Slot("the Idempotency-Key store (integrations.idempotency)")
 
 
 def _bad_text(text: str) -> bool:

@@ -25,8 +25,8 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from core.api import IdempotencyMismatch
-from core.api_base import IdempotentReplay
 from core.errors import Conflict
+from core.idempotency import IdempotentReplay
 from integrations.models import IdempotencyRecord
 
 HEADER = "Idempotency-Key"

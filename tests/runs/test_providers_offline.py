@@ -223,7 +223,7 @@ def test_classifier_is_loaded_from_its_artifact_named_by_data_hash_and_survives_
     assert loaded.predict(text) == shipped.predict(text)
     cached.write_bytes(b"not a pickle")
     classifier_module.clear_cache()
-    monkeypatch.setattr(classifier_train_task, "apply_async", lambda **kwargs: None)
+    monkeypatch.setattr(classifier_train_task, "apply_async", lambda *args, **kwargs: None)
     with pytest.raises(classifier_module.ClassifierNotReady):  # a worker is asked; nothing trains here
         classifier_module.get_classifier()
     monkeypatch.setattr(classifier_module, "_fit", lambda examples: shipped)
