@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agents import taxonomy
+
 RiskLevelName = Literal["low", "medium", "high", "critical"]
 
 
@@ -24,8 +26,6 @@ def _taxonomy_enum(kind: str) -> dict:
     """JSON-schema enum of the CFPB taxonomy (agents/data/cfpb_taxonomy.json) plus the offline
     analyst's 'Unclassified' sentinel: a real model with structured outputs cannot answer
     anything else, and agents.citations / the triage node check it again after the fact."""
-    from agents import taxonomy
-
     labels = taxonomy.products() if kind == "product" else taxonomy.issues()
     return {"enum": [*labels, UNCLASSIFIED]}
 

@@ -25,6 +25,7 @@ from analyst.notice_drafter import notice_drafter
 from analyst.triage import consumer_request, min_confidence, requested_remedy, triage
 from cases.models import SETTLED_STATUSES, TRANSITION_LABELS, CaseStatus
 from cases.notice_checker import request_statement
+from cases.policy import NOTICE_DUE_FROM_STATUSES, RULES
 
 # --- triage (analyst/triage.py) and the notice drafter (analyst/notice_drafter.py), re-exported here,
 # where the AGENTS registry looks ----------------------------------------------------------------
@@ -133,8 +134,6 @@ def _policy_rules(context: dict) -> list[dict]:
     rules = context.get("policy_rules")
     if rules:
         return [rule for rule in rules if isinstance(rule, dict) and rule.get("code")]
-    from cases.policy import RULES
-
     return [{"code": rule.code, "title": rule.title, "description": rule.description,
              "deadline_days": rule.deadline.days if rule.deadline else None} for rule in RULES]
 
@@ -210,8 +209,6 @@ def policy_checker(context: dict) -> dict:
             applies, reason = False, f"The offline analyst has no check for rule {code}; an analyst must assess it."
         applications.append({"code": code, "applies": applies, "reason": shorten(reason, 1000),
                              "deadline": deadline.isoformat() if deadline and code in ("ACK-15", "CLOSE-60") else None})
-    from cases.policy import NOTICE_DUE_FROM_STATUSES
-
     if status not in NOTICE_DUE_FROM_STATUSES:
         notice_due, notice_reason = False, f"No notice is due while the case is {status or 'in an unknown status'}."
     elif notices:

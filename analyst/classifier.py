@@ -42,9 +42,9 @@ from analyst import cues as cues_module
 from analyst import examples as examples_module
 from analyst.calibration import fit_issue_calibration, fit_temperature, sharpen, smooth
 from analyst.cues import company_lines, product_cues
-from analyst.evaluation import split_of
 from analyst.examples import DATA_FILE, Example, file_sha256, load_examples
-from analyst.tasks import TRAIN_TASK_TIME_LIMIT, classifier_train_task
+from analyst.splits import split_of
+from config.celery import app as celery_app
 from runs.providers import ProviderError
 
 logger = logging.getLogger(__name__)
@@ -315,6 +315,12 @@ class ComplaintClassifier:
 _lock = threading.Lock()
 _cache: dict[str, ComplaintClassifier] = {}
 ARTIFACT_KIND = "arbiter-offline-classifier"
+# The training task's limits: training takes a minute or more under load, far above a step's.
+TRAIN_TASK_SOFT_TIME_LIMIT = 1800
+TRAIN_TASK_TIME_LIMIT = 1860
+# The Celery task that trains outside any step. It is sent by its name: its module (analyst.tasks)
+# imports this one, and a process that never imported it (a web process) still sends it right.
+TRAIN_TASK = "analyst.tasks.classifier_train_task"
 NOT_READY_MESSAGE = ("preparing the offline analyst: a worker is training its classifier, about a minute; "
                      "`manage.py train_analyst` does it ahead of time")
 
@@ -509,7 +515,7 @@ def classifier_train_request(artifact: Artifact) -> bool:
             return False
         marker.touch()
     try:
-        classifier_train_task.apply_async(kwargs={"data_file": str(artifact.source)})
+        celery_app.signature(TRAIN_TASK, kwargs={"data_file": str(artifact.source)}).apply_async()
     except Exception:  # the broker is away: forget the request, the next attempt asks again
         marker.unlink(missing_ok=True)
         logger.warning("Could not ask a worker to train the classifier; the step will ask again.", exc_info=True)

@@ -3,7 +3,7 @@
 The split
 =========
 Every complaint goes to one side by a deterministic hash of its Complaint ID
-(`split_of`): 60% train, 15% dev, 25% test. The offline classifier is trained on the train side
+(`analyst.splits.split_of`): 60% train, 15% dev, 25% test. The offline classifier is trained on the train side
 only while evaluating (`classifier.training_scope`), thresholds and rules are tuned on dev, and
 the figures reported are those of the test side, which the tuning never looked at.
 
@@ -27,7 +27,6 @@ through the real executor, exactly as `manage.py analyze --inline` would.
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
 import re
 import time
@@ -37,14 +36,19 @@ from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 
+from accounts.models import Tenant, User
+from agents.text import clean_narrative
+from analyst import classifier
 from analyst.calibration import expected_calibration_error, reliability
+from analyst.splits import split_of
+from cases.notice_checker import check_notice
+from cases.services import case_create, case_transition
+from runs.executor import drive_inline
+from runs.models import Artifact, Finding
+from runs.services import run_start
 
-SPLITS = ("train", "dev", "test")
 # The blind signal set: every row is evaluated, against its own labels (see the module docstring).
 BLIND_SPLIT = "blind"
-SPLIT_SALT = "arbiter-eval-v1"
-# bucket (0-99) boundaries: [0, 60) train, [60, 75) dev, [75, 100) test
-SPLIT_BOUNDS = (("train", 60), ("dev", 75), ("test", 100))
 # Signals a CFPB label column supports: (signal code, the Tags value that labels it).
 TAG_SIGNALS = (("SCRA", "Servicemember"), ("OLDER-AM", "Older American"))
 # Signals labelled by hand on the narratives (analyst/data/signals/RUBRIC.md says what each means):
@@ -73,13 +77,6 @@ STATUS_MENTIONS = {
 }
 
 
-def split_of(complaint_id: str) -> str:
-    """train / dev / test for a complaint id: a stable hash, independent of file order."""
-    digest = hashlib.sha256(f"{SPLIT_SALT}:{str(complaint_id).strip()}".encode()).hexdigest()
-    bucket = int(digest[:8], 16) % 100
-    return next(name for name, bound in SPLIT_BOUNDS if bucket < bound)
-
-
 def clean(value: str | None) -> str:
     """The newer CFPB export writes the literal text "None" where the older one leaves a blank."""
     value = (value or "").strip()
@@ -106,8 +103,6 @@ def row_tags(row: dict[str, str]) -> set[str]:
 
 def status_mentions(narrative: str) -> set[str]:
     """The tagged statuses (Servicemember, Older American) a narrative says anything about (STATUS_MENTIONS)."""
-    from agents.text import clean_narrative
-
     text = clean_narrative(narrative)
     return {tag for tag, pattern in STATUS_MENTIONS.items() if pattern.search(text)}
 
@@ -160,8 +155,6 @@ def _case_fields(row: dict[str, str]) -> dict:
 
 def _checker():
     """The notice checker (cases.notice_checker.check_notice)."""
-    from cases.notice_checker import check_notice
-
     return check_notice
 
 
@@ -175,11 +168,6 @@ def _flags_of(checker, notice, case, consumer_request=None) -> int:
 
 
 def _analyse(row: dict, *, tenant, analyst, provider: str | None, checker) -> Outcome:
-    from cases.services import case_create, case_transition
-    from runs.executor import drive_inline
-    from runs.models import Artifact, Finding
-    from runs.services import run_start
-
     outcome = Outcome(complaint_id=clean(row.get("Complaint ID")), product=clean(row.get("Product")),
                       issue=clean(row.get("Issue")), tags=row_tags(row),
                       mentions=status_mentions(row.get("Consumer complaint narrative") or ""))
@@ -225,9 +213,6 @@ def _analyse(row: dict, *, tenant, analyst, provider: str | None, checker) -> Ou
 def evaluate_rows(rows: list[dict[str, str]], *, provider: str | None = None, on_outcome=None) -> list[Outcome]:
     """Analyse each row as a throwaway case (see the module docstring); everything is rolled back."""
     from django.db import transaction
-
-    from accounts.models import Tenant, User
-    from analyst import classifier
 
     checker = _checker()
     outcomes = []

@@ -7,8 +7,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 from analyst.classifier import ComplaintClassifier
-from analyst.evaluation import split_of
 from analyst.examples import Example, load_examples
+from analyst.splits import split_of
 
 
 def holdout_split(examples: list[Example]) -> tuple[list[Example], list[Example]]:

@@ -1,5 +1,4 @@
-"""Thin Celery tasks of the offline analyst (STYLE: tasks take plain values, import lazily, call
-the service).
+"""Thin Celery tasks of the offline analyst (STYLE: tasks take plain values and call the service).
 
 classifier_train_task trains the classifier outside any run step: a step that finds no trained
 artifact asks for it (analyst.classifier.classifier_train_request) and is retried. Training takes
@@ -13,8 +12,13 @@ from pathlib import Path
 
 from celery import shared_task
 
-TRAIN_TASK_SOFT_TIME_LIMIT = 1800
-TRAIN_TASK_TIME_LIMIT = 1860
+from analyst.classifier import (
+    TRAIN_TASK_SOFT_TIME_LIMIT,
+    TRAIN_TASK_TIME_LIMIT,
+    artifact_for,
+    classifier_train,
+)
+from analyst.examples import DATA_FILE
 
 
 @shared_task(bind=True, acks_late=True, ignore_result=True, soft_time_limit=TRAIN_TASK_SOFT_TIME_LIMIT,
@@ -22,8 +26,6 @@ TRAIN_TASK_TIME_LIMIT = 1860
 def classifier_train_task(self, data_file: str | None = None) -> bool:
     """Train the classifier of `data_file` (the shipped sample by default) unless its artifact exists.
     Returns whether it trained."""
-    from analyst.classifier import DATA_FILE, artifact_for, classifier_train
-
     path = Path(data_file) if data_file else DATA_FILE
     try:
         return classifier_train(path).trained

@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 from agents import taxonomy
 from analyst.classifier import ComplaintClassifier, Example, load_examples
-from analyst.evaluation import split_of
+from analyst.splits import split_of
 
 FOLDS = 5
 SEEDS = (1, 2, 3)

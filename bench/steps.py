@@ -167,7 +167,7 @@ def storage_and_loads(url: str, args) -> dict:
     from runs import services
     from runs.executor import drive_inline
     from runs.graph import GRAPHS
-    from runs.state import state_at
+    from runs.state_load import state_at
 
     GRAPHS["bench_null"] = "null_graph:GRAPH"
     tenant = Tenant.objects.get(slug="bench")

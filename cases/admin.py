@@ -12,13 +12,13 @@ they hold. Roles, not Django permissions, decide what the actions may do."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ActionForm
 
 from cases import services
+from cases.admin_actions import run_service_action
+from cases.admin_settle import SETTLE_ACTIONS
 from cases.models import (
     CASE_TRANSITIONS,
     Approval,
@@ -36,7 +36,6 @@ from cases.models import (
     Proposal,
 )
 from cases.services.deadlines import POLICY_FIELDS, deadline_policy_current
-from core.db import retry_on_deadlock
 from core.errors import Conflict, DomainError
 
 # --- shared building blocks (other apps' admins may reuse them) --------------------------------
@@ -115,27 +114,6 @@ class ReasonActionForm(ActionForm):
     confirm_reason = forms.CharField(required=False, label="Confirm (no notice sent)",
                                      widget=forms.TextInput(attrs={"size": 40,
                                                                    "placeholder": "why decide/close without a notice"}))
-
-
-def run_service_action(modeladmin: admin.ModelAdmin, request, queryset, *, verb: str,
-                       call: Callable[[object, str], object]) -> None:
-    """Call `call(obj, reason)` for each selected row, each in its own service transaction: one
-    refusal does not undo the others. A DomainError becomes an ERROR message that says why. A call
-    aborted by a deadlock runs again on its own (the change list is not retried whole: the rows
-    already changed would be refused the second time); Busy once its retries are spent."""
-    reason = (request.POST.get("reason") or "").strip()
-    done = []
-    for obj in queryset:
-        try:
-            retry_on_deadlock(call)(obj, reason)
-        except DomainError as error:
-            details = "; ".join(f"{field}: {' '.join(problems)}" for field, problems in error.fields.items())
-            modeladmin.message_user(request, f"{obj}: {error.message}" + (f" ({details})" if details else ""),
-                                    messages.ERROR)
-        else:
-            done.append(str(obj))
-    if done:
-        modeladmin.message_user(request, f"{verb}: {', '.join(done)}.", messages.SUCCESS)
 
 
 # --- cases --------------------------------------------------------------------------------------
@@ -354,8 +332,6 @@ class NoticeAdmin(TenantScopedAdmin):
 
 
 # Settling a notice whose delivery is unknown (cases/admin_settle.py).
-from cases.admin_settle import SETTLE_ACTIONS  # noqa: E402
-
 NoticeAdmin.actions = [*NoticeAdmin.actions, *SETTLE_ACTIONS]
 
 

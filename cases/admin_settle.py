@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from cases.admin import run_service_action
+from cases.admin_actions import run_service_action
 from cases.services import notice_settle
 
 

@@ -21,7 +21,7 @@ from django.utils import timezone
 from audit.services import audit_record
 from cases import policy
 from cases.models import Evidence, EvidenceExtraction, ExtractionStatus
-from cases.tasks import evidence_extract_enqueue
+from cases.task_queue import evidence_extract_enqueue
 
 logger = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from django.db.models import (
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from cases import policy
+from cases import deadlines, policy
 from cases.models import (
     STATUS_RANK,
     Case,
@@ -316,12 +316,10 @@ def notice_earlier_versions_for(*, user, notices: list[Notice]) -> dict[int, dic
 def deadline_rows_for_inbox(*, user, items) -> None:
     """Attach `deadlines` (cases.deadlines.DeadlineState list) to each inbox item (proposal or
     notice annotated by review_inbox_for_user), with one query for the tenant's due-soon window."""
-    from cases.deadlines import current_policy_due_soon_days
-
-    soon = current_policy_due_soon_days(_tenant_id(user))
+    soon = deadlines.current_policy_due_soon_days(_tenant_id(user))
     for item in items:
         item.case.notice_sent = getattr(item, "case_notice_sent", None)
-        item.deadlines = [d for d in item.case.deadline_states(due_soon_days=soon) if d.due]
+        item.deadlines = [d for d in deadlines.case_deadline_states(item.case, due_soon_days=soon) if d.due]
 
 
 def case_events_for_user(*, user, case: Case) -> QuerySet[CaseEvent]:

@@ -12,10 +12,13 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
 from accounts.models import User
+from cases import services
+from cases.extraction import evidence_extraction_run
 from cases.models import Notice, NoticeStatus
+from cases.services.deadlines import deadline_crossings_record
+from cases.services.dispatch import notice_dispatch_redeliver_lost
 from core.actors import Actor
 from core.errors import Conflict, DomainError
-from outbox.services import outbox_enqueue
 
 logger = logging.getLogger(__name__)
 
@@ -40,8 +43,6 @@ def notice_dispatch_task(self, notice_id: int, actor_user_id: int | None = None)
     - the outcome is unknown (notice now `unknown`: the server may have it) → "unknown", never
       retried: an operator settles it (notice_settle);
     - the database is unreachable → the task is retried with backoff (autoretry_for)."""
-    from cases.services import notice_dispatch
-
     notice = Notice.objects.filter(pk=notice_id).first()
     if notice is None:
         logger.warning("notice_dispatch_task: notice %s does not exist; nothing to send", notice_id)
@@ -57,7 +58,7 @@ def notice_dispatch_task(self, notice_id: int, actor_user_id: int | None = None)
         actor = Actor.for_user(user)
 
     try:
-        result = notice_dispatch(actor=actor, notice=notice)
+        result = services.notice_dispatch(actor=actor, notice=notice)
     except Conflict as exc:
         logger.info("notice_dispatch_task: notice %s: %s (no-op)", notice_id, exc.message)
         return "already-sent"
@@ -82,40 +83,17 @@ def notice_dispatch_task(self, notice_id: int, actor_user_id: int | None = None)
 def deadline_crossings_task() -> int:
     """Beat: record `deadline.due_soon` / `deadline.overdue` once per crossing (the service's
     unique DeadlineCrossing makes a second run, or two beats at once, record nothing more)."""
-    from cases.services.deadlines import deadline_crossings_record
-
     return deadline_crossings_record()
 
 
 @shared_task
 def evidence_extract_task(evidence_id: int) -> str:
     """Extract the text of an uploaded PDF (cases.extraction). May run twice: a done row is left as it is."""
-    from cases.extraction import evidence_extraction_run
-
     row = evidence_extraction_run(evidence_id=evidence_id)
     return row.status if row is not None else "none"
 
 
-def evidence_extract_enqueue(*, evidence_id: int) -> None:
-    """Queue the extraction through the transactional outbox, in the upload's transaction: a broker
-    outage delays the extraction instead of losing it (the relay publishes the row later)."""
-
-    outbox_enqueue(task="cases.tasks.evidence_extract_task", kwargs={"evidence_id": evidence_id},
-                   dedupe_key=f"evidence-extract:{evidence_id}")
-
-
 # --- dispatch through the outbox ---------------------------------------------------
-
-def notice_dispatch_enqueue(*, notice_id: int, actor_user_id: int | None = None,
-                            dedupe_key: str | None = None) -> None:
-    """Queue the dispatch through the transactional outbox (call it inside the transaction that
-    approved or requested it): a worker never picks up a notice whose approval has not been
-    committed, a rolled-back approval queues nothing, and a broker outage delays the send instead of
-    losing it (the relay publishes the row when the broker is back)."""
-
-    outbox_enqueue(task="cases.tasks.notice_dispatch_task",
-                   kwargs={"notice_id": notice_id, "actor_user_id": actor_user_id}, dedupe_key=dedupe_key)
-
 
 def notice_dispatch_publish(*, notice_id: int, actor_user_id: int | None = None) -> None:
     """How the outbox relay hands a dispatch to the broker (outbox.services.PUBLISHERS)."""
@@ -125,6 +103,4 @@ def notice_dispatch_publish(*, notice_id: int, actor_user_id: int | None = None)
 @shared_task(bind=True, acks_late=True, ignore_result=True, soft_time_limit=50, time_limit=60)
 def notice_dispatch_redeliver_task(self) -> list[int]:
     """Beat: publish again dispatches whose task the broker lost (cases.services.dispatch)."""
-    from cases.services.dispatch import notice_dispatch_redeliver_lost
-
     return notice_dispatch_redeliver_lost(older_than_seconds=settings.ARBITER_NOTICE_DISPATCH_REDELIVER_AFTER_SECONDS)

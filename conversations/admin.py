@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from cases.admin import ReadOnlyAdmin, ReasonActionForm, run_service_action
+from cases.admin import ReadOnlyAdmin, ReasonActionForm
+from cases.admin_actions import run_service_action
 from conversations import services
 from conversations.models import Message, MessageRedaction, Thread, ThreadSummary
 

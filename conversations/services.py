@@ -382,12 +382,9 @@ def thread_summary_record(*, actor, thread: Thread, from_sequence: int, to_seque
     return summary
 
 
-# --- runs (imported lazily: runs sits above conversations) -----------------------------------
+# --- runs (the run engine sits below conversations) ---------------------------------------------
 
 def _start_run(*, actor: Actor, thread: Thread, graph: str, input: dict):
-    # Lazy import: runs depends on conversations (its chat graph appends replies here), so a
-    # module-level import would invert the layering. See docs/adr/0003.
-
     return run_services.run_start(actor=actor, case=thread.case, thread=thread, tenant=thread.tenant,
                                   graph=graph, input=input)
 

@@ -24,7 +24,7 @@ NOT_BLANK_NO_NUL = f"^[^\\x00]*[^\\x00{_WHITESPACE}][^\\x00]*$"
 _CONTROL = "\\x00-\\x1f\\x7f\\x85\\u2028\\u2029"
 ONE_LINE = f"^[{_WHITESPACE}]*[^{_CONTROL}{_WHITESPACE}]([^{_CONTROL}]*[^{_CONTROL}{_WHITESPACE}])?[{_WHITESPACE}]*$"
 
-# The rules the server enforces on these headers (integrations.idempotency, integrations.api.base).
+# The rules the server enforces on these headers (integrations.idempotency, core.api_base).
 IDEMPOTENCY_KEY_SCHEMA = {"type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[!-~]([ -~]*[!-~])?$"}
 IF_MATCH_SCHEMA = {"type": "string", "maxLength": 2000, "pattern": IF_MATCH_PATTERN}
 

@@ -21,6 +21,7 @@ from django.utils import timezone
 from cases.models import Case
 from core.bulk import copy_rows, insert_rows, reserve_id_values
 from core.hashing import canonical_json
+from core.slots import Slot
 from integrations.catalogue import event_type_for, is_subscribed
 from integrations.models import (
     EventType,
@@ -31,6 +32,9 @@ from integrations.models import (
 )
 
 logger = logging.getLogger(__name__)
+# The Celery task that sends one delivery (integrations.tasks, which imports this module), filled
+# in IntegrationsConfig.ready().
+DELIVERY_TASK = Slot("the webhook delivery task (integrations.tasks.webhook_deliver_task)")
 
 _OBJECT_URLS = {"case": "/api/v1/cases/{reference}/", "proposal": "/api/v1/proposals/{id}/",
                 "notice": "/api/v1/notices/{id}/", "run": "/api/v1/runs/{id}/", "agentrun": "/api/v1/runs/{id}/",
@@ -134,11 +138,10 @@ def _insert_events(wanted: list, references: dict[int, str]) -> list[tuple[int, 
 def kick_deliveries(delivery_ids: list[int]) -> None:
     """Hand deliveries to Celery after commit. A broker outage only delays them: the rows are the
     durable intent and the beat poll finds them (webhook_deliver_due_task)."""
-    from integrations.tasks import webhook_deliver_task
-
+    task = DELIVERY_TASK.get()
     for delivery_id in delivery_ids:
         try:
-            webhook_deliver_task.delay(delivery_id)
+            task.delay(delivery_id)
         except Exception:  # the broker is down: beat will find the row
             logger.warning("webhook delivery %s not queued (broker unavailable); the beat poll will send it",
                            delivery_id, exc_info=True)

@@ -1,5 +1,6 @@
 """`Idempotency-Key` for every unsafe API request: one mechanism, applied by the API base view
-(integrations.api.base.ApiView), so every POST/PATCH/PUT/DELETE of the API honours it.
+(core.api_base.ApiView, to which IntegrationsConfig.ready() hands these functions), so every
+POST/PATCH/PUT/DELETE of the API honours it.
 
 - Same credential, same key, same request (method, path, query, body) → the stored response is
   replayed with `Idempotent-Replayed: true`; nothing runs again.
@@ -25,19 +26,12 @@ from rest_framework.response import Response
 
 from core.api import IdempotencyMismatch
 from core.errors import Conflict
+from core.idempotency import IdempotentReplay
 from integrations.models import IdempotencyRecord
 
 HEADER = "Idempotency-Key"
 REPLAY_HEADER = "Idempotent-Replayed"
 _KEPT_HEADERS = ("Location", "ETag", "Retry-After", "Content-Type")
-
-
-class IdempotentReplay(Exception):
-    """Raised by idempotency_begin to answer with the stored response (ApiView.handle_exception)."""
-
-    def __init__(self, response: Response):
-        super().__init__("replay")
-        self.response = response
 
 
 def credential_of(request) -> str:

@@ -22,6 +22,8 @@ from collections.abc import Callable
 from django.conf import settings
 from django.http import JsonResponse
 
+from config.celery import app
+
 # Hook names for the checks other apps provide (the outbox app: its lag and the worker heartbeat).
 READINESS_WORKER_HEARTBEAT = "worker_heartbeat"
 READINESS_OUTBOX_LAG = "outbox_lag"
@@ -57,8 +59,6 @@ def check_database() -> str | None:
 
 def check_broker() -> str | None:
     """Open (and close) a connection to the Celery broker."""
-    from config.celery import app
-
     timeout = settings.ARBITER_READYZ_TIMEOUT_SECONDS
     with app.connection_for_write() as connection:
         connection.ensure_connection(max_retries=1, interval_start=0, interval_step=0, timeout=timeout)

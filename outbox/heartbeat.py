@@ -23,6 +23,7 @@ from django.db import close_old_connections, connections
 from django.utils.module_loading import import_string
 
 from core.outages import OutageLog, outage_kind
+from outbox import services
 
 logger = logging.getLogger(__name__)
 
@@ -58,22 +59,18 @@ class WorkerHeartbeatThread(threading.Thread):
         return self.outages.setdefault(what, OutageLog(f"worker {self.worker_name}: {what}"))
 
     def tick(self, *, starting: bool = False) -> None:
-        from outbox.services import outbox_relay_or_raise, worker_heartbeat_record
-
         if starting or time.monotonic() - self.last_heartbeat >= settings.ARBITER_WORKER_HEARTBEAT_SECONDS:
             self.last_heartbeat = time.monotonic()
-            self._attempt("heartbeat", lambda: worker_heartbeat_record(name=self.worker_name, pid=os.getpid(),
-                                                                       starting=starting))
-            self._attempt("outbox relay", outbox_relay_or_raise)
+            self._attempt("heartbeat", lambda: services.worker_heartbeat_record(name=self.worker_name, pid=os.getpid(),
+                                                                                starting=starting))
+            self._attempt("outbox relay", services.outbox_relay_or_raise)
         for duty, (path, interval) in settings.ARBITER_WORKER_DUTIES.items():
             if self.stopping.is_set():
                 return
             self._attempt(duty, functools.partial(self._do_duty, duty, path, interval))
 
     def _do_duty(self, duty: str, path: str, interval: int) -> None:
-        from outbox.services import duty_turn_take
-
-        if duty_turn_take(name=duty, interval_seconds=interval, holder=self.worker_name):
+        if services.duty_turn_take(name=duty, interval_seconds=interval, holder=self.worker_name):
             import_string(path)()
 
     def run(self) -> None:

@@ -22,6 +22,7 @@ from django.db.models import F
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
+from config.celery import app
 from core.outages import OutageLog
 from outbox.models import BeatHeartbeat, DutyTurn, OutboxMessage, WorkerHeartbeat
 
@@ -118,8 +119,6 @@ def publish(task: str, kwargs: dict) -> None:
     if path:
         import_string(path)(**kwargs)
         return
-    from config.celery import app
-
     app.send_task(task, kwargs=kwargs)
 
 

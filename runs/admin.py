@@ -7,7 +7,8 @@ from __future__ import annotations
 from django import forms
 from django.contrib import admin, messages
 
-from cases.admin import ReadOnlyAdmin, ReasonActionForm, run_service_action
+from cases.admin import ReadOnlyAdmin, ReasonActionForm
+from cases.admin_actions import run_service_action
 from core.actors import Actor
 from runs import services
 from runs.models import AgentRun, Artifact, Checkpoint, Finding, MemoryRecord, ModelCall, Step, ToolCall

@@ -14,6 +14,7 @@ from accounts.models import Tenant
 from core.actors import Actor
 from runs.leases import lease_seconds
 from runs.models import AgentRun, RunStatus
+from runs.run_events import audit_run_event, enqueue_next_step
 
 
 def admission_order(tenant_id: int) -> list[int]:
@@ -75,8 +76,6 @@ def admit_run(run_id: int, worker_id: str) -> tuple[bool, int | None]:
         locked.lease_expires_at = now + timedelta(seconds=lease_seconds())
         locked.version += 1
         locked.save()
-        from runs.step_endings import audit_run_event
-
         audit_run_event(locked, action="runs.run.admitted", actor_type=Actor.SYSTEM, actor_id="system:run-executor",
                payload={"queued_at": locked.queued_at.isoformat()})
     return True, (locked.version if first else None)
@@ -84,8 +83,6 @@ def admit_run(run_id: int, worker_id: str) -> tuple[bool, int | None]:
 
 def pump_admissions(tenant_id: int) -> None:
     """Kick the queued runs that may start now (after a run left `running`)."""
-    from runs.step_endings import enqueue_next_step
-
     for run_id in admission_order(tenant_id):
         enqueue_next_step(run_id)
 

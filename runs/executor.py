@@ -72,22 +72,21 @@ from runs.models import (
     Step,
     StepStatus,
 )
+from runs.run_events import audit_run_event, enqueue_next_step
 from runs.state import (
     CompletedStep,
     RunState,
     StateDigest,
     StateTracker,
     checkpoint_fields_incremental,
-    load_chain,
 )
 from runs.state_cache import STATE_CACHE, CachedState
+from runs.state_load import load_chain
 from runs.step_commit import commit_in_one_statement
 from runs.step_endings import (
     StepOutcome,
-    audit_run_event,
     commit_failed,
     commit_with_cancel,
-    enqueue_next_step,
     finish_at_boundary,
     retry_or_fail,
 )

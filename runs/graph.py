@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from core.actors import Actor
 from core.redaction import configured_redactor
+from runs.model_calls import call_model_for_node
 from runs.models import Finding
 from runs.tools import tool_execute
 
@@ -172,8 +173,6 @@ class NodeContext:
         """Ask the run's model for a `schema` instance. `extra_context` keys join the context dict
         (chat: "thread", "question"); `source_refs` adds references the ModelCall records (e.g.
         message ids)."""
-        from runs.executor import call_model_for_node
-
         output, used_refs = call_model_for_node(
             ctx=self, schema=schema, agent=agent or self.node, extra_context=extra_context or {},
             instructions=instructions if instructions is not None else self.node_def.instructions,

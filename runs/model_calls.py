@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.utils.module_loading import import_string
@@ -13,9 +14,11 @@ from django.utils.module_loading import import_string
 from core.tokens import count_message_tokens
 from ops import metrics
 from runs import providers
-from runs.graph import NodeContext
 from runs.models import AgentRun
 from runs.providers import ModelOutputError, ModelRequest, ProviderError
+
+if TYPE_CHECKING:  # the node context calls this module (NodeContext.call_model)
+    from runs.graph import NodeContext
 
 
 class StepFailed(Exception):

@@ -62,7 +62,8 @@ from runs.models import (
     Step,
     StepStatus,
 )
-from runs.state import RunState, apply_delta, load_chain, state_hash_matches, upgrade
+from runs.state import RunState, apply_delta, state_hash_matches, upgrade
+from runs.state_load import load_chain
 
 logger = logging.getLogger(__name__)
 

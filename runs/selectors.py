@@ -10,7 +10,8 @@ from cases.models import Notice, Proposal
 from core.errors import NotFound
 from runs.models import AgentRun, MemoryRecord, MemoryStatus, ModelCall, RunStatus, Step, StepStatus
 from runs.retention import checkpoint_purged_check
-from runs.state import RunState, state_at
+from runs.state import RunState
+from runs.state_load import state_at
 
 
 def _tenant_id(user) -> int | None:

@@ -26,7 +26,8 @@ from runs.admission import pump_admissions
 from runs.graph import UnknownGraph, get_graph
 from runs.memory import memory_confirm, memory_forget, memory_propose
 from runs.models import AgentRun, Artifact, Checkpoint, Finding, RunStatus, Step
-from runs.state import RunState, checkpoint_fields, state_at
+from runs.state import RunState, checkpoint_fields
+from runs.state_load import state_at
 
 __all__ = ["run_start", "run_cancel", "run_resume", "run_fork", "memory_propose", "memory_confirm",
            "memory_forget"]

@@ -489,20 +489,3 @@ def checkpoint_fields_incremental(*, delta: dict, state: RunState, digest: State
             columns["size_bytes"] += _json_size(columns["compacted"])
         chain.marker, chain.pending, chain.pending_bytes = chain.sequence, {}, 0
     return columns
-
-
-# --- loading (runs.state_load) -------------------------------------------------------------
-
-def load_chain(run, sequence: int | None = None, *, lazy: bool = True) -> tuple[dict, Chain]:
-    """See runs.state_load.load_chain."""
-    from runs.state_load import load_chain as load
-
-    return load(run, sequence, lazy=lazy)
-
-
-def state_at(run, sequence: int | None = None, *, lazy: bool = True) -> tuple[RunState, int]:
-    """The run's state after step `sequence` (default: the latest checkpoint) and the sequence of
-    the checkpoint it came from, validated against the current schema (runs.state_load)."""
-    from runs.state_load import state_at as load
-
-    return load(run, sequence, lazy=lazy)

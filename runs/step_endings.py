@@ -1,11 +1,11 @@
 """How a step ends other than by its steady-state commit (split from runs.executor, which re-exports
 StepOutcome): a cancellation kept at the commit, a failed step, a retry later, a run ended at a step
 boundary — each one transaction that checks the lease under the run row's lock — and the helpers
-they share with the executor (the step's outcome, enqueuing, the run's audit events)."""
+they share with the executor (the step's outcome; enqueuing and the run's audit events are in
+runs.run_events)."""
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -13,19 +13,15 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from audit.services import audit_record
-from cases import policy
 from core.actors import Actor
-from runs import tasks as run_tasks
 from runs.admission import pump_admissions
 from runs.graph import NodeContext
 from runs.leases import LeaseLost, handoff_deadline
 from runs.models import AgentRun, RunPhase, RunStatus, StepStatus
+from runs.run_events import audit_run_event, enqueue_next_step
 from runs.state_cache import STATE_CACHE
 from runs.step_rows import step_row, write_buffered
 from runs.step_sql import Increment
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -36,24 +32,6 @@ class StepOutcome:
     sequence: int | None = None
     detail: str = ""
     retry_after: int = 0
-
-
-def enqueue_next_step(run_id: int, *, expected_sequence: int | None = None, countdown: int = 0) -> None:
-    """Send a step to the broker (after commit). A broker error is logged, not raised: the step is
-    already durable as the run row's hand-off deadline, and the reaper re-enqueues it once that
-    passes (the run row is the outbox, runs.leases)."""
-
-    try:
-        run_tasks.enqueue_step(run_id, expected_sequence=expected_sequence, countdown=countdown)
-    except Exception:
-        logger.warning("could not enqueue step of run %s; the reaper will re-enqueue it", run_id, exc_info=True)
-
-
-def audit_run_event(run: AgentRun, *, action: str, actor_type: str = Actor.AGENT, actor_id: str | None = None,
-           decision: str = "", payload: dict | None = None) -> None:
-    audit_record(tenant_id=run.tenant_id, case_id=run.case_id, actor_type=actor_type,
-                 actor_id=actor_id or run.audit_actor_id, action=action, target_type="run", target_id=run.pk,
-                 run_id=str(run.pk), policy_version=policy.POLICY_VERSION, decision=decision, payload=payload or {})
 
 
 def _lock_owned(run_id: int, worker_id: str, sequence: int) -> AgentRun:

@@ -1,4 +1,4 @@
-"""Thin Celery tasks over runs.executor (they take ids, import lazily, call the service).
+"""Thin Celery tasks over runs.executor (they take ids and call the service).
 
 Delivery is at-least-once (acks_late, prefetch 1): a task may run twice, late, or concurrently
 with a copy of itself. run_step's lease compare-and-set and `expected_sequence` make every extra
@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from kombu.exceptions import OperationalError as BrokerError
 
+from runs import executor
 from runs.retention import retention_purge
 
 # Transient infrastructure errors: the database or the broker is away for a moment.
@@ -40,11 +41,9 @@ def run_step_task(self, run_id: int, expected_sequence: int | None = None) -> st
     the lease kept between them, the next step handed to the broker at the end of the slice."""
     from django.db import close_old_connections, connection
 
-    from runs.executor import run_steps
-
     if not connection.in_atomic_block:  # run eagerly inside a transaction (tests), the connection is the caller's
         close_old_connections()  # a connection broken by an outage is replaced, not reused
-    outcome = run_steps(run_id=run_id, worker_id=_worker_id(self), expected_sequence=expected_sequence)
+    outcome = executor.run_steps(run_id=run_id, worker_id=_worker_id(self), expected_sequence=expected_sequence)
     if outcome.action == "busy" and outcome.retry_after:
         raise self.retry(countdown=outcome.retry_after, max_retries=settings.ARBITER_TASK_MAX_RETRIES)
     return outcome.action
@@ -52,9 +51,7 @@ def run_step_task(self, run_id: int, expected_sequence: int | None = None) -> st
 
 @shared_task(bind=True, acks_late=True, ignore_result=True, soft_time_limit=50, time_limit=60)
 def reap_expired_leases_task(self) -> int:
-    from runs.executor import lease_reap_expired
-
-    return len(lease_reap_expired())
+    return len(executor.lease_reap_expired())
 
 
 def enqueue_step(run_id: int, *, expected_sequence: int | None = None, countdown: int = 0) -> None:

@@ -16,7 +16,7 @@ from django.http import HttpRequest
 from django_fsm import can_proceed
 
 from cases import policy, selectors
-from cases.deadlines import notice_sent
+from cases.deadlines import case_deadline_states, notice_sent
 from cases.models import (
     CASE_TRANSITIONS,
     PRECONDITION_LABELS,
@@ -346,7 +346,7 @@ def _evidence_forms(*, role: str, outcome: Outcome, is_open: bool) -> dict:
 def _deadline_context(*, case: Case, role: str, outcome: Outcome) -> dict:
     may_extend = role in CAN_EXTEND_DEADLINES
     return {
-        "deadlines": case.deadline_states(),
+        "deadlines": case_deadline_states(case),
         "may_extend_deadlines": may_extend and not is_settled(case.status),
         "deadline_form": _form_for(outcome, "deadline_extend", lambda: DeadlineExtendForm(
             initial={"expected_version": case.version, **(outcome.typed if outcome.target == "deadline_extend"

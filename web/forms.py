@@ -7,6 +7,7 @@ from django import forms
 
 from cases import policy
 from cases.models import CASE_TRANSITIONS, TRANSITION_LABELS, CaseStatus, ProposalKind, RiskLevel
+from cases.selectors import CASE_SORTS
 from reports.filters import NONE_VALUE, DashboardFilters, parse_month
 from reports.selectors import DEADLINE_TYPES, DECISION_BUCKETS, DUE_STATES, SLA_MEASURES, QueueFilter
 
@@ -27,8 +28,6 @@ DEFAULT_SORT = "-created"
 
 
 def sort_choices() -> list[tuple[str, str]]:
-    from cases.selectors import CASE_SORTS
-
     choices = []
     for name, label in SORT_LABELS.items():
         if name == "due":

@@ -16,6 +16,7 @@ import re
 
 from django.utils import timezone
 
+from agents import taxonomy
 from agents.citations import EvidenceTexts, verify_citations
 from agents.graphs.guards import (
     CaseText,
@@ -98,8 +99,6 @@ def _record_instructions(ctx: NodeContext, read: CaseText) -> None:
 def triage(ctx: NodeContext) -> NodeResult:
     """Classify. Labels outside the CFPB taxonomy are refused (the triage then needs an analyst);
     the consumer's request is kept only with a quote that occurs in the cited evidence."""
-    from agents import taxonomy
-
     out: TriageOutput = ctx.call_model(schema=TriageOutput)
     refs = _shown_evidence(ctx, out.evidence_refs)
     data = out.model_dump(mode="json") | {"evidence_refs": refs}

@@ -32,9 +32,9 @@ from cases.api.serializers import (
 )
 from cases.models import CASE_TRANSITIONS, Case, CaseEvent, Evidence, Notice, Proposal, ProposalKind
 from core.api import BIGINT_MAX, refusals
+from core.api_base import ApiView, ListApi, check_if_match, with_etag
 from core.api_schema import IF_MATCH_SCHEMA, NOT_BLANK_NO_NUL, ONE_LINE
 from core.errors import Forbidden, NotAllowed
-from integrations.api.base import ApiView, ListApi, check_if_match, with_etag
 
 # The API's base list view, under the name the other apps' API modules import.
 SelectorListApi = ListApi

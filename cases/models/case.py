@@ -165,12 +165,6 @@ class Case(ThreadSafeRefreshMixin, ConcurrentTransitionMixin, models.Model):
     def __str__(self) -> str:
         return f"{self.reference} {self.title[:60]}"
 
-    def deadline_states(self, *, today=None, due_soon_days: int | None = None) -> list:
-        """Each due date with its state (met / on time / due soon / overdue): cases.deadlines."""
-        from cases.deadlines import case_deadline_states
-
-        return case_deadline_states(self, today=today, due_soon_days=due_soon_days)
-
     # --- Lifecycle (docs/architecture.md, "Lifecycles"). In-memory only; cases.services.case_transition commits. ---
     @transition(field=status, source=CaseStatus.NEW, target=CaseStatus.TRIAGED,
                 permission=_role_permission("triage"))

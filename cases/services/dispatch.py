@@ -24,7 +24,7 @@ from cases.models import (
 from cases.services._common import lock_case, record_change, require_person, require_role, require_tenant
 from cases.services.deadlines import recompute_next_due
 from cases.services.notices import lock_notice
-from cases.tasks import notice_dispatch_enqueue
+from cases.task_queue import notice_dispatch_enqueue
 from core.actors import Actor, coerce_actor
 from core.errors import Conflict, Forbidden, Invalid, NotAllowed, PersonRequired
 from outbox.models import OutboxMessage

@@ -23,8 +23,8 @@ from conversations.api.serializers import (
 )
 from conversations.models import Message, Thread
 from core.api import INT_MAX, IntegerFilter, TextFilter, refusals
+from core.api_base import ApiView, ListApi, MessagePostThrottle
 from core.errors import NotFound
-from integrations.api.base import ApiView, ListApi, MessagePostThrottle
 from runs import selectors as run_selectors
 from runs.api.serializers import RunDetailOutputSerializer
 from runs.api.views import RUN_ACCEPTED, run_detail_response

@@ -8,7 +8,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from core.api import refusals
-from integrations.api.base import ApiView
+from core.api_base import ApiView
 from integrations.catalogue import CATALOGUE, catalogue_entries, example_event
 from integrations.models import EventType
 

@@ -9,8 +9,8 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from core.api import BIGINT_MAX, PersonSerializer, refusals
+from core.api_base import ApiView, ListApi, check_if_match, with_etag
 from core.errors import Forbidden, NotFound
-from integrations.api.base import ApiView, ListApi, check_if_match, with_etag
 from integrations.catalogue import CATALOGUE, example_event, types_matching
 from integrations.events import event_representation, feed_assign
 from integrations.models import DeliveryError, EventType, IntegrationEvent, WebhookDelivery, WebhookEndpoint

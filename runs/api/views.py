@@ -16,8 +16,8 @@ from rest_framework.response import Response
 
 from cases import selectors as case_selectors
 from core.api import INT_MAX, KnownFieldsOnly, refusals
+from core.api_base import ApiView, ListApi, RunStartThrottle
 from core.errors import NotFound
-from integrations.api.base import ApiView, ListApi, RunStartThrottle
 from runs import selectors, services
 from runs.api.filters import MemoryFilter, RunFilter
 from runs.api.serializers import (

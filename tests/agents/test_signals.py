@@ -16,8 +16,8 @@ from analyst.evaluation import (
     read_rows,
     read_signal_labels,
     signal_figures,
-    split_of,
 )
+from analyst.splits import split_of
 
 ROWS = {row["Complaint ID"].strip(): row for row in read_rows(taxonomy.DATA_FILE)}
 LABELS = read_signal_labels()

@@ -15,7 +15,7 @@ from analyst.calibration import (
     smooth,
 )
 from analyst.classifier import ComplaintClassifier, load_examples
-from analyst.evaluation import split_of
+from analyst.splits import split_of
 
 
 def test_expected_calibration_error_over_ten_bins_by_hand():

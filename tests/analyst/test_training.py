@@ -63,7 +63,7 @@ def fits(shipped_model, monkeypatch):
 def published(monkeypatch):
     """Every training task sent to the broker (its kwargs); nothing reaches one."""
     calls: list[dict] = []
-    monkeypatch.setattr(classifier.classifier_train_task, "apply_async", lambda kwargs=None, **_: calls.append(kwargs))
+    monkeypatch.setattr(classifier_train_task, "apply_async", lambda args=None, kwargs=None, **_: calls.append(kwargs))
     return calls
 
 
@@ -173,10 +173,10 @@ def test_a_request_is_sent_once_until_the_task_is_done_or_lost(empty_dir, publis
 
 
 def test_a_request_the_broker_refuses_is_forgotten(empty_dir, monkeypatch):
-    def refuse(**kwargs):
+    def refuse(*args, **kwargs):
         raise ConnectionError("broker down")
 
-    monkeypatch.setattr(classifier.classifier_train_task, "apply_async", refuse)
+    monkeypatch.setattr(classifier_train_task, "apply_async", refuse)
     artifact = classifier.artifact_for()
     assert classifier.classifier_train_request(artifact) is False
     assert not artifact.request_path.exists()  # the next attempt asks again

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from audit.models import AuditEvent
 from cases import services
-from cases.deadlines import DUE_SOON, MET, ON_TIME, OVERDUE, add_days
+from cases.deadlines import DUE_SOON, MET, ON_TIME, OVERDUE, add_days, case_deadline_states
 from cases.models import Case, CaseEvent, DeadlineCrossing, DeadlinePolicy
 from cases.reducer import diff_case
 from cases.services.deadlines import deadline_crossings_record
@@ -121,12 +121,12 @@ def test_extension_refusals_change_nothing(supervisor, analyst, case):
 
 def test_each_due_date_is_on_time_due_soon_overdue_or_met(analyst, supervisor):
     case = make_case(actor=analyst, received_at=date(2026, 3, 2))  # response 17 March, close 1 May
-    states = {s.key: s.state for s in case.deadline_states(today=date(2026, 3, 15))}
+    states = {s.key: s.state for s in case_deadline_states(case, today=date(2026, 3, 15))}
     assert states == {"acknowledge": DUE_SOON, "response": DUE_SOON, "close": ON_TIME}
-    states = {s.key: s.state for s in case.deadline_states(today=date(2026, 3, 20))}
+    states = {s.key: s.state for s in case_deadline_states(case, today=date(2026, 3, 20))}
     assert states == {"acknowledge": OVERDUE, "response": OVERDUE, "close": ON_TIME}
     bring_case_to(case, "decided", supervisor=supervisor, analyst=analyst)
-    states = {s.key: s.state for s in case.deadline_states(today=date(2026, 6, 1))}
+    states = {s.key: s.state for s in case_deadline_states(case, today=date(2026, 6, 1))}
     assert states["close"] == MET and states["response"] == OVERDUE
 
 

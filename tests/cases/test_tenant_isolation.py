@@ -94,7 +94,7 @@ def test_inbox_deadlines_use_the_users_tenant_policy(world, analyst, outsider, o
     DeadlinePolicy.objects.create(tenant=other_tenant, version=9, due_soon_days=60, created_by="test")
     for user, expected in ((analyst, 3), (outsider, 60)):
         items = list(selectors.review_inbox_for_user(user=user)["proposals"])
-        with mock.patch("cases.models.Case.deadline_states", autospec=True, return_value=[]) as states:
+        with mock.patch("cases.deadlines.case_deadline_states", autospec=True, return_value=[]) as states:
             selectors.deadline_rows_for_inbox(user=user, items=items)
         assert [call.kwargs["due_soon_days"] for call in states.call_args_list] == [expected]
 

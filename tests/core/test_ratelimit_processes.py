@@ -25,7 +25,7 @@ import django
 django.setup()
 from types import SimpleNamespace
 from django.test import override_settings
-from integrations.api.base import RunStartThrottle
+from core.api_base import RunStartThrottle
 
 user = SimpleNamespace(pk=os.environ["TEST_USER_ID"], is_authenticated=True)
 request = SimpleNamespace(method="POST", user=user)

@@ -142,7 +142,7 @@ from django.db import transaction
 from accounts.models import User
 from cases.models import Notice
 from cases.services import notice_approve
-from cases.tasks import notice_dispatch_enqueue
+from cases.task_queue import notice_dispatch_enqueue
 supervisor = User.objects.get(username="supervisor")
 notice = Notice.objects.filter(tenant=supervisor.tenant, status="pending_approval").order_by("pk").first()
 with transaction.atomic():

@@ -9,7 +9,8 @@ from django.db import transaction
 from audit.models import AuditEvent
 from cases import services
 from cases.models import DispatchStatus, NoticeDispatch, NoticeStatus
-from cases.tasks import notice_dispatch_enqueue, notice_dispatch_task
+from cases.task_queue import notice_dispatch_enqueue
+from cases.tasks import notice_dispatch_task
 from tests.helpers import assert_nothing_changed
 
 

@@ -15,9 +15,10 @@ from agents import taxonomy
 from agents.signals import LEVELS, detect_signals, score
 from analyst.agents import consumer_request
 from analyst.context import evidence_of
-from analyst.evaluation import select_rows, split_of
+from analyst.evaluation import select_rows
 from analyst.provider import OfflineAnalyst
 from analyst.registry import AGENTS
+from analyst.splits import split_of
 from cases import services as case_services
 from cases.models import Case
 from runs import services
@@ -430,7 +431,6 @@ def test_a_bank_is_evidence_for_each_of_its_lines_but_not_for_student_loans():
 @pytest.fixture(scope="module")
 def train_only_model():
     from analyst.classifier import ComplaintClassifier, load_examples
-    from analyst.evaluation import split_of
 
     return ComplaintClassifier([e for e in load_examples() if split_of(e.complaint_id) == "train"], calibrate=False)
 

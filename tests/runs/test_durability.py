@@ -30,9 +30,9 @@ from runs.state import (
     StateTracker,
     apply_delta,
     diff,
-    state_at,
     state_hash,
 )
+from runs.state_load import state_at
 from tests.runs.conftest import drive
 
 

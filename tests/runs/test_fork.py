@@ -12,7 +12,7 @@ from cases.models import Proposal
 from core.errors import NotAllowed
 from runs import services
 from runs.models import AgentRun, Artifact, Checkpoint, Finding, ModelCall, RunStatus, Step
-from runs.state import state_at
+from runs.state_load import state_at
 from tests.helpers import assert_nothing_changed
 from tests.runs.conftest import drive
 

@@ -30,6 +30,7 @@ from analyst import holdout
 from analyst.chat import detect_intents
 from analyst.provider import OfflineAnalyst
 from analyst.registry import AGENTS
+from analyst.tasks import classifier_train_task
 from cases.policy import RULES
 from core.tokens import count_message_tokens, count_tokens
 from runs.providers import ModelRequest, ProviderError, get_provider
@@ -223,7 +224,7 @@ def test_classifier_is_loaded_from_its_artifact_named_by_data_hash_and_survives_
     assert loaded.predict(text) == shipped.predict(text)
     cached.write_bytes(b"not a pickle")
     classifier_module.clear_cache()
-    monkeypatch.setattr(classifier_module.classifier_train_task, "apply_async", lambda **kwargs: None)
+    monkeypatch.setattr(classifier_train_task, "apply_async", lambda *args, **kwargs: None)
     with pytest.raises(classifier_module.ClassifierNotReady):  # a worker is asked; nothing trains here
         classifier_module.get_classifier()
     monkeypatch.setattr(classifier_module, "_fit", lambda examples: shipped)

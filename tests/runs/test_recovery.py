@@ -15,7 +15,7 @@ from runs import services
 from runs.executor import lease_reap_expired, run_step, run_steps
 from runs.leases import heartbeat_scope, lease_renew
 from runs.models import AgentRun, RunStatus, Step
-from runs.state import state_at
+from runs.state_load import state_at
 
 pytestmark = pytest.mark.django_db
 

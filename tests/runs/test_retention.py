@@ -38,7 +38,8 @@ from runs.models import (
 from runs.providers import ProviderError
 from runs.retention import AUDIT_ACTION, CheckpointPurged, retention_purge
 from runs.selectors import run_model_calls_at, run_state_at
-from runs.state import state_at, state_hash
+from runs.state import state_hash
+from runs.state_load import state_at
 from runs.tasks import retention_purge_task
 from tests.factories import make_case
 from tests.helpers import assert_nothing_changed

@@ -14,10 +14,10 @@ from runs.state import (
     SchemaUpgradeError,
     apply_delta,
     diff,
-    state_at,
     state_hash,
     upgrade,
 )
+from runs.state_load import state_at
 from tests.runs.conftest import drive
 
 V1_STATE = {

@@ -15,9 +15,9 @@ from django.test.utils import CaptureQueriesContext
 from runs import services
 from runs.executor import STATE_CACHE, run_step
 from runs.models import Checkpoint, RunStatus
-from runs.state import RunState, load_chain, state_at, state_hash
+from runs.state import RunState, state_hash
 from runs.state_lists import AppendLog, CheckpointChanged
-from runs.state_load import _lazy_rows_sql
+from runs.state_load import _lazy_rows_sql, load_chain, state_at
 from tests.runs.conftest import drive
 
 

@@ -16,7 +16,7 @@ from runs.executor import run_step
 from runs.graph import GRAPHS, Graph, Node, NodeContext
 from runs.models import AgentRun, Checkpoint, RunStatus, Step
 from runs.selectors import run_completed_nodes
-from runs.state import state_at
+from runs.state_load import state_at
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

@@ -12,6 +12,7 @@ from django.utils.html import format_html
 from web.forms import TRANSITION_LABELS
 from web.labels import action_label, actor_fallback
 from web.labels import label as scheme_label
+from web.live import notices_in_flight
 
 register = template.Library()
 
@@ -147,8 +148,6 @@ def get_item(mapping, key):
 @register.filter(name="notices_in_flight")
 def notices_in_flight_filter(notices) -> bool:
     """`{% if notices|notices_in_flight %}`: keep the notices section refreshing (web.live)."""
-    from web.live import notices_in_flight
-
     return notices_in_flight(notices)
 
 

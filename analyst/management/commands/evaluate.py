@@ -15,6 +15,19 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
+from analyst.evaluation import (
+    BLIND_CSV,
+    BLIND_LABELS,
+    BLIND_SPLIT,
+    SIGNAL_LABELS,
+    evaluate_rows,
+    format_report,
+    read_rows,
+    read_signal_labels,
+    report,
+    select_rows,
+)
+
 
 def use_private_sqlite_copy(directory: str) -> Path | None:
     """On a SQLite file, switch the default connection to a copy of the database in `directory`.
@@ -58,19 +71,6 @@ class Command(BaseCommand):
                                  "blind: every row of the blind signal set, never tuned on.")
 
     def handle(self, *args, **options):
-        from analyst.evaluation import (
-            BLIND_CSV,
-            BLIND_LABELS,
-            BLIND_SPLIT,
-            SIGNAL_LABELS,
-            evaluate_rows,
-            format_report,
-            read_rows,
-            read_signal_labels,
-            report,
-            select_rows,
-        )
-
         blind = options["split"] == BLIND_SPLIT
         if not options["csv"] and not blind:
             raise CommandError("Give the path of a CFPB-format CSV (it may be left out only with --split blind).")

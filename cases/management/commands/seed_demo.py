@@ -24,6 +24,21 @@ from pathlib import Path
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
+from accounts.models import Tenant, User
+from cases.deadlines import compute_due_dates
+from cases.models import Case
+from cases.services import (
+    case_create,
+    case_take,
+    case_transition,
+    notice_approve,
+    notice_draft,
+    notice_submit,
+    proposal_approve,
+    proposal_create,
+)
+from cases.services.deadlines import deadline_policy_current
+
 DEMO_DATA = Path(__file__).resolve().parents[2] / "demo_data" / "cfpb_complaints_sample.csv"
 DEFAULT_PASSWORD = "arbiter-demo"
 SOURCE = "CFPB"
@@ -77,8 +92,6 @@ UNASSIGNED_EVERY = 5
 def received_for(*, policy, position: int, today: date) -> date:
     """The received date that puts the case's first due date (acknowledgement) where DUE_MIX says:
     overdue by a few days, due in 1-6 days, or due in two weeks or more."""
-    from cases.deadlines import compute_due_dates
-
     wanted = DUE_MIX.get(position % 10, "later")
     low, high = {"overdue": (today - timedelta(days=9), today - timedelta(days=2)),
                  "this_week": (today + timedelta(days=1), today + timedelta(days=6)),
@@ -134,8 +147,6 @@ class Command(BaseCommand):
             "from real CFPB complaints. Safe to run again: it creates only what is missing.")
 
     def handle(self, *args, **options):
-        from accounts.models import Tenant
-
         password = demo_password()
         tenants = {}
         for spec in TENANTS:
@@ -181,8 +192,6 @@ class Command(BaseCommand):
             self.stdout.write(f"  created {what}")
 
     def _ensure_user(self, spec: DemoUser, tenant, password: str):
-        from accounts.models import User
-
         user, created = User.objects.get_or_create(
             username=spec.username,
             defaults={"tenant": tenant, "role": spec.role, "is_staff": spec.is_staff,
@@ -201,10 +210,6 @@ class Command(BaseCommand):
 
     def _ensure_case(self, *, tenant, row, analyst, supervisor, story, owner, position: int):
         from django.utils import timezone
-
-        from cases.models import Case
-        from cases.services import case_create, case_take
-        from cases.services.deadlines import deadline_policy_current
 
         fields = case_fields_from_row(row)
         existing = Case.objects.filter(tenant=tenant, source=SOURCE,
@@ -233,8 +238,6 @@ DEMO_CONFIRMATION = "Demo data: the consumer was answered before the case was lo
 
 def _transition(name: str, by: str = "analyst", reason: str = ""):
     def step(*, case, analyst, supervisor):
-        from cases.services import case_transition
-
         actor = analyst if by == "analyst" else supervisor
         case_transition(actor=actor, case=case, transition=name, reason=reason,
                         confirm_reason=DEMO_CONFIRMATION if name in ("decide", "close") else "")
@@ -243,8 +246,6 @@ def _transition(name: str, by: str = "analyst", reason: str = ""):
 
 
 def _risk_high_approved(*, case, analyst, supervisor):
-    from cases.services import proposal_approve, proposal_create
-
     proposal = proposal_create(
         actor=analyst, case=case, kind="risk_level", payload={"risk_level": "high"},
         rationale="The narrative alleges a monetary loss and repeated failed contact with the company.",
@@ -253,8 +254,6 @@ def _risk_high_approved(*, case, analyst, supervisor):
 
 
 def _risk_medium_pending(*, case, analyst, supervisor):
-    from cases.services import proposal_create
-
     proposal_create(actor=analyst, case=case, kind="risk_level", payload={"risk_level": "medium"},
                     rationale="Tagged complaint: policy asks for at least medium risk.",
                     evidence_refs=list(case.evidence.values_list("pk", flat=True)[:1]))
@@ -269,22 +268,16 @@ def _notice_text(case) -> tuple[str, str]:
 
 
 def _notice_draft(*, case, analyst, supervisor):
-    from cases.services import notice_draft
-
     subject, body = _notice_text(case)
     notice_draft(actor=analyst, case=case, subject=subject, body=body)
 
 
 def _notice_pending(*, case, analyst, supervisor):
-    from cases.services import notice_draft, notice_submit
-
     subject, body = _notice_text(case)
     notice_submit(actor=analyst, notice=notice_draft(actor=analyst, case=case, subject=subject, body=body))
 
 
 def _notice_approved(*, case, analyst, supervisor):
-    from cases.services import notice_approve, notice_draft, notice_submit
-
     subject, body = _notice_text(case)
     notice = notice_submit(actor=analyst, notice=notice_draft(actor=analyst, case=case, subject=subject,
                                                                body=body))

@@ -8,8 +8,9 @@ They add, in one place, what an integration relies on:
 - per-credential throttles for run starts and message posts, counted in the shared cache
   (core.ratelimit), with RateLimit-* headers on the responses they count.
 
-They live in integrations (not core) because idempotency needs a table and core has none; the API
-layer sits above every domain app, so cases.api importing them points down, not up."""
+They live in core, under every app, so each app's api/ builds on them by a downward import. The one
+piece that needs a table, the Idempotency-Key record, belongs to integrations: it fills
+core.idempotency.IDEMPOTENCY with its three functions in IntegrationsConfig.ready()."""
 
 from __future__ import annotations
 
@@ -37,13 +38,8 @@ from core.api import (
 )
 from core.api_schema import declared_request_fields
 from core.db import retry_on_deadlock
+from core.idempotency import IDEMPOTENCY, IdempotentReplay
 from core.ratelimit import rate_hit, set_rate_limit_headers
-from integrations.idempotency import (
-    IdempotentReplay,
-    idempotency_abandon,
-    idempotency_begin,
-    idempotency_complete,
-)
 
 PAGINATION_PARAMS = ("cursor", "page_size")
 
@@ -108,7 +104,7 @@ class ApiView(APIView):
             if not self.honours_if_match:
                 refuse_unmatchable_if_match(request)
             self.check_body_fields(request)
-            self._idempotency_record = idempotency_begin(request)
+            self._idempotency_record = IDEMPOTENCY.get().begin(request)
             self.retry_write_on_deadlock(request)
 
     def retry_write_on_deadlock(self, request) -> None:
@@ -138,7 +134,7 @@ class ApiView(APIView):
 
     def raise_uncaught_exception(self, exc):
         if self._idempotency_record is not None:
-            idempotency_abandon(self._idempotency_record)
+            IDEMPOTENCY.get().abandon(self._idempotency_record)
             self._idempotency_record = None
         super().raise_uncaught_exception(exc)
 
@@ -147,7 +143,7 @@ class ApiView(APIView):
         if request.method in ("GET", "HEAD") and response.status_code == 200 and isinstance(response, Response):
             return conditional_get(request, response)
         if self._idempotency_record is not None:
-            idempotency_complete(self._idempotency_record, response)
+            IDEMPOTENCY.get().complete(self._idempotency_record, response)
             self._idempotency_record = None
         decision = getattr(request, "rate_limit", None)
         if decision is not None:  # after the idempotency record: a replay tells the count of its own time
