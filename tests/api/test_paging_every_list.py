@@ -24,8 +24,8 @@ from rest_framework.test import APIClient
 
 from cases import services as case_services
 from cases.models import Notice
+from core.api_base import ListApi
 from core.paging import is_mutable
-from integrations.api.base import ListApi
 from runs import services as run_services
 from runs.models import AgentRun
 from tests.factories import make_case
