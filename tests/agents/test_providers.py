@@ -35,6 +35,17 @@ def test_the_llama_cpp_variant_carries_the_schema_without_length_bounds():
     assert "maxLength" in _keys(standard) and not _keys(variant) & {"maxLength", "minLength", "maxItems", "minItems"}
 
 
+def test_the_llama_cpp_variant_holds_unit_interval_numbers_to_steps():
+    """llama.cpp's grammar checks no numeric bound (a real model answered a confidence of 500): a
+    number bounded to [0, 1] is sent as an enum of steps; the standard variant keeps its bounds."""
+    standard = response_format_for(TriageOutput)["json_schema"]["schema"]["properties"]["confidence"]
+    variant = response_format_for(TriageOutput, "json_object")["schema"]["properties"]["confidence"]
+    assert (standard["minimum"], standard["maximum"]) == (0, 1)
+    assert "minimum" not in variant and "maximum" not in variant
+    assert variant["enum"][0] == 0 and variant["enum"][-1] == 1 and len(variant["enum"]) == 21
+    assert all(TriageOutput.model_fields["confidence"].metadata and 0 <= v <= 1 for v in variant["enum"])
+
+
 def test_the_provider_sends_the_variant_and_max_tokens(fake_openai):  # noqa: F811
     provider = OpenAICompatibleProvider(base_url=fake_openai.base_url, model="gemma", timeout=2,
                                         max_output_tokens=300, response_format="json_object")
