@@ -132,7 +132,8 @@ def triage(ctx: NodeContext) -> NodeResult:
     wants = request_statement(request) or request_statement(data["requested_remedy"]) or "not stated"
     if data.get("needs_analyst"):
         why = (f"labels outside the taxonomy ({', '.join(invalid)})" if invalid else
-               f"confidence {out.confidence:.2f} is below {_min_confidence():.2f}")
+               f"confidence {out.confidence:.2f} is below {_min_confidence():.2f}"
+               if out.confidence < _min_confidence() else "the triage agent asked for a person's check")
         summary = (f"Needs an analyst: product and issue are uncertain ({why}). Best guess: {out.product} / "
                    f"{out.issue}; respondent: {out.respondent}; the consumer asks for: {wants}.")
     else:

@@ -462,3 +462,24 @@ def test_the_tuning_harness_never_reads_the_test_split():
                                                    for side, examples in sides.items() for e in examples)
     assert sum(len(examples) for examples in sides.values()) == len(select_rows(list(ROWS.values()), split="all")) \
         - len(select_rows(list(ROWS.values()), split="test"))
+
+
+@pytest.mark.django_db
+def test_a_triage_that_asks_for_a_person_while_confident_says_so_not_that_it_is_below(analyst, monkeypatch):
+    """A model may flag needs_analyst at confidence 1.00 (Gemma 3 270M did): the finding says the agent
+    asked for a person's check, never "confidence 1.00 is below 0.60"."""
+    answer, schema = AGENTS["triage"]
+
+    def asks_for_a_person(context):
+        return answer(context) | {"needs_analyst": True, "confidence": 1.0}
+
+    monkeypatch.setitem(AGENTS, "triage", (asks_for_a_person, schema))
+    row = ROWS["3417710"]
+    case = case_services.case_create(actor=analyst, tenant=analyst.tenant, title="Complaint",
+                                     narrative=row["Consumer complaint narrative"], company=row["Company"],
+                                     complainant_email="c@example.org")
+    case_services.case_transition(actor=analyst, case=case, transition="triage")
+    run = drive(services.run_start(actor=analyst, case=case, enqueue=False))
+    triage = Finding.objects.filter(run=run, type="triage").first()
+    assert triage is not None and triage.summary.startswith("Needs an analyst"), triage
+    assert "is below" not in triage.summary and "the triage agent asked for a person's check" in triage.summary
