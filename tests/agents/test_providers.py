@@ -7,8 +7,9 @@ import json
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
+from pydantic import ValidationError
 
-from agents.providers import OpenAICompatibleProvider, response_format_for
+from agents.providers import OpenAICompatibleProvider, response_format_for, validated
 from agents.schemas import NoticeDraftOutput, TriageOutput
 from runs.providers import ModelRequest
 from tests.fakes.fixtures import fake_openai  # noqa: F401
@@ -80,3 +81,15 @@ def test_an_unknown_response_format_is_refused_with_what_to_set(settings):
     settings.OPENAI_RESPONSE_FORMAT = "json_object"
     assert OpenAICompatibleProvider.from_settings().response_format == "json_object"
     assert json.dumps(response_format_for(NoticeDraftOutput, "json_object"))
+
+
+def test_a_raw_line_break_inside_a_string_is_read_and_broken_json_is_still_refused():
+    """Gemma 3 270M behind llama.cpp wrote a line break inside a JSON string; JSON's lenient mode
+    reads it. Text that is not JSON, or JSON that does not fit the schema, is still refused."""
+    raw = '{"subject": "Your complaint", "body": "Dear consumer,\nwe received it."}'
+    assert "\n" in raw  # a real line break inside the string, as the model wrote it
+    assert validated(NoticeDraftOutput, raw).body == "Dear consumer,\nwe received it."
+    with pytest.raises(ValidationError):
+        validated(NoticeDraftOutput, '{"subject": "x", "body": ')
+    with pytest.raises(ValidationError):
+        validated(NoticeDraftOutput, '{"subject": "line\nbreak"}')  # read, then refused: no body
