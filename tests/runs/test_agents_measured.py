@@ -320,15 +320,19 @@ def test_evaluate_refuses_bad_input_and_changes_nothing(tmp_path, case):
 
 
 # --- the graph keeps the dispute and the dropped citations ------------------------------------------
-@pytest.mark.django_db
-def test_a_low_confidence_triage_is_disputed_and_the_dispute_is_kept(analyst, settings):
-    settings.ARBITER_TRIAGE_MIN_CONFIDENCE = 1.0  # every triage is below it
-    row = ROWS["3417710"]
+def _analysed(analyst, row: dict):
+    """A case of `row`'s complaint, triaged, and its analysis driven to the end."""
     case = case_services.case_create(actor=analyst, tenant=analyst.tenant, title="Complaint",
                                      narrative=row["Consumer complaint narrative"], company=row["Company"],
                                      complainant_email="c@example.org")
     case_services.case_transition(actor=analyst, case=case, transition="triage")
-    run = drive(services.run_start(actor=analyst, case=case, enqueue=False))
+    return drive(services.run_start(actor=analyst, case=case, enqueue=False))
+
+
+@pytest.mark.django_db
+def test_a_low_confidence_triage_is_disputed_and_the_dispute_is_kept(analyst, settings):
+    settings.ARBITER_TRIAGE_MIN_CONFIDENCE = 1.0  # every triage is below it
+    run = _analysed(analyst, ROWS["3417710"])
     assert run.status == RunStatus.COMPLETED, run.error
     triage = Finding.objects.get(run=run, type="triage")
     assert triage.summary.startswith("Needs an analyst") and triage.data["needs_analyst"] is True
@@ -474,12 +478,7 @@ def test_a_triage_that_asks_for_a_person_while_confident_says_so_not_that_it_is_
         return answer(context) | {"needs_analyst": True, "confidence": 1.0}
 
     monkeypatch.setitem(AGENTS, "triage", (asks_for_a_person, schema))
-    row = ROWS["3417710"]
-    case = case_services.case_create(actor=analyst, tenant=analyst.tenant, title="Complaint",
-                                     narrative=row["Consumer complaint narrative"], company=row["Company"],
-                                     complainant_email="c@example.org")
-    case_services.case_transition(actor=analyst, case=case, transition="triage")
-    run = drive(services.run_start(actor=analyst, case=case, enqueue=False))
+    run = _analysed(analyst, ROWS["3417710"])
     triage = Finding.objects.filter(run=run, type="triage").first()
     assert triage is not None and triage.summary.startswith("Needs an analyst"), triage
     assert "is below" not in triage.summary and "the triage agent asked for a person's check" in triage.summary

@@ -24,27 +24,25 @@ def fast_heartbeats(settings):
     settings.ARBITER_RUN_HEARTBEAT_SECONDS = 0.2
 
 
-def test_a_busy_database_is_one_line_without_traceback(fast_heartbeats, monkeypatch, caplog):
-    def locked(run_id, worker_id):
-        raise OperationalError("database is locked")
+def _heartbeat_log(monkeypatch, caplog, run_id: int, error: Exception) -> list:
+    """The runs.leases records about `run_id` while its heartbeat's lease renewal raises `error`."""
+    def failing(run_id, worker_id):
+        raise error
 
-    monkeypatch.setattr(leases, "lease_renew", locked)
+    monkeypatch.setattr(leases, "lease_renew", failing)
     caplog.set_level(logging.WARNING, logger="runs.leases")
-    with leases.heartbeat_scope(424242, "w-test"):
-        assert _wait_for(caplog.records, lambda r: "424242" in r.getMessage())
-    mine = [r for r in caplog.records if "424242" in r.getMessage()]
+    with leases.heartbeat_scope(run_id, "w-test"):
+        assert _wait_for(caplog.records, lambda r: str(run_id) in r.getMessage())
+    return [r for r in caplog.records if str(run_id) in r.getMessage()]
+
+
+def test_a_busy_database_is_one_line_without_traceback(fast_heartbeats, monkeypatch, caplog):
+    mine = _heartbeat_log(monkeypatch, caplog, 424242, OperationalError("database is locked"))
     assert all(r.exc_info is None for r in mine)
     assert "database is locked" in mine[0].getMessage()
     assert "next try follows in 0.2 s" in mine[0].getMessage()
 
 
 def test_an_unexpected_error_keeps_its_traceback(fast_heartbeats, monkeypatch, caplog):
-    def broken(run_id, worker_id):
-        raise RuntimeError("bug")
-
-    monkeypatch.setattr(leases, "lease_renew", broken)
-    caplog.set_level(logging.WARNING, logger="runs.leases")
-    with leases.heartbeat_scope(434343, "w-test"):
-        assert _wait_for(caplog.records, lambda r: "434343" in r.getMessage())
-    mine = [r for r in caplog.records if "434343" in r.getMessage()]
+    mine = _heartbeat_log(monkeypatch, caplog, 434343, RuntimeError("bug"))
     assert mine[0].exc_info is not None

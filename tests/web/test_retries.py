@@ -25,6 +25,26 @@ HTMX = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "case-body"}
 RAISE_DEADLOCK = ("DO $$ BEGIN RAISE EXCEPTION 'deadlock detected' USING ERRCODE = 'deadlock_detected'; "
                   "END $$")
 
+def reject_deadlocking_once_on(monkeypatch, proposal_pk: int) -> list[int]:
+    """Replace cases.services.proposal_reject with the real one that, the first time it rejects
+    `proposal_pk`, is aborted by PostgreSQL as a deadlock after its writes. Returns the list of
+    proposal ids it was called with, in order."""
+    real = cases.services.proposal_reject
+    calls: list[int] = []
+
+    def deadlocks_once(**kwargs):
+        calls.append(kwargs["proposal"].pk)
+        with transaction.atomic():
+            result = real(**kwargs)
+            if kwargs["proposal"].pk == proposal_pk and calls.count(proposal_pk) == 1:
+                with connection.cursor() as cursor:
+                    cursor.execute(RAISE_DEADLOCK)
+        return result
+
+    monkeypatch.setattr(cases.services, "proposal_reject", deadlocks_once)
+    return calls
+
+
 
 def fail_first(monkeypatch, module, name: str, *, times: int = 1) -> list[int]:
     """Replace module.name by the real service followed, on its first `times` calls, by a deadlock
@@ -133,19 +153,7 @@ def test_a_page_action_aborted_by_a_deadlock_answers_as_if_nothing_happened(acti
 def test_a_group_decision_retries_only_the_item_that_met_the_deadlock(monkeypatch, agent, supervisor):
     first, second = make_case(actor=supervisor, title="First"), make_case(actor=supervisor, title="Second")
     proposals = [_proposal(agent, first), _proposal(agent, second)]
-    real = cases.services.proposal_reject
-    calls: list[int] = []
-
-    def second_item_deadlocks_once(**kwargs):
-        calls.append(kwargs["proposal"].pk)
-        with transaction.atomic():
-            result = real(**kwargs)
-            if kwargs["proposal"].pk == proposals[1].pk and calls.count(proposals[1].pk) == 1:
-                with connection.cursor() as cursor:
-                    cursor.execute(RAISE_DEADLOCK)
-        return result
-
-    monkeypatch.setattr(cases.services, "proposal_reject", second_item_deadlocks_once)
+    calls = reject_deadlocking_once_on(monkeypatch, proposals[1].pk)
     client = Client()
     client.force_login(supervisor)
     with CountDelta() as delta:

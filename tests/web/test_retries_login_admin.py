@@ -9,17 +9,16 @@ import pytest
 from axes.models import AccessLog
 from django.contrib.auth.signals import user_logged_in, user_logged_out
 from django.contrib.messages import get_messages
-from django.db import connection, transaction
+from django.db import connection
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
-import cases.services
 from accounts.admin import ApiKeyAdmin
 from accounts.models import ApiKey
 from audit.models import AuditEvent
 from cases.models import ProposalStatus
 from tests.factories import make_case
-from tests.web.test_retries import RAISE_DEADLOCK, _proposal
+from tests.web.test_retries import RAISE_DEADLOCK, _proposal, reject_deadlocking_once_on
 
 PASSWORD = "pw-for-tests"  # tests.factories.UserFactory
 
@@ -123,19 +122,7 @@ def test_an_admin_bulk_action_retries_only_the_row_that_met_the_deadlock(monkeyp
     supervisor.save()
     first, second = make_case(actor=supervisor, title="First"), make_case(actor=supervisor, title="Second")
     proposals = [_proposal(agent, first), _proposal(agent, second)]
-    real = cases.services.proposal_reject
-    calls: list[int] = []
-
-    def second_row_deadlocks_once(**kwargs):
-        calls.append(kwargs["proposal"].pk)
-        with transaction.atomic():
-            result = real(**kwargs)
-            if kwargs["proposal"].pk == proposals[1].pk and calls.count(proposals[1].pk) == 1:
-                with connection.cursor() as cursor:
-                    cursor.execute(RAISE_DEADLOCK)
-        return result
-
-    monkeypatch.setattr(cases.services, "proposal_reject", second_row_deadlocks_once)
+    calls = reject_deadlocking_once_on(monkeypatch, proposals[1].pk)
     client = Client()
     client.force_login(supervisor)
     response = client.post(reverse("admin:cases_proposal_changelist"),
