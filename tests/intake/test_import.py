@@ -10,6 +10,7 @@ from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
 
 from audit.models import AuditEvent
 from cases.deadlines import compute_due_dates
@@ -185,3 +186,28 @@ def test_a_running_import_resumed_counts_its_own_earlier_rows_as_created(tenant,
         again = complaint_import_run(complaint_import=claimed, handle=handle)
     assert (again.created_count, again.duplicate_count) == (2, 1)
     assert Case.objects.count() == 2
+
+
+@pytest.mark.postgres
+def test_imported_cases_get_the_search_words_a_case_written_alone_gets(tenant, tmp_path):
+    """The words of the queue's search are written once per INSERT statement (cases migration 0012):
+    after a bulk import every case's words are exactly what the per-case refresh computes, and a
+    word of a narrative finds its case."""
+    rows = [row(**{"Complaint ID": str(2000 + number), "Consumer complaint narrative": f"{NARRATIVE} Marker{number}x"})
+            for number in range(3)]
+    rows.append(row(**{"Complaint ID": "2099", "Consumer complaint narrative": ""}))
+    path = tmp_path / "words.csv"
+    path.write_bytes(csv_bytes(rows))
+    assert run_import(path, tenant).created_count == 4
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT case_id, words::text FROM web_casewords ORDER BY case_id")
+        imported = cursor.fetchall()
+        for case_id, _words in imported:
+            cursor.execute("SELECT web_case_words_refresh(%s)", [case_id])
+        cursor.execute("SELECT case_id, words::text FROM web_casewords ORDER BY case_id")
+        assert cursor.fetchall() == imported
+        cursor.execute("SELECT c.source_reference FROM web_casewords w JOIN cases_case c ON c.id = w.case_id "
+                       "WHERE w.words @@ to_tsquery('simple', 'marker1x')")
+        assert cursor.fetchall() == [("2001",)]
+    assert len(imported) == Case.objects.filter(tenant=tenant).count() == 4
