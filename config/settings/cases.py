@@ -51,13 +51,13 @@ INTAKE_CHUNK_ROWS = env_int("INTAKE_CHUNK_ROWS", 500, minimum=1)
 
 # --- E-mail intake: complaints by e-mail (intake/, docs/adr/0034-email-intake.md) -------------
 # The provider whose inbound webhook posts to /inbound/email/ (anymail's view for it checks the
-# signature): mailgun (the default), postmark or sendgrid.
+# signature): mailgun (the default) or postmark.
 INBOUND_EMAIL_PROVIDER = env_str("INBOUND_EMAIL_PROVIDER", "mailgun")
 # Mail to <organisation slug>@INBOUND_EMAIL_DOMAIN is that organisation's.
 INBOUND_EMAIL_DOMAIN = env_str("INBOUND_EMAIL_DOMAIN", "inbound.arbiter.example")
 # Mailgun's HTTP webhook signing key (anymail's own setting name); with it unset every Mailgun POST is refused.
 ANYMAIL_MAILGUN_WEBHOOK_SIGNING_KEY = env_str("ANYMAIL_MAILGUN_WEBHOOK_SIGNING_KEY", "")
-# For providers that sign nothing (postmark, sendgrid): the webhook's basic-auth "user:password".
+# For a provider that signs nothing (postmark): the webhook's basic-auth "user:password".
 ANYMAIL_WEBHOOK_SECRET = env_str("ANYMAIL_WEBHOOK_SECRET", "")
 # A delivery larger than this (bytes, the whole request) is refused, its reason recorded.
 INBOUND_EMAIL_MAX_BYTES = env_int("INBOUND_EMAIL_MAX_BYTES", 10 * 1024 * 1024, minimum=1)
