@@ -50,16 +50,18 @@ TEST_FIGURES = {
 
 
 # The blind set (300 narratives of 2023, labelled and committed before any detector ran on them,
-# never tuned on; analyst/data/signals/blind/SOURCE.md), read once after the rules were changed
-# on the old narratives only. Same convention: the target where met, these counts otherwise.
+# never tuned on; analyst/data/signals/blind/SOURCE.md), read once after each round of rule changes
+# made on other narratives only: first the old 191, then the tuning set (ADR 0032, addenda). Same
+# convention: the target where met, these counts otherwise. MISCONDUCT found 92 at the first reading
+# and 89 at the second (the rules were not changed after it; see the second addendum).
 BLIND_FIGURES = {
-    "FRAUD-ID": (60, 101, 65),        # recall 59.4%: below the target
+    "FRAUD-ID": (68, 101, 74),        # recall 67.3%: below the target
     "HARASSMENT": (3, 4, 4),          # recall and precision 75%: below the target
-    "URGENCY": (8, 13, 9),            # recall 61.5%: below the target
+    "URGENCY": (9, 13, 10),           # recall 69.2%: below the target
     "MONEY-LOSS": (4, 21, 8),         # recall 19.0%, precision 50%: below the target
-    "TIME-LIMIT": (28, 49, 30),       # recall 57.1%: below the target
-    "MISCONDUCT": (92, 107, 131),     # recall 86.0%, precision 70.2%
-    "REPEAT-CONTACT": (37, 79, 38),   # recall 46.8%: below the target
+    "TIME-LIMIT": (37, 49, 39),       # recall 75.5%: below the target
+    "MISCONDUCT": (89, 107, 126),     # recall 83.2%, precision 70.6%
+    "REPEAT-CONTACT": (46, 79, 47),   # recall 58.2%: below the target
     "OLDER-AM": (1, 2, 1),            # recall 50%: below the target
     "SCRA": (4, 5, 4),
 }
