@@ -73,7 +73,7 @@ _IDENTITY_THEFT = re.compile(
     r"|\bnever (?:opened|applied for|authori[sz]ed|signed (?:for|up))\b"
     r"|\b(?:accounts?|loans?|cards?) (?:that )?(?:i|we) (?:had|have|did) (?:not|never) (?:opened|applied for|authori[sz]ed)\b|\bopened (?:without my|in my name)\b"
     r"|\bunbeknownst to me\b|\bunauthori[sz]ed (?:account|accounts|inquiry|inquiries|hard inquir\w+)\b"
-    r"|\bsomeone (?:else )?(?:opened|used|hacked|stole)\b|\b(?:hacked|breached)\b"
+    r"|\bsomeone (?:else )?(?:opened|used|hacked|stole|attempt\w* to open|tried to open)\b|\baccount take-?over\b|\b(?:hacked|breached)\b"
     r"|\b(?:opened|took out|applied for|used)\b[^.]{0,30}\bin my name\b|\bnever (?:done|did|had) (?:any )?business with\b"
     r"|\bident\w* (?:was|has been|had been) (?:\w+ )?(?:used|stolen)\b|\bsignature\b[^.]{0,40}\bis not mine\b"
     r"|\bunauthori[sz]ed (?:hard )?inquir\w*|\bhard unauthori[sz]ed inquir\w*"
@@ -90,7 +90,24 @@ _IDENTITY_THEFT = re.compile(
     r"|\b(?:know|knew) nothing about (?:it|this|the|these|that)\b(?:[^.]{0,20}\b(?:account|loan|debt)s?\b)?"
     r"|\bno knowledge of (?:this|the|these|such|any) (?:account|loan|debt|inquir\w*)"
     r"|\b(?:accounts?|items?|debts?|loans?) (?:is|are|was|were) (?:a )?(?:fraud|freaud|fraudulent)\b"
-    r"|\b(?:does|do|did)(?: not|n't) belong to (?:me|us)\b", _I)
+    r"|\b(?:does|do|did)(?: not|n't) belong to (?:me|us)\b"
+    # disowning in other words (tuning set): not recognised, unknown, never had, no association, not done by me
+    r"|\bnot (?:done|requested) by (?:me|myself)\b|\b(?:i|we) (?:do not|don't|dont|did not|didn't) recogni[sz]e\b"
+    r"|\b(?:inquir\w*|accounts?|charges?|transactions?|loans?|debts?)\b (?:that |which )?(?:i|we) (?:did not|didn't|never)"
+    r" (?:do|make|made|authori[sz]e|open|apply for|request|initiate)\b"
+    r"|\b(?:inquir\w*|accounts?|charges?|transactions?)\b (?:was|were|is|are) (?:not|never) authori[sz]ed\b"
+    r"|\bunknown (?:accounts?|inquir\w*|debts?|collections?|creditors?|charges?)\b"
+    r"|\b(?:that|which) (?:i|we) (?:know|knew) nothing about\b|\bno (?:association|affiliation) with\b"
+    r"|\bnever had (?:an|any) (?:accounts?|loans?|cards?|credit|business) with\b"
+    r"|\b(?:do not|don't|dont) know who (?:they|these people|this company) (?:are|is)\b"
+    r"|\bunauthori[sz]ed use of (?:my|our) (?:social|ssn|identity|personal|name|card|information)"
+    r"|\b(?:debit|credit|bank) card fraud\b"
+    r"|\b(?:card|wallet|purse)\b[^.]{0,20}\b(?:lost|stolen)\b[^.]{0,30}\b(?:used|ran|charged|maxed)\b", _I)
+# Not identity theft: the consumer's own address or name misreported, or a charge said not to be fraud.
+_NOT_IDENTITY_THEFT = re.compile(
+    r"\b(?:address|addresses|name|personal information|phone number|employer)\b[^.]{0,30}"
+    r"\b(?:(?:is|are)(?: not|n't) mine|(?:does|do)(?: not|n't) belong to me)\b"
+    r"|(?:\bnot|n't) a fraudulent (?:charge|transaction|account)\b", _I)
 # The company itself named as the one committing the fraud: MISCONDUCT, never identity theft, even
 # where the sentence also says "fraudulent charges" ("the bank fraudulently charged me", "they
 # defrauded me"). An account opened "fraudulently" by nobody named stays identity theft.
@@ -98,23 +115,39 @@ _COMPANY_FRAUD = re.compile(
     r"\b(?:they|you|the (?:bank|company|servicer|lender|collector|creditor|dealer(?:ship)?|school|seller|agency))\b"
     r"[^.]{0,30}?\b(?:fraudulently (?:charg|bill|report|add|tak|keep|kept|withh)\w*|committ\w* fraud|defraud\w*)", _I)
 # "Fraud" on its own, in a narrative that reports identity theft, is the thief's, not the company's.
-_MISCONDUCT_FRAUD = re.compile(r"\b(?:fraud|fraudulent(?:ly)?)\b", _I)
+# A fraud alert or a fraud department is no accusation.
+_MISCONDUCT_FRAUD = re.compile(r"\b(?:fraud(?! alerts?\b| department| dept\b| team| unit| claims?\b)|fraudulent(?:ly)?"
+                               r"|extort\w*)\b", _I)
 _MISCONDUCT = re.compile(
-    r"\b(?:scam\w*|deceptive|deceiv\w*|misrepresent\w*|illegal(?:ly)?|predator\w*|lied|lying|a lie|(?:more|their|telling|told (?:me|us)) lies"
+    r"\b(?:scam\w*|deceptive|deceiv\w*|misrepresent\w*|illegal(?:ly)?(?! (?:immigrants?|aliens?))|predator\w*"
+    r"|cheat(?:ed|ing|s)?|embezzl\w*|found guilty|(?:been|was|were) fined|paid (?:\w+ )?fines"
+    r"|(?:is|it's|its|was|are) against the (?:law|fcra|fdcpa|respa|tila|regulations?)\b"
+    r"|(?:disregard\w*|disgard\w*|ignor\w*|defied|defying|violat\w*)\b[^.]{0,30}\b(?:judges?'?s? ruling|court'?s? order"
+    r"|court[- ]order\w*|bankruptcy (?:order|discharge))|lied|lying|a lie|(?:more|their|telling|told (?:me|us)) lies"
     r"|bait and switch|unlawful(?:ly)?|mislead\w*|misled|false (?:statements?|claims?)"
     r"|(?:provid\w*|g[ai]v\w*|told)\b[^.]{0,30}\bfalse\b|\bbreak\w* [^.]{0,30}\blaws?\b"
     r"|dishonest\w*|unscrupulous|criminal|unjust enrichment|defamation|discriminat\w*|racially motivated"
     r"|(?:school|company|servicer|their|its) misconduct|misconduct (?:i|we) reported"
     r"|violat(?:e|es|ed|ing|ion|ions) (?:of )?(?:the |my |both |federal |state |these )?[^.]{0,40}?"
-    r"(?:\blaws?\b|\bacts?\b|fcra|fdcpa|respa|tila|regulations?|u\.s\.c|\brights\b|settlement|statutes?)"
+    r"(?:\blaws?\b|\bacts?\b|fcra|fdcpa|respa|tila|regulations?|u\.s\.c|\brights?\b|settlement|statutes?)"
     r"|(?:fcra|fdcpa|f\.c\.r\.a\.?[^.]{0,6}) violations?"
-    r"|(?:did not|didn't|failed to|refus\w* to|weren't|wasn't|not) (?:follow|comply with|abide by|staying compliant to)"
+    r"|(?:did not|didn't|failed to|refus\w* to|weren't|wasn't|not) (?:follow|comply with|abide by|staying compliant to"
+    r"|honou?r|obey|adhere to|respect)"
     r"\b[^.]{0,60}\b(?:regulations?|laws?|court[- ]order\w*|act)\b"
     r"|fail\w* to [^.]{0,30}\b(?:legally|lawfully|federally) required|(?:only )?a fake\b)", _I)
 # Not an accusation: a hedge ("may be misleading") or a report that only misstates the consumer's history.
 _NOT_MISCONDUCT = re.compile(
     r"\b(?:may|might|could) be (?:misleading|deceptive|inaccurate)\b"
-    r"|\bmisrepresents? (?:my|the|our) (?:payment|credit|account)\b", _I)
+    r"|\bmisrepresents? (?:my|the|our) (?:payment|credit|account)\b"
+    r"|\bmisleading information on (?:my|the|our) (?:consumer |credit )?(?:report|file)\b"
+    r"|\beither (?:fraudulent|illegal|deceptive|a scam) or\b|\bvictim of (?:a|an) [^.]{0,30}\bscam\b", _I)
+# A named law (section, code, act) in the same sentence as a violation or a failure to do what it requires
+# ("under 15 US code 1681e ( b ) these accounts are in violation", "Section 611 ( a ) ... a failure to
+# investigate these items within 30 days"): the consumer accuses the company of breaking that law.
+_LAW_NAMED = re.compile(r"\b(?:section|sections|§)\s*\d+|\bu\.?\s?s\.?\s?c\b|\bus[- ]code\b|\bfcra\b|\bfdcpa\b"
+                        r"|\bfair (?:credit|debt)\b[^.]{0,30}\bact\b", _I)
+_BREACH_OF_LAW = re.compile(r"\b(?:in violation|violat\w*|failure to|fail(?:s|ed)? to|non-?complian\w*"
+                            r"|not (?:in )?complian\w*|not complying)\b", _I)
 _HARASSMENT = re.compile(
     r"\bhar+as+\w*|\bthreat\w* (?:to )?(?:have (?:me|us) )?(?:arrest\w*|jail|prison|criminal|call\w* (?:my |our )?(?:employer|job"
     r"|work|boss|family)|federal repercussions|violence|hurt)|\bthreatening (?:calls|messages|letters|language|voicemails?|e-?mails?)"
@@ -122,14 +155,32 @@ _HARASSMENT = re.compile(
     r"|\bverbally abus\w*|\byell\w*|\bscream\w*|\bcurs(?:ed|ing)\b|\bprofanit\w+"
     r"|\bintimidat\w*|\b(?:excessive|constant|nonstop|non-stop|incessant)(?: amounts? of)?(?: \w+)? (?:calls|calling|phone calls)\b"
     r"|\bcall(?:s|ed|ing)? (?:me )?(?:\w+ )?(?:every day|daily|several times a day|\d+ times a day|at work|my (?:job|work|employer|family|relatives))\b"
-    r"|\b(?:dozens|hundreds) of (?:calls|phone calls|voicemails|messages)\b"
+    r"|\b(?:dozens|hundreds) of (?:calls|phone calls|voicemails|messages)\b(?![^.]{0,40}\b(?:begging|asking|pleading))"
+    # calls to relatives or at a workplace, threats of jail, many calls a day (tuning set)
+    r"|\b(?:they|people|collectors?|agents?|agency|company|representatives?|she|he)\b[^.]{0,20}\bcall(?:s|ed|ing)"
+    r" (?:my|our) (?:husband|wife|spouse|mother|mom|father|dad|parents?|sister|brother|son|daughter|children|kids"
+    r"|neighbou?rs?|relatives?|family|employer|boss|job|work)\b|\bat (?:his|her|my|our) (?:place of work|workplace)\b"
+    r"|\b(?:employer|boss|workplace|relatives?|family members?)\b[^.]{0,80}\b(?:received|got) (?:a |several |multiple )?"
+    r"(?:calls?|voicemails?|messages?)\b"
+    r"|\b(?:press|file|bring)\w* criminal charges\b|\b(?:go|going|be sent|send me) to (?:jail|prison)\b"
+    r"|\bhave (?:me|us) arrested\b|\bthreaten\w* to find (?:me|us) at (?:work|my job)\b"
+    r"|\bcall\w* (?:me|us|my \w+)\b[^.]{0,40}\b(?:[3-9]|\d\d|three|four|five|six|seven|eight|nine|ten) times"
+    r" (?:so far|today|a day"
+    r"|in (?:one|a|the same) day|in an hour)\b|\bcall\w* (?:me )?(?:every other day|every (?:single )?day)\b"
+    r"|\bcall\w*\b[^.]{0,40}\b(?:throughout|all) (?:the|a) day\b[^.]{0,60}\bexcessive\b"
     r"|\bcall\w* (?:me )?(?:constantly|nonstop|non-stop|continuously|incessantly)\b", _I)
 _URGENCY = re.compile(
-    r"\bforeclos\w*|\bevict\w*|\bgarnish\w*|\brepossess\w*|\brepo(?:'d| agent| status| man)?\b|\bsheriff(?:'s)? sale\b"
+    r"\bfore?clos\w*|\bevict\w*|\bgarnish\w*|\brepossess\w*|\brepo(?:'d| agent| status| man)?\b|\bsheriff(?:'s)? sale\b"
     r"|\b(?:trustee|foreclosure) sale\b|\blawsuit (?:against|on) (?:me|us)\b|\bsued (?:me|us)\b|\b(?:am|was|were|being|been) sued\b"
     r"|\bdefault judg(?:e)?ment\b|\bbank levy\b|\blevied\b|\btreasury offset\b"
     r"|\b(?:tax refund|social security)\b[^.]{0,40}\b(?:seized|offset|taken|withheld)\b"
-    r"|\bfinal notice\b|\bshut[- ]?off\b|\blose (?:my|our) (?:home|house|car)\b", _I)
+    r"|\bfinal notice\b|\bshut[- ]?off\b|\blose (?:my|our) (?:home|house|car)\b"
+    # a suit or judgment against the consumer in other words, an auction of the home or car (tuning set)
+    r"|\b(?:going to|gonna|will|would|threaten\w* to) (?:be sued|sue (?:me|us))\b|\bsuing (?:me|us)\b"
+    r"|\b(?:a|the) judg(?:e)?ment (?:letter|against (?:me|us)|was (?:entered|filed|issued))\b"
+    r"|\b(?:scheduled|upcoming|foreclosure|sheriff'?s?) auction\b"
+    r"|\bsold (?:it|my car|the car|the vehicle|my home|the house) (?:in|at) (?:an |the )?auction\b"
+    r"|\bseiz\w* (?:all )?(?:of )?(?:my|our) (?:income tax|tax refund|wages|car|vehicle)", _I)
 _LOSS_CONTEXT = re.compile(
     r"\brefund\w*|\boverpa(?:id|yment|yments)\b|\bovercharg\w*|\breimburs\w*|\bwithdr(?:awn|ew)\b|\bdebited\b"
     r"|\bclaw\w* back\b|\blost\b|\bstole\w*\b|\bcharg(?:ed|ing|es) (?:me|us|my)\b|\bcharged\b|\bfees?\b"
@@ -137,15 +188,29 @@ _LOSS_CONTEXT = re.compile(
     r"|\bdouble[- ](?:charged|payment|billed)\b|\bpaid twice\b|\bunauthori[sz]ed\b|\bfinancial harm\b"
     r"|\bdamages?\b|\bowe[sd]? me\b|\breturn (?:my|the) (?:money|funds)\b|\bwithheld\b|\bseized\b"
     r"|\bimproperly capitali[sz]\w*|\bwithout my consent\b|\binterest (?:was |has been |being )?added\b"
-    r"|\bcapitali[sz]ed interest\W{0,4}charge", _I)
+    r"|\bcapitali[sz]ed interest\W{0,4}charge"
+    r"|\b(?:someone|somebody|scammer|thief|fraudster|hacker)\b[^.]{0,60}\b(?:spent|took|withdrew|drained|emptied)\b", _I)
+# How far (characters) an amount may stand from the words of loss to be the sum lost: a sentence
+# that mentions a refund and, elsewhere, a tax bill or a monthly payment has lost neither.
+LOSS_WINDOW = 150
 _TIME_LIMIT = re.compile(
     r"\bstatute of limitations?\b|\btime[- ]barred\b|\bobsolete\b"
-    r"|\b(?:over|more than|older than) (?:seven|7) years\b|\b(?:seven|7)[- ]years? (?:old|ago|reporting|period|limit)\b"
+    r"|\b(?:over|more than|more then|older than|longer than) (?:seven|7) years\b|\b(?:seven|7)[- ]years? (?:old|ago|reporting|period|limit)\b"
     r"|\b(?:within|over|more than|after|beyond|past|exceed\w*|well over) (?:the )?(?:30|45|thirty|forty[- ]five)[- ]days?\b"
     r"|\b(?:30|45|thirty|forty[- ]five)[- ]days? (?:to|for|of) (?:investigat\w+|respond\w*|verif\w+|reinvestigat\w+|dispute)\b"
     r"|\blegal (?:amount of )?time\b|\b(?:far )?(?:too|to) old to (?:be )?(?:show|report|appear|list)\w*"
     r"|\b(?:settlement|court[- ]ordered|statutory|legal|regulatory) deadlines?\b|\brequired (?:by law )?to [^.]{0,60}\bno later than\b"
-    r"|\b(?:exemption|protection)\b[^!?]{0,60}?\bexpired\b", _I)
+    r"|\b(?:exemption|protection)\b[^!?]{0,60}?\bexpired\b"
+    # the law's window in other words (tuning set): "within the period allowed by law", "not later than 4 business
+    # days", "failure to investigate within XXXX days", days needed before a foreclosure sale
+    r"|\bwithin the (?:allotted|allowed|required|legal|statutory|prescribed) (?:time|period|timeframe|time frame)\b"
+    r"|\b(?:period|time|timeframe|time frame) (?:allowed|required|prescribed|set) by (?:the )?(?:law|fcra|statute)\b"
+    r"|\bno[t]? later than (?:\d+|xxxx|one|two|three|four|five|ten|thirty) (?:business )?days\b"
+    r"|\b(?:investigat\w*|verif\w*|reinvestigat\w*)\b[^.]{0,40}\bwithin (?:30|45|xxxx|thirty|forty[- ]five)"
+    r" (?:business )?days\b"
+    r"|\b(?:adverse|negative|derogatory)\b[^.]{0,80}\b(?:7|seven) years\b"
+    r"|\bdays?\b[^.]{0,20}\b(?:required|needed) (?:to|before) (?:postpone|stop|cancel|halt)\b[^.]{0,20}\bsale\b"
+    r"|\bdays before the (?:foreclosure |trustee |sheriff'?s? )?sale\b", _I)
 # A loan granted or a sum that only would be owed is not money lost.
 _NOT_A_LOSS = re.compile(r"\b(?:would (?:have )?(?:owe|paid)|granted|approved for|awarded)\b", _I)
 # How long the consumer has waited is no legal window ("45 days since I contacted them"), unless the
@@ -158,6 +223,7 @@ _ONLY_TWICE = re.compile(r"\b(?:second|2nd) (?:call|time|letter|attempt)\b", _I)
 _WORD_NUMBERS = {"xxxx": 3, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
                  "eleven": 11, "twelve": 12, "fifteen": 15, "twenty": 20, "dozen": 12, "dozens": 24}
 _CONTACT_VERB = (r"(?:called|call|calls|contacted|phoned|emailed|e-mailed|spoke(?: to| with)?|spoken to|reached out to"
+                 r"|talked(?: to| with)?|notified|informed|messaged|texted|attempted to (?:resolve|reach|contact)"
                  r"|requested|asked|followed up|receiving (?:emails|letters|calls|notices)"
                  r"|wrote(?: to)?|written(?: to)?|sent (?:them |a |my )?(?:letters?|disputes?|emails?)|disputed|faxed|mailed)")
 _REPEAT_COUNT = re.compile(
@@ -165,18 +231,38 @@ _REPEAT_COUNT = re.compile(
     r"\b(?P<count>\d+|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|a dozen|dozens of|a xxxx)"
     r"\s+(?:\w+\s+)?times\b", _I)
 _REPEAT_PHRASE = re.compile(
-    r"\b(?:multiple|several|numerous|countless|many|so many|repeated|\d+|three|four|five|six) "
-    r"(?:phone calls|calls|letters|disputes|emails|e-mails|complaints|requests|certified letters)\b"
-    rf"|\b{_CONTACT_VERB}\b[^.!?]{{0,40}}\b(?:multiple|several|numerous|countless|many|repeated) (?:times|occasions)\b"
+    r"\b(?:multiple|several|numerous|countless|many|so many|repeated|endless|dozens of|hundreds of|[3-9]|\d\d+"
+    r"|three|four|five|six) "
+    r"(?:phone calls|calls|letters|disputes|emails|e-mails|complaints|requests|certified letters|cycles of correspondence"
+    r"|rounds of \w+|conversations|chats)\b(?! online| on (?:the internet|line))"
+    rf"|\b{_CONTACT_VERB}\b[^.!?]{{0,80}}\b(?:multiple|several|numerous|countless|many|repeated) (?:times|occasions)\b"
+    r"|\b(?:to|with) (?:them|the company|the bank|you)\b[^.!?]{0,20}\b(?:numerous|multiple|several|countless|many)"
+    r" times\b"
+    r"|\breceived\b[^.!?]{0,20}\b(?:[3-9]|\d\d|three|four|five|six|seven|eight|nine|ten) (?:times|calls|phone calls"
+    r"|voicemails)\b"
+    r"|\b(?:through|to|with|told|asked|called) (?:several|multiple|numerous|many|different) (?:of (?:their|the|your) )?"
+    r"(?:reps|representatives|agents"
+    r"|people|supervisors|managers|employees)\b"
+    r"|\brepeatedly (?:been )?(?:given|told|transferred|promised|assured|put|notif\w*|inform\w*)\b"
+    r"|\bmy (?:numerous|multiple|several|countless) (?:requests?|disputes?|attempts?|letters?|complaints?)\b"
+    r"|\bagain\b[^.!?]{0,80}\banother (?:request|dispute|letter|complaint)\b"
+    r"|\bagain,? (?:i|we) (?:re-?)?(?:sent|called|wrote|emailed|asked|contacted|reached out)\b"
+    r"|\b(call(?:ed)?|wr(?:ote|ite)|email(?:ed)?|text(?:ed)?) and \1\b"
+    r"|\beach time (?:i |we )?(?:was|were) (?:told|promised|assured)\b"
+    r"|\b(?:more than|over|at least) (?:three|four|five|six|seven|eight|nine|ten|[3-9]|\d\d+) times\b"
+    r"|\b(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday),? (?:(?:and )?(?:monday|tuesday|wednesday"
+    r"|thursday|friday|saturday|sunday),? ){2,}"
     rf"|\b{_CONTACT_VERB}\b[^.!?]{{0,30}}\b(?:again and again|over and over|repeatedly|time after time|yet again|again)\b"
     r"|\b(?:every|each) time (?:i|we|they) (?:have )?(?:call|called|contact|contacted|spoke|speak|will not|won't|refuse)"
     rf"|\b{_CONTACT_VERB}\b[^.!?]{{0,40}}\b(?:mul\w?ti?ple|mulitple|sev\w?ral|serveral|numerous) times\b"
     r"|\b(?:told|assured|promised|informed) (?:me |us )?(?:multiple|several|numerous|many|countless) times\b"
-    r"|\b(?:repeated|multiple|numerous|several|countless) (?:attempts|efforts|requests|demands|occasions|confirmations"
+    r"|\b(?:repeated|multiple|numerous|several|countless|many|endless) (?:attempts|efforts|requests|demands|occasions"
+    r"|confirmations"
     r"|collection notices|notices|reconsideration\w*|calls to)\b"
     r"|\brepeatedly (?:call\w*|contact\w*|request\w*|ask\w*|advis\w*|told|denied|made|sent|wr\w+|email\w*|provided"
     r"|disput\w*|follow\w*)|\b(?:once|yet) again,? (?:re-?)?(?:call\w*|contact\w*|wrote|emailed|spoke)"
-    r"|\b(?:\d+(?:st|nd|rd|th)|third|fourth|fifth|sixth|tenth) time\b"
+    r"|\b(?:(?:[3-9]|[1-9]\d+)(?:st|nd|rd|th)|third|fourth|fifth|sixth|seventh|tenth)"
+    r" (?:time|attempt|endeavou?r|request|dispute|letter|complaint)\b"
     r"|\b(?:continuously|continually|constantly)\b[^.]{0,25}\b(?:contact\w*|call\w*|request\w*|email\w*|disput\w*|wr\w+)"
     r"|\bcall\w* (?:me )?(?:constantly|continuously|continually|nonstop)\b"
     r"|\bexcessive (?:amounts? of )?(?:\w+ )?calls\b|\bcall\w* (?:nearly |almost )?(?:monthly|weekly|daily)\b"
@@ -194,7 +280,9 @@ _OLDER = re.compile(
     r"\b(?:i am|i'm|im|i turned|aged?|at age|at the age of)\s+(?P<age>\d{2})\b(?:\s+years? old)?"
     r"|\b(?P<age2>\d{2})[- ]years?[- ]old (?:me|myself|senior|widow\w*|retiree)\b"
     r"|\b(?:i am|i'm|im|as) an? (?P<age3>\d{2})[- ]years?[- ]old\b"
-    r"|\bsenior citizen\b|\b(?:i am|i'm|im|as) a senior\b|\belderly\b|\bretiree\b"
+    r"|\bsenior citizens?\b|\b(?:on|receive|receiving|live on|living on) ssi\b|\bsupplemental security income\b"
+    # an elderly relative the consumer looks after is not the consumer (tuning set)
+    r"|\b(?:i am|i'm|im|as) a senior\b|(?<!care of my )(?<!caring for my )(?<!care of our )\belderly\b|\bretiree\b"
     r"|\b(?:i am|i'm|im|i was|i have|i've|we are|we're) (?:now |recently |fully |been |semi-)?retired\b"
     r"|\bin retirement\b|\b(?:on|live on|living on) (?:a |my |our )?(?:fixed|retirement) income\b"
     r"|\bsocial security (?:income|benefits?|checks?|payments?|retirement|deposits?)\b|\bmedicare\b"
@@ -247,10 +335,16 @@ def _identity_theft(sentence: str) -> re.Match | None:
     if _COMPANY_FRAUD.search(sentence):
         return None
     match = _IDENTITY_THEFT.search(sentence)
+    if match and _NOT_IDENTITY_THEFT.search(sentence):
+        return None
     if match and match.group(0).lower() in ("hacked", "breached") \
             and not re.search(r"\b(?:my|our) (?:identity|account|credit)\b", sentence, _I):
         return None
     return match
+
+
+def _law_breached(sentence: str) -> re.Match | None:
+    return _BREACH_OF_LAW.search(sentence) if _LAW_NAMED.search(sentence) else None
 
 
 def _older_american(sentence: str) -> re.Match | None:
@@ -273,11 +367,15 @@ def _repeat_contact(sentence: str) -> tuple[int, re.Match] | None:
 
 
 def _money_loss(sentence: str) -> tuple[Decimal, re.Match] | None:
-    context = _LOSS_CONTEXT.search(sentence)
-    if context is None or _NOT_A_LOSS.search(sentence):
+    if _NOT_A_LOSS.search(sentence):
         return None
-    amounts = [amount for amount in money_amounts(sentence) if amount > MONEY_LOSS_THRESHOLD]
-    return (max(amounts), context) if amounts else None
+    best: tuple[Decimal, re.Match] | None = None
+    for context in _LOSS_CONTEXT.finditer(sentence):
+        near = sentence[max(0, context.start() - LOSS_WINDOW):context.end() + LOSS_WINDOW]
+        amounts = [amount for amount in money_amounts(near) if amount > MONEY_LOSS_THRESHOLD]
+        if amounts and (best is None or max(amounts) > best[0]):
+            best = (max(amounts), context)
+    return best
 
 
 def _evidence_signals(evidence_id: int | None, text: str) -> list[Signal]:
@@ -294,7 +392,7 @@ def _evidence_signals(evidence_id: int | None, text: str) -> list[Signal]:
     for sentence in split_sentences(text):
         if (theft := _identity_theft(sentence)):
             add("FRAUD-ID", f"Identity theft ({theft.group(0).lower()})", sentence, theft)
-        if (match := _COMPANY_FRAUD.search(sentence) or _MISCONDUCT.search(sentence)) \
+        if (match := _COMPANY_FRAUD.search(sentence) or _MISCONDUCT.search(sentence) or _law_breached(sentence)) \
                 and not _NOT_MISCONDUCT.search(sentence):
             add("MISCONDUCT", f"The company is accused of misconduct ({match.group(0).lower()})", sentence, match)
         elif not theft and fraud_words is None and (match := _MISCONDUCT_FRAUD.search(sentence)):

@@ -72,7 +72,7 @@ REQUEST_KINDS = (
                                 r"|\bharass me at work\b", re.IGNORECASE),
      "Stop the calls and collection contact"),
     ("refund", re.compile(r"\brefund\w*|\breimburs\w*|\bmoney back\b|\breturn (?:my|the) (?:money|funds|payments?)\b"
-                          r"|\bcredit (?:back|my account)\b|\bcompensat\w*|\bfinancial remedy\b", re.IGNORECASE),
+                          r"|\bcredit (?:back|my account)\b|\bcompensat(?!e for\b)\w*|\bfinancial remedy\b", re.IGNORECASE),
      "A refund"),
     ("discharge", re.compile(r"\bdischarg\w*|\bforgiv\w*|\bcancel\w* (?:of )?(?:my|the|this) (?:loans?|debt)\b"
                              r"|\bwaiv\w*", re.IGNORECASE),
@@ -99,6 +99,16 @@ REQUEST_KINDS = (
 # request made elsewhere; such a sentence asks for nothing by itself.
 _REFERS_TO_A_REQUEST = re.compile(r"\bwhat (?:i|we) (?:am |are |was |were )?(?:asking|requesting|want|need|ask|request)"
                                   r"(?:ed|ing)?\b|\ball (?:i|we) (?:want|ask|need)\b", re.IGNORECASE)
+
+
+# A refund the company gave, started or sent ("they provided a refund for the amount stolen", "refunds
+# were sent out", "they were initiating an Over-payment refund request with the County") is no request
+# for money back (RUBRIC.md: "a refund a company merely mentions").
+_REFUND_GIVEN = re.compile(
+    r"\b(?:they|it|he|she|the (?:bank|company|servicer|lender|merchant|county))\b(?: \w+){0,2} (?:provided|issued|sent|gave"
+    r"|processed|approved|initiat\w*|offered)\b[^.]{0,30}\brefund"
+    r"|\brefunds? (?:was|were|has been|had been|have been) (?:sent|issued|processed|provided|approved|received|paid)\b"
+    r"|(?<!not )(?<!never )(?<!n't )(?<!yet to )\b(?:getting|got|received) (?:a |the |my |their )?refund\b", re.IGNORECASE)
 
 
 def _asks_for_nothing(sentence: str) -> bool:
@@ -138,6 +148,8 @@ def consumer_request(evidence: list[EvidenceText]) -> dict:
     chosen = ranked[:3] if ranked else ([implied] if implied else [])
     for _, order, _, sentence in chosen:
         for kind, pattern, statement in REQUEST_KINDS:
+            if kind == "refund" and _REFUND_GIVEN.search(sentence):
+                continue
             if (match := pattern.search(sentence)):
                 amounts = [a for a in money_amounts(sentence) if a > 0]
                 if kind == "refund" and amounts:

@@ -13,6 +13,8 @@ from analyst.evaluation import (
     BLIND_LABELS,
     NARRATIVE_SIGNALS,
     SIGNAL_TARGETS,
+    TUNING_CSV,
+    TUNING_LABELS,
     read_rows,
     read_signal_labels,
     signal_figures,
@@ -23,6 +25,8 @@ ROWS = {row["Complaint ID"].strip(): row for row in read_rows(taxonomy.DATA_FILE
 LABELS = read_signal_labels()
 BLIND_ROWS = {row["Complaint ID"].strip(): row for row in read_rows(BLIND_CSV)}
 BLIND = read_signal_labels(BLIND_LABELS)
+TUNING_ROWS = {row["Complaint ID"].strip(): row for row in read_rows(TUNING_CSV)}
+TUNING = read_signal_labels(TUNING_LABELS)
 DETECTED = ("FRAUD-ID", "HARASSMENT", "URGENCY", "MONEY-LOSS", "TIME-LIMIT", "MISCONDUCT", "REPEAT-CONTACT",
             "OLDER-AM", "SCRA")  # MONEY-BACK is triage's (analyst/triage.py), measured by `evaluate`
 
@@ -46,18 +50,36 @@ TEST_FIGURES = {
 
 
 # The blind set (300 narratives of 2023, labelled and committed before any detector ran on them,
-# never tuned on; analyst/data/signals/blind/SOURCE.md), read once after the rules were changed
-# on the old narratives only. Same convention: the target where met, these counts otherwise.
+# never tuned on; analyst/data/signals/blind/SOURCE.md), read once after each round of rule changes
+# made on other narratives only: first the old 191, then the tuning set (ADR 0032, addenda). Same
+# convention: the target where met, these counts otherwise. MISCONDUCT found 92 at the first reading
+# and 89 at the second (the rules were not changed after it; see the second addendum).
 BLIND_FIGURES = {
-    "FRAUD-ID": (60, 101, 65),        # recall 59.4%: below the target
+    "FRAUD-ID": (68, 101, 74),        # recall 67.3%: below the target
     "HARASSMENT": (3, 4, 4),          # recall and precision 75%: below the target
-    "URGENCY": (8, 13, 9),            # recall 61.5%: below the target
+    "URGENCY": (9, 13, 10),           # recall 69.2%: below the target
     "MONEY-LOSS": (4, 21, 8),         # recall 19.0%, precision 50%: below the target
-    "TIME-LIMIT": (28, 49, 30),       # recall 57.1%: below the target
-    "MISCONDUCT": (92, 107, 131),     # recall 86.0%, precision 70.2%
-    "REPEAT-CONTACT": (37, 79, 38),   # recall 46.8%: below the target
+    "TIME-LIMIT": (37, 49, 39),       # recall 75.5%: below the target
+    "MISCONDUCT": (89, 107, 126),     # recall 83.2%, precision 70.6%
+    "REPEAT-CONTACT": (46, 79, 47),   # recall 58.2%: below the target
     "OLDER-AM": (1, 2, 1),            # recall 50%: below the target
     "SCRA": (4, 5, 4),
+}
+
+
+# The tuning set (160 further narratives, labelled and committed before any detector ran on them;
+# analyst/data/signals/tuning/SOURCE.md): the rules were widened on its misses and false alarms, so
+# these are tuning figures, held as floors like the others.
+TUNING_FIGURES = {
+    "FRAUD-ID": (50, 51, 54),
+    "HARASSMENT": (10, 10, 10),
+    "URGENCY": (9, 9, 11),
+    "MONEY-LOSS": (3, 3, 4),
+    "TIME-LIMIT": (22, 22, 23),
+    "MISCONDUCT": (56, 57, 60),
+    "REPEAT-CONTACT": (45, 47, 47),
+    "OLDER-AM": (3, 3, 3),
+    "SCRA": (1, 1, 1),
 }
 
 
@@ -93,6 +115,13 @@ def test_each_signal_on_the_blind_set_meets_the_target_or_holds_its_floor():
     figures = {code: part for code, part in signal_figures(pairs).items() if code in DETECTED}
     assert sum(part["complaints"] for part in figures.values()) == 300 * len(DETECTED)
     assert_target_or_floor(figures, BLIND_FIGURES)
+
+
+def test_each_signal_on_the_tuning_set_meets_the_target_or_holds_its_floor():
+    pairs = [({code: TUNING[cid][code] for code in DETECTED}, raised(cid, TUNING_ROWS)) for cid in TUNING_ROWS]
+    figures = {code: part for code, part in signal_figures(pairs).items() if code in DETECTED}
+    assert sum(part["complaints"] for part in figures.values()) == 160 * len(DETECTED)
+    assert_target_or_floor(figures, TUNING_FIGURES)
 
 
 def test_over_every_split_each_signal_keeps_its_figures():
@@ -145,6 +174,38 @@ def signals_of(text: str) -> set[str]:
     ("I have contacted the servicer serveral times.", "REPEAT-CONTACT"),
     ("I was assured multiple times over the phone that it was fixed.", "REPEAT-CONTACT"),
     ("I have had {$46000.00} in interest added to my loans.", "MONEY-LOSS"),
+    # word families widened on the tuning set (analyst/data/signals/tuning/), one sentence of it each
+    ("I discovered an unknown account on my personal credit report.", "FRAUD-ID"),
+    ("I looked at my credit report and noticed inquiries that I did not do.", "FRAUD-ID"),
+    ("It is clear that I have no association with them.", "FRAUD-ID"),
+    ("I have never had an account with XXXX which they acknowledge.", "FRAUD-ID"),
+    ("I have a capital one student credit card and it was lost then used and the person ran my bill up.", "FRAUD-ID"),
+    ("The same people then called my husband at his place of work.", "HARASSMENT"),
+    ("She claimed that if I didn't pay them {$500.00} that they would press criminal charges and I would go to jail.",
+     "HARASSMENT"),
+    ("They call me every other day demanding payment as well.", "HARASSMENT"),
+    ("I just missed one payment and CITI SEARS has called me from XXXX on XX/XX/19 SUNDAY 4 times SO FAR.",
+     "HARASSMENT"),
+    ("She told me that I was going to be sued.", "URGENCY"),
+    ("Rushmore received file on XX/XX/2019 two weeks before a scheduled auction.", "URGENCY"),
+    ("They took the car and sold it in an auction.", "URGENCY"),
+    ("It is not authorized to fail to validate these accounts without any proof within the period allowed by law.",
+     "TIME-LIMIT"),
+    ("Per FCRA 605B CREDIT BUREAUS are required to remove any items not later than 4 business days after the receipt.",
+     "TIME-LIMIT"),
+    ("XXXX stated the documents were received but ( 14 ) days were required to postpone the Foreclosure Sale.",
+     "TIME-LIMIT"),
+    ("Under 15 US code 1681e ( b ) these accounts are in violation of not reporting 100 % accurate.", "MISCONDUCT"),
+    ("This institution has already been found guilty of these kind of practices and have paid fines.", "MISCONDUCT"),
+    ("This was nothing but an extortion.", "MISCONDUCT"),
+    ("I was told they can not do that and its against the FCRA.", "MISCONDUCT"),
+    ("This is my 17th endeavor to tell you that I am a victim of identity theft.", "REPEAT-CONTACT"),
+    ("After several cycles of correspondence, I learned from research that I could settle.", "REPEAT-CONTACT"),
+    ("I have talked to them several times.", "REPEAT-CONTACT"),
+    ("They failed to answer direct questions -- on Friday, Monday, Tuesday, and Wednesday.", "REPEAT-CONTACT"),
+    ("Someone gained access to my banking information and spent {$2200.00} from various checking accounts.",
+     "MONEY-LOSS"),
+    ("They were profiling retired senior citizens.", "OLDER-AM"),
 ])
 def test_a_rule_of_the_rubric_is_found(text, code):
     assert code in signals_of(text)
@@ -176,6 +237,23 @@ def test_a_rule_of_the_rubric_is_found(text, code):
     # a second call is not repeated contact; how long the consumer waited is not a legal window
     ("I called again that same day ( second call ) and was walked through my options.", "REPEAT-CONTACT"),
     ("It has been over 45 days since I first contacted them and nothing has been resolved.", "TIME-LIMIT"),
+    # what the widened families must still leave out (tuning set)
+    ("Remove this personal information that does not belong to me.", "FRAUD-ID"),
+    ("This address is not mine and never has been.", "FRAUD-ID"),
+    ("Claiming a letter about fraud won't help me because this wasn't a fraudulent charge.", "FRAUD-ID"),
+    ("XXXX called Trident 15 times today and couldn't get through.", "HARASSMENT"),
+    ("I made hundreds of phone calls, emails and texts begging them to honor what was agreed upon.", "HARASSMENT"),
+    ("I am requesting that you remove the extended fraud alert from my credit report.", "MISCONDUCT"),
+    ("MasterCard is providing funds for the invasion of illegal immigrants into our country.", "MISCONDUCT"),
+    ("I have sent 2 letters Certified Mail and these issues are still incorrect.", "REPEAT-CONTACT"),
+    ("This is my 2nd attempt with the three bureaus.", "REPEAT-CONTACT"),
+    ("There have been so many complaints online regarding naca.", "REPEAT-CONTACT"),
+    ("This request required Nelnet to respond within 14 days with full financial records.", "TIME-LIMIT"),
+    ("I was taking care of my elderly mom and got my two credit cards maxed out.", "OLDER-AM"),
+    # an amount far from the words of loss is not the sum lost
+    ("We didn't even request reimbursement from the escrow for the {$450.00} flood insurance after Harvey we "
+     "already paid for -- then without PMI too, the escrow amount should be around {$700.00} per month not close to "
+     "{$1000.00} as it is now ( taxes of about {$8300.00} ).", "MONEY-LOSS"),
 ])
 def test_what_the_rubric_excludes_is_not_flagged(text, code):
     assert code not in signals_of(text)

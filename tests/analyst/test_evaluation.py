@@ -15,6 +15,8 @@ from analyst.evaluation import (
     BLIND_LABELS,
     NARRATIVE_SIGNALS,
     SIGNAL_LABELS,
+    TUNING_CSV,
+    TUNING_LABELS,
     Outcome,
     format_narrative_signals,
     narrative_signal_report,
@@ -28,12 +30,14 @@ from tests.helpers import assert_nothing_changed
 
 ROWS = {row["Complaint ID"].strip(): row for row in read_rows(taxonomy.DATA_FILE)}
 BLIND_ROWS = {row["Complaint ID"].strip(): row for row in read_rows(BLIND_CSV)}
+TUNING_ROWS = {row["Complaint ID"].strip(): row for row in read_rows(TUNING_CSV)}
 
 
 @pytest.mark.parametrize(("labels_file", "rows", "complaints"), [
     (SIGNAL_LABELS, ROWS, 191),
     (BLIND_LABELS, BLIND_ROWS, 300),  # the blind set (analyst/data/signals/blind/SOURCE.md)
-], ids=["sample", "blind"])
+    (TUNING_LABELS, TUNING_ROWS, 160),  # the tuning set (analyst/data/signals/tuning/SOURCE.md)
+], ids=["sample", "blind", "tuning"])
 def test_every_complaint_is_labelled_for_every_signal_once_and_each_quote_is_verbatim(labels_file, rows, complaints):
     lines = [json.loads(line) for line in labels_file.read_text(encoding="utf-8").splitlines() if line.strip()]
     pairs = Counter((item["complaint_id"], item["signal"]) for item in lines)
@@ -61,6 +65,14 @@ def test_the_blind_set_shares_no_complaint_with_the_sample_and_has_positives_of_
     positives = Counter(code for per in labels.values() for code, present in per.items() if present)
     assert positives == {"FRAUD-ID": 101, "HARASSMENT": 4, "URGENCY": 13, "MONEY-LOSS": 21, "TIME-LIMIT": 49,
                          "MISCONDUCT": 107, "REPEAT-CONTACT": 79, "OLDER-AM": 2, "SCRA": 5, "MONEY-BACK": 25}
+
+
+def test_the_tuning_set_shares_no_complaint_with_the_sample_or_the_blind_set():
+    assert not set(TUNING_ROWS) & set(ROWS) and not set(TUNING_ROWS) & set(BLIND_ROWS)
+    labels = read_signal_labels(TUNING_LABELS)
+    positives = Counter(code for per in labels.values() for code, present in per.items() if present)
+    assert positives == {"FRAUD-ID": 51, "HARASSMENT": 10, "URGENCY": 9, "MONEY-LOSS": 3, "TIME-LIMIT": 22,
+                         "MISCONDUCT": 57, "REPEAT-CONTACT": 47, "OLDER-AM": 3, "SCRA": 1, "MONEY-BACK": 4}
 
 
 def test_recall_and_precision_per_signal_and_the_target():
@@ -105,6 +117,19 @@ def test_evaluate_needs_a_csv_unless_the_split_is_blind(case):
     with assert_nothing_changed(case, extra={"cases": Case.objects.count}):
         with pytest.raises(CommandError, match="may be left out only with --split blind"):
             call_command("evaluate")
+
+
+def test_evaluate_on_the_tuning_split_reads_the_tuning_set_and_its_labels(tmp_path, case):
+    out = tmp_path / "tuning.json"
+    with assert_nothing_changed(case, extra={"cases": Case.objects.count}):
+        call_command("evaluate", "--split", "tuning", "--limit", "2", "--json", str(out))
+    data = json.loads(out.read_text())
+    assert data["split"] == "tuning" and data["complaints"] == 2
+    assert data["narrative_signals"]["complaints"] == 2  # judged against tuning/labels.jsonl
+    first_two = sorted(TUNING_ROWS)[:2]
+    labels = read_signal_labels(TUNING_LABELS)
+    assert data["narrative_signals"]["signals"]["HARASSMENT"]["labelled"] == sum(
+        labels[cid]["HARASSMENT"] for cid in first_two) == 1
 
 
 def test_evaluate_on_the_blind_split_reads_the_blind_set_and_its_labels(tmp_path, case):

@@ -1,10 +1,10 @@
-"""manage.py evaluate [<labelled.csv>] [--provider NAME] [--json OUT] [--limit N] [--split test|dev|train|all|blind]
+"""manage.py evaluate [<labelled.csv>] [--provider NAME] [--json OUT] [--limit N] [--split test|dev|train|all|blind|tuning]
 
 Measures the agents on labelled CFPB-format complaints: each row becomes a throwaway case (labels
 blanked) in a throwaway tenant, inside one transaction that is rolled back — real cases are never
 read or touched. See analyst/evaluation.py for the split and what is measured. `--split blind`
-evaluates the blind signal set (analyst/data/signals/blind/) against its own labels; the CSV may
-then be left out."""
+evaluates the blind signal set (analyst/data/signals/blind/) against its own labels, `--split tuning`
+the tuning set (analyst/data/signals/tuning/); the CSV may then be left out."""
 
 import json
 import sqlite3
@@ -16,10 +16,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
 from analyst.evaluation import (
-    BLIND_CSV,
-    BLIND_LABELS,
-    BLIND_SPLIT,
     SIGNAL_LABELS,
+    SIGNAL_SETS,
     evaluate_rows,
     format_report,
     read_rows,
@@ -59,22 +57,24 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("csv", nargs="?",
                             help="A CFPB-format CSV with Product, Issue, Tags and narratives "
-                                 "(default with --split blind: the blind signal set).")
+                                 "(default with --split blind or tuning: that signal set).")
         parser.add_argument("--provider", help="Model provider (default: ARBITER_MODEL_PROVIDER).")
         parser.add_argument("--json", dest="json_out", help="Also write the figures as JSON to this file.")
         parser.add_argument("--limit", type=int, help="Evaluate at most N complaints (after the split).")
         parser.add_argument("--signal-labels", dest="signal_labels",
                             help="Hand labels of the narrative signals (default: analyst/data/signals/labels.jsonl, "
-                                 "or blind/labels.jsonl with --split blind).")
-        parser.add_argument("--split", default="test", choices=("train", "dev", "test", "all", "blind"),
+                                 "or blind/ or tuning/labels.jsonl with --split blind or tuning).")
+        parser.add_argument("--split", default="test", choices=("train", "dev", "test", "all", *SIGNAL_SETS),
                             help="Which side of the fixed hash split to evaluate (default: test, the held-out side); "
-                                 "blind: every row of the blind signal set, never tuned on.")
+                                 "blind: every row of the blind signal set, never tuned on; tuning: every row of "
+                                 "the tuning signal set, which the rules are tuned on.")
 
     def handle(self, *args, **options):
-        blind = options["split"] == BLIND_SPLIT
-        if not options["csv"] and not blind:
-            raise CommandError("Give the path of a CFPB-format CSV (it may be left out only with --split blind).")
-        path = Path(options["csv"] or BLIND_CSV)
+        own_set = SIGNAL_SETS.get(options["split"])  # (csv, labels) of the blind or tuning set
+        if not options["csv"] and not own_set:
+            raise CommandError("Give the path of a CFPB-format CSV "
+                               "(it may be left out only with --split blind or --split tuning).")
+        path = Path(options["csv"] or own_set[0])
         if not path.is_file():
             raise CommandError(f"No file {path}: give the path of a CFPB-format CSV.")
         if options["limit"] is not None and options["limit"] < 1:
@@ -86,7 +86,7 @@ class Command(BaseCommand):
         missing = {"Product", "Issue", "Consumer complaint narrative", "Complaint ID"} - set(rows[0] if rows else {})
         if missing:
             raise CommandError(f"{path} is not a CFPB-format CSV: missing column(s) {', '.join(sorted(missing))}.")
-        labels_path = Path(options["signal_labels"] or (BLIND_LABELS if blind else SIGNAL_LABELS))
+        labels_path = Path(options["signal_labels"] or (own_set[1] if own_set else SIGNAL_LABELS))
         try:
             signal_labels = read_signal_labels(labels_path)
         except (OSError, UnicodeDecodeError, ValueError) as exc:
