@@ -3,9 +3,10 @@
 
 It migrates and seeds (`seed_demo`) the database DATABASE_URL names — PostgreSQL for the figures
 the ADR reports; a throwaway SQLite database under --var when DATABASE_URL is unset — creates one
-API key per role, serves the site with `runserver --noreload` on a free local port (or --port), and
-runs `schemathesis run` with tests/api/schemathesis.toml. It prints each role's summary and exits
-non-zero when any run found a failure or the server logged a 500 or a traceback.
+API key per role, serves the site with one `runserver --noreload` per role on free local ports (or
+--port and the next), and runs `schemathesis run` with tests/api/schemathesis.toml for both roles at
+once. It prints each role's summary and exits non-zero when any run found a failure or a server
+logged a 500 or a traceback.
 
     python scripts/schemathesis_live.py --max-examples 100
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/arbiter_api python scripts/schemathesis_live.py"""
