@@ -3,9 +3,10 @@
 
 It migrates and seeds (`seed_demo`) the database DATABASE_URL names — PostgreSQL for the figures
 the ADR reports; a throwaway SQLite database under --var when DATABASE_URL is unset — creates one
-API key per role, serves the site with `runserver --noreload` on a free local port (or --port), and
-runs `schemathesis run` with tests/api/schemathesis.toml. It prints each role's summary and exits
-non-zero when any run found a failure or the server logged a 500 or a traceback.
+API key per role, serves the site with one `runserver --noreload` per role on free local ports (or
+--port and the next), and runs `schemathesis run` with tests/api/schemathesis.toml for both roles at
+once. It prints each role's summary and exits non-zero when any run found a failure or a server
+logged a 500 or a traceback.
 
     python scripts/schemathesis_live.py --max-examples 100
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/arbiter_api python scripts/schemathesis_live.py"""
@@ -21,6 +22,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parents[1]
@@ -28,10 +30,15 @@ CONFIG = BASE_DIR / "tests" / "api" / "schemathesis.toml"
 ROLES = ("analyst", "supervisor")
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 def manage(env: dict, *args: str) -> str:
@@ -77,6 +84,22 @@ def run_schemathesis(base: str, key: str, args, workdir: Path) -> tuple[int, str
     return result.returncode, result.stdout + result.stderr
 
 
+def serve_and_run(role: str, key: str, port: int, env: dict, args, var: Path) -> tuple[int, str, Path]:
+    """One role's run on a server of its own (one Python process serves on one core at a time), in
+    a folder of its own (Schemathesis keeps what it learns in its working folder's .schemathesis/)."""
+    base, log_path, folder = f"http://127.0.0.1:{port}", var / f"server-{role}.log", var / f"schemathesis-{role}"
+    folder.mkdir(exist_ok=True)
+    with open(log_path, "w") as log:
+        server = subprocess.Popen([sys.executable, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}"],
+                                  cwd=BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            wait_for(base, server, log_path)
+            return (*run_schemathesis(base, key, args, folder), log_path)
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+
+
 def summary(output: str) -> str:
     start = output.rfind("SUMMARY")
     return output[start - 40:] if start >= 0 else output[-4000:]
@@ -88,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--max-time", type=int, default=0, help="seconds per role; 0: no budget")
-    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--port", type=int, default=0, help="the analyst's server; the supervisor's is the next one")
     parser.add_argument("--var", type=Path, default=None, help="folder for the server's state and the output")
     parser.add_argument("--exclude-checks", default="", help="checks to leave out (comma-separated), e.g. the "
                         "classes ADR 0028 lists as still open")
@@ -100,23 +123,20 @@ def main(argv: list[str] | None = None) -> int:
     manage(env, "seed_demo")
     keys = {role: manage(env, "api_key", "create", f"schemathesis {role} {time.time():.0f}", "--tenant", "acme",
                          "--role", role).strip().splitlines()[-1] for role in ROLES}
-    base, log_path = f"http://127.0.0.1:{args.port or free_port()}", var / "server.log"
-    with open(log_path, "w") as log:
-        server = subprocess.Popen([sys.executable, "manage.py", "runserver", "--noreload", base.rsplit("//", 1)[1]],
-                                  cwd=BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            wait_for(base, server, log_path)
-            failed = False
-            for role in ROLES:
-                code, output = run_schemathesis(base, keys[role], args, var)
-                (var / f"schemathesis-{role}.txt").write_text(output)
-                print(f"--- {role} (exit {code}) ---\n{summary(output)}")
-                failed = failed or code != 0
-        finally:
-            server.terminate()
-            server.wait(timeout=30)
-    server_errors = len(re.findall(r'"?status"?[=:] ?5\d\d\b|Traceback', log_path.read_text()))
-    print(f"server log: {server_errors} 5xx answers or tracebacks ({log_path})")
+    # Both roles at once, each against its own server on the same database: a run is latency-bound
+    # (one request at a time per Schemathesis worker), so two side by side take about one's time.
+    ports = [args.port + offset for offset in range(len(ROLES))] if args.port else free_ports(len(ROLES))
+    with ThreadPoolExecutor(len(ROLES)) as pool:
+        runs = {role: pool.submit(serve_and_run, role, keys[role], port, env, args, var)
+                for role, port in zip(ROLES, ports, strict=True)}
+    failed, server_errors = False, 0
+    for role in ROLES:
+        code, output, log_path = runs[role].result()
+        (var / f"schemathesis-{role}.txt").write_text(output)
+        print(f"--- {role} (exit {code}) ---\n{summary(output)}")
+        failed = failed or code != 0
+        server_errors += len(re.findall(r'"?status"?[=:] ?5\d\d\b|Traceback', log_path.read_text()))
+    print(f"server log: {server_errors} 5xx answers or tracebacks ({var}/server-*.log)")
     return 1 if failed or server_errors else 0
 
 
