@@ -68,8 +68,11 @@ def _is_strict_compatible(node: Any) -> bool:
 RESPONSE_FORMATS = ("json_schema", "json_object")
 # llama.cpp builds its grammar by spelling out bounded repetitions: "maxLength": 20000 becomes a
 # rule nested 20,000 deep and the server crashes (stack overflow). The json_object variant leaves
-# the bounds out of the grammar; the schema's validation still enforces them on the answer.
+# such bounds out of the grammar; the schema's validation still enforces them on the answer. A small
+# bound is kept (GRAMMAR_SMALL_BOUND): without "minLength": 1 Gemma 3 270M answered a consumer
+# request with an empty statement, and its triage failed validation twice.
 GRAMMAR_UNSAFE_KEYS = frozenset({"maxLength", "minLength", "maxItems", "minItems"})
+GRAMMAR_SMALL_BOUND = 8
 
 
 # Nor does its grammar check a number's bounds: Gemma 3 270M answered a confidence of 500 and the
@@ -79,10 +82,11 @@ UNIT_INTERVAL_STEPS = [round(step / 20, 2) for step in range(21)]
 
 
 def _for_grammar(node: Any) -> Any:
-    """The schema as llama.cpp's grammar builder can take it: no length bounds, and numbers bounded
+    """The schema as llama.cpp's grammar builder can take it: no large length bounds, and numbers bounded
     to [0, 1] as an enum of steps. The answer is still validated against the full schema."""
     if isinstance(node, dict):
-        node = {key: _for_grammar(value) for key, value in node.items() if key not in GRAMMAR_UNSAFE_KEYS}
+        node = {key: _for_grammar(value) for key, value in node.items()
+                if key not in GRAMMAR_UNSAFE_KEYS or (isinstance(value, int) and value <= GRAMMAR_SMALL_BOUND)}
         if node.get("type") == "number" and node.get("minimum") == 0 and node.get("maximum") == 1:
             node = {key: value for key, value in node.items() if key not in ("type", "minimum", "maximum")}
             node["enum"] = UNIT_INTERVAL_STEPS

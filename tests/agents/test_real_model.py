@@ -53,7 +53,7 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def model_server(tmp_path_factory):
-    port = _free_port()
+    port = int(os.environ.get("LLM_TEST_PORT") or 0) or _free_port()
     log = tmp_path_factory.mktemp("llm") / "server.log"
     with log.open("wb") as out:  # the server's own log, shown when the analysis fails
         server = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "llm_server.py"), "--port", str(port)],
@@ -100,7 +100,13 @@ def test_one_analysis_through_a_real_model_keeps_every_guard(analyst, settings, 
     evidence = [normalise_quote(e.text) for e in case.evidence.all()]
 
     started = time.monotonic()
-    run = drive(services.run_start(actor=analyst, case=case, provider="openai", enqueue=False), max_steps=60)
+    def progress(outcome):  # each model call as its step ends (with -s: what a slow run has done so far)
+        for call in ModelCall.objects.filter(run__case=case, sequence=outcome.sequence) if outcome.sequence else []:
+            print(f"  [{time.monotonic() - started:.0f} s] {call.agent}: {call.latency_ms / 1000:.0f} s, "
+                  f"{call.prompt_tokens} prompt tokens, error {call.error[:200]!r}", flush=True)
+
+    run = drive(services.run_start(actor=analyst, case=case, provider="openai", enqueue=False), max_steps=60,
+                on_step=progress)
     print(f"one analysis through the real model: {time.monotonic() - started:.0f} s, run {run.status}")
     for call in ModelCall.objects.filter(run=run).order_by("id"):
         print(f"  {call.agent}: {call.latency_ms / 1000:.0f} s, {call.prompt_tokens} prompt tokens, "
