@@ -70,7 +70,7 @@ RESPONSE_FORMATS = ("json_schema", "json_object")
 # rule nested 20,000 deep and the server crashes (stack overflow). The json_object variant leaves
 # such bounds out of the grammar; the schema's validation still enforces them on the answer. A small
 # bound is kept (GRAMMAR_SMALL_BOUND): without "minLength": 1 Gemma 3 270M answered a consumer
-# request with an empty statement, and its triage failed validation twice.
+# request with an empty statement, which the schema refuses.
 GRAMMAR_UNSAFE_KEYS = frozenset({"maxLength", "minLength", "maxItems", "minItems"})
 GRAMMAR_SMALL_BOUND = 8
 
