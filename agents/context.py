@@ -9,7 +9,13 @@ evidence ids + hashes, memory ids, artifact ids, finding ids) that the ModelCall
 A bounded number of queries regardless of how much evidence, how many findings or memories exist
 (evidence, findings, memory, artifacts: one query each). Personal data is redacted from the whole
 context by the one redactor (core.redaction); the complainant's name and email never enter a context.
-Evidence and conversation text is rendered inside delimited untrusted-data blocks."""
+Evidence and conversation text is rendered inside delimited untrusted-data blocks.
+
+Given `prompt_tokens` (the provider's budget for a prompt in a small context window), the messages
+are fitted into it: first the schema's long label lists are left out of the system message (the
+response format still carries them), then the evidence excerpts are cut, keeping each one's
+beginning, with a line after the block saying it was cut. Quotes are still verified against the
+full evidence (agents.citations). What was cut is recorded in source_refs["context_cut"]."""
 
 from __future__ import annotations
 
@@ -24,13 +30,18 @@ from django.utils import timezone
 from cases import policy
 from cases.snapshot import case_snapshot
 from core import redaction as core_redaction
-from core.tokens import count_tokens, truncate_to_tokens
+from core.tokens import count_message_tokens, count_tokens, truncate_to_tokens
 from runs.models import Artifact, Finding, MemoryRecord, MemoryStatus
 
 MAX_FINDINGS = 60
 MAX_MEMORIES = 20
 MAX_ARTIFACTS_SCANNED = 40
 MAX_NOTICES = 20
+# In a schema shown to the model in a small context, an enum longer than this is left out of the text
+# (the response format sent to the server still holds the model to it).
+COMPACT_ENUM_MAX = 12
+# Said after an evidence block that was cut (outside the block: it is ours, not the evidence's).
+CUT_NOTE = "[Evidence {id} is cut here to fit the model's context window; it continues beyond this point.]"
 
 
 @dataclass
@@ -72,12 +83,16 @@ def _evidence_excerpts(case, budget: int) -> tuple[list[dict], list[dict]]:
     for index, evidence in enumerate(rows):
         refs.append({"id": evidence.pk, "sha256": evidence.sha256})
         share = max(remaining // max(len(rows) - index, 1), 0)
-        text = evidence.read_text(limit=max(share * 8, 1))
-        text = redact(text, names=names)
+        limit = max(share * 8, 1)
+        raw = evidence.read_text(limit=limit)
+        text = redact(raw, names=names)
         excerpt = truncate_to_tokens(text, share)
         remaining -= count_tokens(excerpt)
-        excerpts.append({"id": evidence.pk, "title": redact(evidence.title, names=names), "sha256": evidence.sha256,
-                         "text": excerpt})
+        item = {"id": evidence.pk, "title": redact(evidence.title, names=names), "sha256": evidence.sha256,
+                "text": excerpt}
+        if excerpt != text or len(raw) >= limit:
+            item["cut"] = True
+        excerpts.append(item)
     return excerpts, refs
 
 
@@ -109,7 +124,8 @@ def _other_runs_artifacts(run, case) -> list[dict]:
 
 
 def build_context(*, run, agent: str, state, case, instructions: str, output_schema,
-                  extra_context: dict | None = None, extra_source_refs: dict | None = None) -> BuiltContext:
+                  extra_context: dict | None = None, extra_source_refs: dict | None = None,
+                  prompt_tokens: int | None = None) -> BuiltContext:
     extra_context = dict(extra_context or {})
     excerpts, evidence_refs = _evidence_excerpts(case, settings.ARBITER_CONTEXT_EVIDENCE_TOKENS)
     findings = list(Finding.objects.filter(run=run).order_by("id")
@@ -144,8 +160,10 @@ def build_context(*, run, agent: str, state, case, instructions: str, output_sch
         "finding_ids": [f["id"] for f in findings],
     }
     source_refs.update(extra_source_refs or {})
-    messages = render_messages(context=context, agent=agent, instructions=instructions,
-                               output_schema=output_schema)
+    messages, cut = fit_messages(context=context, agent=agent, instructions=instructions,
+                                 output_schema=output_schema, prompt_tokens=prompt_tokens)
+    if cut:
+        source_refs["context_cut"] = cut
     return BuiltContext(context=context, messages=messages, source_refs=source_refs)
 
 
@@ -176,8 +194,68 @@ def _json(value) -> str:
     return json.dumps(value, indent=1, sort_keys=True, default=str, ensure_ascii=False)
 
 
-def render_messages(*, context: dict, agent: str, instructions: str, output_schema) -> list[dict]:
-    schema = json.dumps(output_schema.model_json_schema(), sort_keys=True)
+def compact_schema(node):
+    """The schema without enums longer than COMPACT_ENUM_MAX (a description says how many values
+    the answer format allows instead) and without titles (the property names say as much), for a
+    small context window."""
+    if isinstance(node, dict):
+        node = {key: compact_schema(value) for key, value in node.items() if key != "title" or not isinstance(value, str)}
+        values = node.get("enum")
+        if isinstance(values, list) and len(values) > COMPACT_ENUM_MAX:
+            del node["enum"]
+            node["description"] = (f"{node.get('description', '')} One of {len(values)} fixed values; "
+                                   "the answer format lists them.").strip()
+        return node
+    if isinstance(node, list):
+        return [compact_schema(value) for value in node]
+    return node
+
+
+def _cut_evidence(evidence: list[dict], budget: int) -> tuple[list[dict], list[int]]:
+    """The excerpts sharing `budget` tokens as _evidence_excerpts shares its budget (an equal share
+    each, what a short one leaves goes to the next), each keeping its beginning; and the ids cut."""
+    kept, cut_ids, remaining = [], [], budget
+    for index, item in enumerate(evidence):
+        share = max(remaining // max(len(evidence) - index, 1), 0)
+        text = truncate_to_tokens(item["text"], share)
+        remaining -= count_tokens(text)
+        if text != item["text"]:
+            item = item | {"text": text, "cut": True}
+            cut_ids.append(item["id"])
+        kept.append(item)
+    return kept, cut_ids
+
+
+def fit_messages(*, context: dict, agent: str, instructions: str, output_schema,
+                 prompt_tokens: int | None) -> tuple[list[dict], dict]:
+    """The rendered messages, fitted into `prompt_tokens` when given (the module's docstring says
+    how), and what was cut ({} when nothing was). `context["evidence"]` is replaced by what was shown."""
+    def render(compact: bool) -> list[dict]:
+        return render_messages(context=context, agent=agent, instructions=instructions, output_schema=output_schema,
+                               compact=compact)
+
+    messages = render(False)
+    if prompt_tokens is None or count_message_tokens(messages) <= prompt_tokens:
+        return messages, {}
+    cut: dict = {"prompt_tokens": prompt_tokens, "schema_label_lists": True}
+    messages = render(True)
+    over = count_message_tokens(messages) - prompt_tokens
+    evidence = context.get("evidence") or []
+    if over > 0 and evidence:
+        shown = sum(count_tokens(item["text"]) for item in evidence)
+        notes = count_tokens(CUT_NOTE.format(id=0)) * len(evidence)
+        context["evidence"], cut["evidence"] = _cut_evidence(evidence, max(shown - over - notes, 0))
+        messages = render(True)
+    over = count_message_tokens(messages) - prompt_tokens
+    if over > 0:
+        cut["still_over"] = over
+    return messages, cut
+
+
+def render_messages(*, context: dict, agent: str, instructions: str, output_schema,
+                    compact: bool = False) -> list[dict]:
+    schema_dict = output_schema.model_json_schema()
+    schema = json.dumps(compact_schema(schema_dict) if compact else schema_dict, sort_keys=True)
     system = (f"You are the {agent} agent of Arbiter, a complaint-analysis workbench.\n"
               f"{instructions.strip()}\n\n{UNTRUSTED_RULES}\n\n"
               f"Answer with a single JSON object valid against this JSON schema, and nothing else:\n{schema}")
@@ -199,6 +277,7 @@ def render_messages(*, context: dict, agent: str, instructions: str, output_sche
     if evidence:
         blocks = [f"<untrusted_evidence id={_attr(e['id'])} sha256={_attr(e['sha256'])}>\n"
                   f"Title: {_neutralise(e['title'])}\n{_neutralise(e['text'])}\n</untrusted_evidence>"
+                  + (f"\n{CUT_NOTE.format(id=e['id'])}" if e.get("cut") else "")
                   for e in evidence]
         parts.append("## Evidence (untrusted data)\n" + "\n".join(blocks))
     thread = context.get("thread")

@@ -17,6 +17,9 @@ What it does on `complete(request)`:
      retryable; other 4xx (bad request, authentication, unknown model) are not. The SDK's own
      retries are off (max_retries=0): whether and when to retry a step is the executor's
      decision, made with its budgets and leases in view.
+  4. OPENAI_CONTEXT_TOKENS (the server's context window, e.g. llama.cpp's n_ctx) makes
+     `prompt_budget` say how many tokens a prompt may take beside the answer; the context builder
+     fits the prompt into it (agents.context). The retry's correction is shortened to fit too.
 Token counts come from the response's `usage`, summed over both attempts, or are counted
 offline (core.tokens) when a server omits them.
 """
@@ -33,7 +36,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from pydantic import BaseModel, ValidationError
 
-from core.tokens import count_message_tokens, count_tokens
+from core.tokens import count_message_tokens, count_tokens, truncate_to_tokens
 from runs.providers import ModelOutputError, ModelRequest, ModelResponse, ProviderError
 
 # Local servers usually ignore the key, but the SDK insists on one; this placeholder is sent when
@@ -41,6 +44,13 @@ from runs.providers import ModelOutputError, ModelRequest, ModelResponse, Provid
 PLACEHOLDER_API_KEY = "no-key-configured"
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 MAX_ERROR_TEXT = 4000
+# A prompt is measured offline (core.tokens), not with the server's tokenizer: the budget keeps
+# this share of the room free for the difference, and a few tokens for the chat template's turns.
+# Measured on Gemma 3 270M behind llama-cpp-python (ADR 0033): see TOKENIZER_SLACK's use.
+TOKENIZER_SLACK = 0.10
+CHAT_TEMPLATE_TOKENS = 32
+# Kept free of the first prompt for the retry's correction (the first answer and its errors, shortened).
+RETRY_RESERVE = 160
 
 
 def _is_strict_compatible(node: Any) -> bool:
@@ -58,8 +68,11 @@ def _is_strict_compatible(node: Any) -> bool:
 RESPONSE_FORMATS = ("json_schema", "json_object")
 # llama.cpp builds its grammar by spelling out bounded repetitions: "maxLength": 20000 becomes a
 # rule nested 20,000 deep and the server crashes (stack overflow). The json_object variant leaves
-# the bounds out of the grammar; the schema's validation still enforces them on the answer.
+# such bounds out of the grammar; the schema's validation still enforces them on the answer. A small
+# bound is kept (GRAMMAR_SMALL_BOUND): without "minLength": 1 Gemma 3 270M answered a consumer
+# request with an empty statement, which the schema refuses.
 GRAMMAR_UNSAFE_KEYS = frozenset({"maxLength", "minLength", "maxItems", "minItems"})
+GRAMMAR_SMALL_BOUND = 8
 
 
 # Nor does its grammar check a number's bounds: Gemma 3 270M answered a confidence of 500 and the
@@ -69,10 +82,11 @@ UNIT_INTERVAL_STEPS = [round(step / 20, 2) for step in range(21)]
 
 
 def _for_grammar(node: Any) -> Any:
-    """The schema as llama.cpp's grammar builder can take it: no length bounds, and numbers bounded
+    """The schema as llama.cpp's grammar builder can take it: no large length bounds, and numbers bounded
     to [0, 1] as an enum of steps. The answer is still validated against the full schema."""
     if isinstance(node, dict):
-        node = {key: _for_grammar(value) for key, value in node.items() if key not in GRAMMAR_UNSAFE_KEYS}
+        node = {key: _for_grammar(value) for key, value in node.items()
+                if key not in GRAMMAR_UNSAFE_KEYS or (isinstance(value, int) and value <= GRAMMAR_SMALL_BOUND)}
         if node.get("type") == "number" and node.get("minimum") == 0 and node.get("maximum") == 1:
             node = {key: value for key, value in node.items() if key not in ("type", "minimum", "maximum")}
             node["enum"] = UNIT_INTERVAL_STEPS
@@ -147,7 +161,7 @@ class OpenAICompatibleProvider:
 
     def __init__(self, *, base_url: str, model: str, api_key: str = "", timeout: float = 60.0,
                  max_retries: int = 0, max_output_tokens: int | None = None, reasoning_effort: str = "",
-                 response_format: str = "json_schema"):
+                 response_format: str = "json_schema", context_tokens: int = 0):
         if response_format not in RESPONSE_FORMATS:
             raise ImproperlyConfigured(f"OPENAI_RESPONSE_FORMAT={response_format!r}: use json_schema (OpenAI, vLLM, "
                                        "Ollama, LM Studio) or json_object (llama.cpp servers).")
@@ -158,6 +172,7 @@ class OpenAICompatibleProvider:
         # OPENAI_MAX_OUTPUT_TOKENS caps every answer (a node may ask for less); OPENAI_REASONING_EFFORT is
         # sent only when set (servers and models without the parameter would refuse it).
         self.max_output_tokens = max_output_tokens
+        self.context_tokens = int(context_tokens or 0)
         self.reasoning_effort = (reasoning_effort or "").strip().lower()
         self._client = openai.OpenAI(base_url=base_url, api_key=api_key or PLACEHOLDER_API_KEY,
                                      timeout=timeout, max_retries=max_retries)
@@ -180,7 +195,40 @@ class OpenAICompatibleProvider:
                    model=model, timeout=float(getattr(settings, "OPENAI_TIMEOUT_SECONDS", 60)),
                    max_output_tokens=getattr(settings, "OPENAI_MAX_OUTPUT_TOKENS", None),
                    reasoning_effort=getattr(settings, "OPENAI_REASONING_EFFORT", "") or "",
-                   response_format=getattr(settings, "OPENAI_RESPONSE_FORMAT", "") or "json_schema")
+                   response_format=getattr(settings, "OPENAI_RESPONSE_FORMAT", "") or "json_schema",
+                   context_tokens=getattr(settings, "OPENAI_CONTEXT_TOKENS", 0) or 0)
+
+    # --- sizes -------------------------------------------------------------------------------
+    def answer_limit(self, requested: int) -> int:
+        """The token limit sent for one answer: the node's, capped by OPENAI_MAX_OUTPUT_TOKENS."""
+        return min(requested, self.max_output_tokens) if self.max_output_tokens else requested
+
+    def _room(self, max_output_tokens: int) -> int | None:
+        """Tokens (counted offline, core.tokens) the messages may take beside an answer of
+        `max_output_tokens` in the model's context window; None when the window is not set."""
+        if not self.context_tokens:
+            return None
+        room = self.context_tokens - self.answer_limit(max_output_tokens) - CHAT_TEMPLATE_TOKENS
+        return max(int(room * (1 - TOKENIZER_SLACK)), 0)
+
+    def prompt_budget(self, max_output_tokens: int) -> int | None:
+        """The tokens a prompt may take: the room, less RETRY_RESERVE for the retry's correction."""
+        room = self._room(max_output_tokens)
+        return None if room is None else max(room - RETRY_RESERVE, 0)
+
+    def _retry(self, messages: list[dict], raw: str, schema: type[BaseModel], errors: str,
+               limit: int) -> list[dict]:
+        """The second try's messages: the first answer and its validation errors. With a context
+        window set, the answer and then the errors are shortened so the whole still fits."""
+        room = self._room(limit)
+        correction = [{"role": "assistant", "content": raw}, retry_message(schema, errors)]
+        if room is None or count_message_tokens(messages + correction) <= room:
+            return messages + correction
+        left = room - count_message_tokens(messages + [{"role": "assistant", "content": ""},
+                                                       retry_message(schema, "")])
+        answer = truncate_to_tokens(raw, max(left, 0) // 2)
+        errors = truncate_to_tokens(errors, max(left - count_tokens(answer), 0))
+        return messages + [{"role": "assistant", "content": answer}, retry_message(schema, errors)]
 
     # --- transport ---------------------------------------------------------------------------
     def _create(self, messages: list[dict[str, str]], response_format: dict, max_tokens: int):
@@ -219,8 +267,7 @@ class OpenAICompatibleProvider:
         started = time.perf_counter()
         raw, errors = "", ""
         for attempt in (1, 2):
-            limit = min(request.max_output_tokens, self.max_output_tokens) if self.max_output_tokens \
-                else request.max_output_tokens
+            limit = self.answer_limit(request.max_output_tokens)
             completion = self._create(messages, response_format, limit)
             choice = completion.choices[0] if completion.choices else None
             message = choice.message if choice else None
@@ -234,7 +281,7 @@ class OpenAICompatibleProvider:
             except ValidationError as error:
                 errors = str(error)
                 if attempt == 1:
-                    messages = messages + [{"role": "assistant", "content": raw}, retry_message(schema, errors)]
+                    messages = self._retry(messages, raw, schema, errors, request.max_output_tokens)
                 continue
             return ModelResponse(output=output, raw=raw, provider=self.name, model=completion.model or self.model,
                                  prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,

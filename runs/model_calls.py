@@ -52,8 +52,11 @@ def call_model_for_node(*, ctx: NodeContext, schema, agent: str, extra_context: 
     if used >= run.max_tokens:
         raise StepFailed(f"Token budget exhausted: {used} of {run.max_tokens} tokens used.", code="budget_exhausted")
     ctx.heartbeat()
+    # A provider that knows its model's context window says how many tokens the prompt may take.
+    budget = getattr(ctx.provider, "prompt_budget", None)
     built = build_context(run=run, agent=agent, state=ctx.state, case=ctx.case, instructions=instructions,
-                          output_schema=schema, extra_context=extra_context, extra_source_refs=extra_source_refs)
+                          output_schema=schema, extra_context=extra_context, extra_source_refs=extra_source_refs,
+                          prompt_tokens=budget(max_output_tokens) if budget else None)
     context = jsonable(built.context)
     record = {"run_id": run.pk, "sequence": ctx.sequence, "attempt": ctx.attempt, "agent": agent,
               "agent_version": ctx.node_def.version, "provider": getattr(ctx.provider, "name", ""),

@@ -32,10 +32,10 @@ def model_path() -> str:
     return str(gemma.assemble())
 
 
-def arbiter_env(port: int) -> dict[str, str]:
+def arbiter_env(port: int, n_ctx: int) -> dict[str, str]:
     return {"ARBITER_MODEL_PROVIDER": "openai-compatible", "OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1",
             "OPENAI_MODEL": MODEL_ALIAS, "OPENAI_RESPONSE_FORMAT": "json_object",
-            "OPENAI_MAX_OUTPUT_TOKENS": "400", "OPENAI_TIMEOUT_SECONDS": "300"}
+            "OPENAI_MAX_OUTPUT_TOKENS": "400", "OPENAI_TIMEOUT_SECONDS": "300", "OPENAI_CONTEXT_TOKENS": str(n_ctx)}
 
 
 def server_command(*, model: str, port: int, n_ctx: int, threads: int) -> list[str]:
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=int(os.environ.get("LLM_THREADS", "2")))
     parser.add_argument("--print-env", action="store_true", help="print the environment for Arbiter and exit")
     args = parser.parse_args(argv)
-    env = arbiter_env(args.port)
+    env = arbiter_env(args.port, args.n_ctx)
     print("Point Arbiter at this server with:\n  " + " ".join(f"{k}={v}" for k, v in env.items()), flush=True)
     if args.print_env:
         return

@@ -27,6 +27,10 @@ OPENAI_RESPONSE_FORMAT = (env_str("OPENAI_RESPONSE_FORMAT", "json_schema") or "j
 if OPENAI_RESPONSE_FORMAT not in ("json_schema", "json_object"):
     raise ImproperlyConfigured(f"OPENAI_RESPONSE_FORMAT={OPENAI_RESPONSE_FORMAT!r}: use json_schema, or json_object "
                                "for llama.cpp servers.")
+# The model's context window in tokens (prompt and answer together; llama.cpp servers: their n_ctx,
+# 4096 for `make llm`). 0 = large enough: nothing is cut. When set, the prompt is fitted into it
+# (agents.context: long label lists left out of the schema text, then evidence cut, and said so).
+OPENAI_CONTEXT_TOKENS = env_int("OPENAI_CONTEXT_TOKENS", 0, minimum=0)
 # Token budget for evidence excerpts in one model context.
 ARBITER_CONTEXT_EVIDENCE_TOKENS = env_int("ARBITER_CONTEXT_EVIDENCE_TOKENS", 6000, minimum=100)
 # Dotted path of the function that redacts personal data from everything in model contexts

@@ -23,6 +23,16 @@ def _keys(node) -> set[str]:
     return set()
 
 
+def _bounds(node) -> list[int]:
+    """Every length or count bound in a schema."""
+    if isinstance(node, dict):
+        own = [value for key, value in node.items() if key in ("maxLength", "minLength", "maxItems", "minItems")]
+        return own + [bound for value in node.values() for bound in _bounds(value)]
+    if isinstance(node, list):
+        return [bound for value in node for bound in _bounds(value)]
+    return []
+
+
 def test_the_llama_cpp_variant_carries_the_schema_without_length_bounds():
     standard = response_format_for(TriageOutput)
     variant = response_format_for(TriageOutput, "json_object")
@@ -32,8 +42,12 @@ def test_the_llama_cpp_variant_carries_the_schema_without_length_bounds():
     assert schema["required"] == standard["json_schema"]["schema"]["required"]
     product = standard["json_schema"]["schema"]["properties"]["product"]
     assert product["enum"] and schema["properties"]["product"]["enum"] == product["enum"]
-    # ... without the bounded repetitions llama.cpp's grammar builder cannot take.
-    assert "maxLength" in _keys(standard) and not _keys(variant) & {"maxLength", "minLength", "maxItems", "minItems"}
+    # ... without the long bounded repetitions llama.cpp's grammar builder cannot take; a small bound
+    # (a required statement's "minLength": 1) stays, so the grammar holds the model to it.
+    assert "maxLength" in _keys(standard) and not _keys(variant) & {"maxLength", "maxItems"}
+    assert _bounds(variant) and all(value <= 8 for value in _bounds(variant))
+    request = variant["schema"]["$defs"]["ConsumerRequest"]["properties"]["statement"]
+    assert request["minLength"] == 1 and "maxLength" not in request
 
 
 def test_the_llama_cpp_variant_holds_unit_interval_numbers_to_steps():

@@ -28,7 +28,7 @@ from cases import services as case_services
 from cases.models import Notice, NoticeStatus, Proposal
 from cases.notice_checker import PLACEHOLDERS, misquotes, normalise_quote
 from runs import services
-from runs.models import Artifact, Finding, RunStatus
+from runs.models import Artifact, Finding, ModelCall, RunStatus
 from tests.runs.conftest import drive
 
 llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed: pip install -e '.[llm]' "
@@ -41,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # CFPB complaint 3379372 (analyst/data/cfpb_complaints.csv): identity theft on a credit report.
 NARRATIVE = ("I am a victim of identity theft. The information listed below, which appears on my credit report, "
              "does not relate to any transaction ( s ) that I have made. It is the result of identity theft.")
+CONTEXT_TOKENS = 4096  # the server's n_ctx, and OPENAI_CONTEXT_TOKENS: prompts are fitted into it
 INTERNAL_CODE = re.compile(r"\b(?:[A-Z]{2,}-[A-Z0-9-]+|[NPEM]\d+)\b")
 
 
@@ -51,11 +52,13 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def model_server():
-    port = _free_port()
-    server = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "llm_server.py"), "--port", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                              env=os.environ | {"LLM_THREADS": "2"})
+def model_server(tmp_path_factory):
+    port = int(os.environ.get("LLM_TEST_PORT") or 0) or _free_port()
+    log = tmp_path_factory.mktemp("llm") / "server.log"
+    with log.open("wb") as out:  # the server's own log, shown when the analysis fails
+        server = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "llm_server.py"), "--port", str(port)],
+                                  stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                  env=os.environ | {"LLM_THREADS": "2", "LLM_N_CTX": str(CONTEXT_TOKENS)})
     base_url = f"http://127.0.0.1:{port}/v1"
     try:
         deadline = time.monotonic() + 120
@@ -65,9 +68,10 @@ def model_server():
                 break
             except OSError:
                 if server.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"the model server did not start on port {port} (exit code {server.poll()})")
+                    pytest.fail(f"the model server did not start on port {port} (exit code {server.poll()}): "
+                                f"{log.read_text(errors='replace')[-2000:]}")
                 time.sleep(0.5)
-        yield base_url
+        yield base_url, log
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
@@ -85,9 +89,10 @@ def _quotes(run) -> list[tuple[str, str]]:
 
 
 def test_one_analysis_through_a_real_model_keeps_every_guard(analyst, settings, model_server):
-    settings.OPENAI_BASE_URL, settings.OPENAI_MODEL = model_server, "gemma-3-270m-q4_k_m"
+    base_url, log = model_server
+    settings.OPENAI_BASE_URL, settings.OPENAI_MODEL = base_url, "gemma-3-270m-q4_k_m"
     settings.OPENAI_RESPONSE_FORMAT, settings.OPENAI_MAX_OUTPUT_TOKENS = "json_object", 300
-    settings.OPENAI_TIMEOUT_SECONDS = 600
+    settings.OPENAI_TIMEOUT_SECONDS, settings.OPENAI_CONTEXT_TOKENS = 600, CONTEXT_TOKENS
     case = case_services.case_create(actor=analyst, tenant=analyst.tenant, title="Identity theft on my report",
                                      narrative=NARRATIVE, company="TRANSUNION INTERMEDIATE HOLDINGS, INC.",
                                      complainant_email="c@example.org")
@@ -95,12 +100,23 @@ def test_one_analysis_through_a_real_model_keeps_every_guard(analyst, settings, 
     evidence = [normalise_quote(e.text) for e in case.evidence.all()]
 
     started = time.monotonic()
-    run = drive(services.run_start(actor=analyst, case=case, provider="openai", enqueue=False), max_steps=60)
-    print(f"one analysis through the real model: {time.monotonic() - started:.0f} s, run {run.status}")
+    def progress(outcome):  # each model call as its step ends (with -s: what a slow run has done so far)
+        for call in ModelCall.objects.filter(run__case=case, sequence=outcome.sequence) if outcome.sequence else []:
+            print(f"  [{time.monotonic() - started:.0f} s] {call.agent}: {call.latency_ms / 1000:.0f} s, "
+                  f"{call.prompt_tokens} prompt tokens, error {call.error[:200]!r}", flush=True)
 
-    assert run.status in (RunStatus.COMPLETED, RunStatus.FAILED), run.status
+    run = drive(services.run_start(actor=analyst, case=case, provider="openai", enqueue=False), max_steps=60,
+                on_step=progress)
+    print(f"one analysis through the real model: {time.monotonic() - started:.0f} s, run {run.status}")
+    for call in ModelCall.objects.filter(run=run).order_by("id"):
+        print(f"  {call.agent}: {call.latency_ms / 1000:.0f} s, {call.prompt_tokens} prompt tokens, "
+              f"{call.provider_attempts} attempt(s), cut {call.source_refs.get('context_cut')}, "
+              f"error {call.error[:300]!r}")
+    why = f"run error: {run.error!r}; server log: {log.read_text(errors='replace')[-1500:]}"
+
+    assert run.status in (RunStatus.COMPLETED, RunStatus.FAILED), f"{run.status}; {why}"
     triage = Finding.objects.filter(run=run, type="triage").order_by("id")
-    assert triage.exists(), "the real model's triage answer never got through the schema"
+    assert triage.exists(), f"the real model's triage answer never got through the schema; {why}"
     for finding in triage:  # labels inside the taxonomy, or refused and sent to an analyst
         data = finding.data or {}
         assert data.get("needs_analyst") or data.get("product") in taxonomy.products(), data
