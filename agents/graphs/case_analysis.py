@@ -21,15 +21,17 @@ from agents.citations import EvidenceTexts, verify_citations
 from agents.graphs.guards import (
     CaseText,
     case_text,
+    catalogued,
     first_paragraph,
     floor_for,
-    instruction_summary,
+    floored_risk,
     raised,
     readable,
     request_to_address,
     risk_first_paragraph,
     scrub,
 )
+from agents.graphs.records import continue_plan, record_dropped, record_instructions, shown_evidence
 from agents.schemas import (
     UNCLASSIFIED,
     Adjudication,
@@ -54,53 +56,13 @@ MAX_REPLANS = 1
 DEAD_NOTICE_STATUSES = {NoticeStatus.WITHDRAWN, NoticeStatus.REJECTED}
 
 
-def _shown_evidence(ctx: NodeContext, refs) -> list[int]:
-    """Keep only evidence ids the model was shown in this step's context (a model can invent ids)."""
-    shown = {item["id"] for item in ctx.last_source_refs.get("evidence", [])}
-    kept = []
-    for ref in refs or []:
-        try:
-            value = int(ref)
-        except (TypeError, ValueError):
-            continue
-        if value in shown and value not in kept:
-            kept.append(value)
-    return kept
-
-
-def _continue(ctx: NodeContext) -> NodeResult:
-    following = ctx.next_in_plan()
-    return ctx.goto(following) if following else ctx.end("plan finished")
-
-
-def _record_dropped(ctx: NodeContext, agent: str, dropped: list[dict]) -> None:
-    """An unverifiable quote is dropped from the output and recorded: a note in the run and a
-    finding the case page shows, naming the evidence, the words and why they did not verify."""
-    if not dropped:
-        return
-    lines = "; ".join(f"E{d['evidence_id']}: “{d['quote'][:120]}” ({d['reason']})" for d in dropped)
-    ctx.note(f"{agent}: dropped {len(dropped)} quote(s) that do not occur in the cited evidence — {lines}")
-    ctx.finding(type="unverified_citation", confidence=1.0, data={"dropped": dropped},
-                summary=f"{agent}: {len(dropped)} quote(s) not found in the cited evidence were dropped: {lines}"[:2000])
-
-
-def _record_instructions(ctx: NodeContext, read: CaseText) -> None:
-    """Text in the evidence addressed to the reviewer, the agents or the system becomes a finding
-    of its own, quoted and attributed: it is data, and it changes nothing."""
-    if not read.set_aside:
-        return
-    summary, items = instruction_summary(read)
-    ctx.finding(type="evidence_instruction", confidence=1.0, summary=summary[:2000], data={"set_aside": items},
-                evidence_refs=[item["evidence_id"] for item in items if item["evidence_id"] is not None])
-
-
 # --- specialists ------------------------------------------------------------------------------
 
 def triage(ctx: NodeContext) -> NodeResult:
     """Classify. Labels outside the CFPB taxonomy are refused (the triage then needs an analyst);
     the consumer's request is kept only with a quote that occurs in the cited evidence."""
     out: TriageOutput = ctx.call_model(schema=TriageOutput)
-    refs = _shown_evidence(ctx, out.evidence_refs)
+    refs = shown_evidence(ctx, out.evidence_refs)
     data = out.model_dump(mode="json") | {"evidence_refs": refs}
     invalid = [f"{field} {value!r}" for field, value, allowed in (
         ("product", out.product, taxonomy.products()), ("issue", out.issue, taxonomy.issues()))
@@ -116,7 +78,7 @@ def triage(ctx: NodeContext) -> NodeResult:
         if check.dropped:
             dropped = check.dropped
             data["consumer_request"] = request | {"quote": "", "evidence_id": None}
-    _record_dropped(ctx, "triage", dropped)
+    record_dropped(ctx, "triage", dropped)
     data["dropped_citations"] = dropped
     read = case_text(ctx.case)
     request = data.get("consumer_request") or {}
@@ -144,7 +106,7 @@ def triage(ctx: NodeContext) -> NodeResult:
         summary = f"{summary} {out.doubt}"
     ctx.finding(type="triage", confidence=out.confidence, evidence_refs=refs, data=data, summary=summary)
     ctx.artifact(kind="triage", content=data)
-    return _continue(ctx)
+    return continue_plan(ctx)
 
 
 def _min_confidence() -> float:
@@ -155,8 +117,8 @@ def _min_confidence() -> float:
 
 def evidence_analyst(ctx: NodeContext) -> NodeResult:
     out: EvidenceSummary = ctx.call_model(schema=EvidenceSummary)
-    refs = _shown_evidence(ctx, out.evidence_refs)
-    shown = [p.model_dump(mode="json") for p in out.key_points if _shown_evidence(ctx, [p.evidence_id])]
+    refs = shown_evidence(ctx, out.evidence_refs)
+    shown = [p.model_dump(mode="json") for p in out.key_points if shown_evidence(ctx, [p.evidence_id])]
     read = case_text(ctx.case)
     shown = [p for p in shown if not scrub(p["text"], read)[1]]  # a key point is never an instruction
     check = verify_citations(EvidenceTexts(ctx.case), shown, quote_key="text", what="key point")
@@ -165,8 +127,8 @@ def evidence_analyst(ctx: NodeContext) -> NodeResult:
     summary = summary or "The evidence was read; its summary held only text addressed to the reviewer."
     ctx.observe(out.model_copy(update={"summary": summary, "key_points": [p for p in out.key_points
                                                                              if p.model_dump(mode="json") in shown]}))
-    _record_dropped(ctx, "evidence_analyst", check.dropped)
-    _record_instructions(ctx, read)
+    record_dropped(ctx, "evidence_analyst", check.dropped)
+    record_instructions(ctx, read)
     ctx.finding(type="evidence_summary", summary=summary, evidence_refs=refs, confidence=0.6,
                 data={"key_points": points})
     ctx.artifact(kind="evidence_summary", content={"summary": summary, "key_points": points,
@@ -174,14 +136,14 @@ def evidence_analyst(ctx: NodeContext) -> NodeResult:
     if len(shown) != len(out.key_points):
         ctx.note(f"evidence_analyst: dropped {len(out.key_points) - len(shown)} citation(s) to evidence it was "
                  f"not shown.")
-    return _continue(ctx)
+    return continue_plan(ctx)
 
 
 def risk_assessor(ctx: NodeContext) -> NodeResult:
     """Risk from signals, each citing its evidence and quote. A quote that does not occur in the
     cited evidence is dropped (the signal stays, unquoted, and reflection may ask again)."""
     out: RiskAssessment = ctx.call_model(schema=RiskAssessment)
-    refs = _shown_evidence(ctx, out.evidence_refs)
+    refs = shown_evidence(ctx, out.evidence_refs)
     signals, dropped = [], []
     texts = EvidenceTexts(ctx.case)
     for signal in out.signals:
@@ -195,20 +157,26 @@ def risk_assessor(ctx: NodeContext) -> NodeResult:
                 item = check.verified[0]
         signals.append(item)
     read = case_text(ctx.case)
-    signals = [s | {"description": scrub(str(s.get("description") or ""), read)[0] or str(s.get("code"))}
-               for s in signals]
-    rationale = scrub(out.rationale, read)[0] or f"Risk {out.risk_level}."
-    observed = out.model_dump(mode="json") | {"signals": signals, "rationale": rationale}
+    signals, unknown = catalogued([s | {"description": scrub(str(s.get("description") or ""), read)[0]
+                                        or str(s.get("code"))} for s in signals])
+    if unknown:
+        ctx.note(f"risk_assessor: ignored signal codes no scoring rule knows: {', '.join(unknown)}")
+    level, why = floored_risk(ctx.case, read, out.risk_level, signals)
+    rationale = scrub(out.rationale, read)[0]
+    rationale = f"{why} The risk agent's own reading: {rationale}" if why and rationale else (
+        why or rationale or f"Risk {level}.")
+    observed = out.model_dump(mode="json") | {"signals": signals, "rationale": rationale, "risk_level": level}
     ctx.observe(observed, key="risk_assessor")
-    _record_dropped(ctx, "risk_assessor", dropped)
-    headline = f"Risk {out.risk_level}"
+    record_dropped(ctx, "risk_assessor", dropped)
+    headline = f"Risk {level}"
     summary = rationale if rationale.lower().startswith(headline.lower()) else f"{headline}: {rationale}"
     ctx.finding(type="risk_level", summary=summary, evidence_refs=refs,
-                confidence=out.confidence, data={"risk_level": out.risk_level, "signals": signals})
-    ctx.artifact(kind="risk_assessment", content={"risk_level": out.risk_level, "rationale": rationale,
+                confidence=out.confidence, data={"risk_level": level, "signals": signals})
+    ctx.artifact(kind="risk_assessment", content={"risk_level": level, "model_risk_level": out.risk_level,
+                                                  "rationale": rationale,
                                                   "signals": signals, "evidence_refs": refs,
                                                   "confidence": out.confidence, "dropped_citations": dropped})
-    return _continue(ctx)
+    return continue_plan(ctx)
 
 
 def policy_checker(ctx: NodeContext) -> NodeResult:
@@ -233,7 +201,7 @@ def policy_checker(ctx: NodeContext) -> NodeResult:
     ctx.artifact(kind="policy_check", content={"rules": [r.model_dump(mode="json") for r in known],
                                                "notice_due": out.notice_due, "notice_reason": out.notice_reason,
                                                "policy_version": policy.POLICY_VERSION})
-    return _continue(ctx)
+    return continue_plan(ctx)
 
 
 def adjudicator(ctx: NodeContext) -> NodeResult:
@@ -273,7 +241,7 @@ def adjudicator(ctx: NodeContext) -> NodeResult:
     ctx.finding(type="adjudication", summary=out.summary, confidence=out.confidence,
                 data={"risk_level": out.risk_level, "recommended_transition": out.recommended_transition})
     ctx.artifact(kind="adjudication", content=out.model_dump(mode="json"))
-    return _continue(ctx)
+    return continue_plan(ctx)
 
 
 def _guarded_adjudication(ctx: NodeContext, out: Adjudication) -> Adjudication:
@@ -335,7 +303,7 @@ def reflect(ctx: NodeContext) -> NodeResult:
         return ctx.goto(revisit[0])
     if out.replan:
         ctx.note(f"reflect: a further re-plan was asked for and declined (limit {MAX_REPLANS}): {out.reason}")
-    return _continue(ctx)
+    return continue_plan(ctx)
 
 
 # --- effects: proposals and the notice draft ---------------------------------------------------
@@ -410,7 +378,7 @@ def proposer(ctx: NodeContext) -> NodeResult:
         ctx.note(f"proposer: skipped {reason}")
     ctx.artifact(kind="proposals", source_refs={"case_id": case.pk, "case_version": case.version},
                  content={"made": made, "skipped": skipped, "case_version": case.version})
-    return _continue(ctx)
+    return continue_plan(ctx)
 
 
 def _risk_rationale(ctx: NodeContext, level: str, adjudication: dict, risk: dict) -> str:

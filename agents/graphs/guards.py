@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 
 from agents.citations import code_with_words, signal_words, signals_in_words, spell_out_codes
-from agents.signals import FLOORS, LEVELS, detect_signals, raise_to
+from agents.signals import FLOORS, LEVELS, POINTS, detect_signals, raise_to
 from agents.text import (
     clean_narrative,
     date_mentions,
@@ -78,6 +78,24 @@ def floor_for(case, read: CaseText, model_signals: list[dict]) -> tuple[str, lis
 
 def raised(level: str, minimum: str) -> str:
     return raise_to(level if level in LEVELS else "low", minimum)
+
+
+def floored_risk(case, read: CaseText, level: str, signals: list[dict]) -> tuple[str, str]:
+    """(the level at least the policy floor of the signals, "" or the sentence saying it was
+    raised): the same floor the adjudication gets, applied to the risk assessor's own answer."""
+    minimum, because = floor_for(case, read, signals)
+    floored = raised(level, minimum)
+    if floored == level:
+        return level, ""
+    words = " and ".join(code_with_words(c).split(" (", 1)[-1].rstrip(")") for c in because)
+    return floored, f"Raised from {level} to {floored}: policy sets a minimum of {floored} risk for {words}."
+
+
+def catalogued(signals: list[dict]) -> tuple[list[dict], list[str]]:
+    """(the signals whose code is one of the scoring rules', the codes that are not): a model
+    can name a code no rule knows, which would otherwise read as a reason."""
+    kept = [s for s in signals if str(s.get("code")) in POINTS]
+    return kept, sorted({str(s.get("code")) for s in signals} - set(POINTS))
 
 
 def first_paragraph(text: str) -> tuple[str, str]:

@@ -22,7 +22,8 @@ from cases import services as case_services
 from cases.models import Notice, Proposal
 from cases.notice_checker import PLACEHOLDERS, check_notice, misquotes
 from runs import services
-from runs.models import Finding, RunStatus
+from runs.models import Artifact, Finding, RunStatus
+from runs.state_load import state_at
 from tests.runs.conftest import FakeProvider, drive
 
 pytestmark = pytest.mark.django_db
@@ -193,6 +194,28 @@ def test_a_provider_s_low_risk_on_identity_theft_is_raised_to_the_floor(analyst,
     first = first_paragraph(risk.rationale)[0]
     assert first.startswith("Risk high") and "fraud or identity theft" in first and not has_internal_code(first)
     assert Finding.objects.filter(run=run, type="dispute", summary__contains="policy minimums prevail").exists()
+    # The risk assessor's own answer gets the same floor: its artifact and finding say high, and why.
+    assessment = Artifact.objects.get(run=run, kind="risk_assessment").content
+    assert (assessment["risk_level"], assessment["model_risk_level"]) == ("high", "low")
+    assert assessment["rationale"].startswith("Raised from low to high: policy sets a minimum of high risk for ")
+    finding = Finding.objects.get(run=run, type="risk_level", contradicts__isnull=True)
+    assert finding.data["risk_level"] == "high" and not has_internal_code(first_paragraph(finding.summary)[0])
+
+
+def test_a_signal_code_no_scoring_rule_knows_is_ignored_and_noted(analyst, monkeypatch):
+    provider = FakeProvider({
+        "risk_assessor": {"risk_level": "medium", "rationale": "Medium risk.", "evidence_refs": [], "confidence": 0.9,
+                          "signals": [{"code": "CONSUMER-21", "description": "The consumer is upset."},
+                                      {"code": "URGENCY", "description": "A foreclosure sale is scheduled."}]},
+    })
+    monkeypatch.setattr("runs.providers.get_provider", lambda name=None: provider)
+    case = _case(analyst, _rows(1, offset=3)[0], late=False)
+    case_services.case_transition(actor=analyst, case=case, transition="triage")
+    run = drive(services.run_start(actor=analyst, case=case))
+    assert run.status == RunStatus.COMPLETED
+    assessment = Artifact.objects.get(run=run, kind="risk_assessment").content
+    assert [signal["code"] for signal in assessment["signals"]] == ["URGENCY"]
+    assert any("ignored signal codes no scoring rule knows: CONSUMER-21" in note for note in state_at(run)[0].notes)
 
 
 def test_the_graph_s_proposals_and_notice_on_real_complaints_pass_the_rubric(analyst):
