@@ -202,6 +202,15 @@ class EvidenceListCreateApi(ListApi):
         return created(EvidenceOutputSerializer(evidence).data, _evidence_url(evidence))
 
 
+def _refuse_repeated_parts(request) -> None:
+    """Each field of the upload is one part: a repeated part (an array flattened by the multipart
+    encoding) is 400 naming it, not read as its last value."""
+    repeated = sorted(name for name in {*request.data.keys(), *request.FILES.keys()}
+                      if len(request.data.getlist(name)) > 1 or len(request.FILES.getlist(name)) > 1)
+    if repeated:
+        raise serializers.ValidationError({name: ["Give this field once (one part)."] for name in repeated})
+
+
 class EvidenceUploadApi(ApiView):
     honours_if_match = True
     parser_classes = [MultiPartParser]
@@ -220,6 +229,7 @@ class EvidenceUploadApi(ApiView):
     def post(self, request, reference: str):
         case = _case(request, reference)
         check_if_match(request, case)
+        _refuse_repeated_parts(request)
         data = self.EvidenceUploadInput(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data

@@ -10,6 +10,7 @@ import re
 from contextlib import nullcontext
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 
 from accounts.models import Role
@@ -196,3 +197,13 @@ def test_since_event_is_an_event_id_or_a_sequence(api, supervisor, since_event):
     assert_error(response, 400, "invalid", fields={"since_event"})
     pattern = SINCE_EVENT_PATTERN
     assert not isinstance(since_event, str) or not re.search(pattern.replace("$", r"\Z"), since_event)
+
+
+# --- an upload's fields are one part each -------------------------------------------------------------
+
+def test_a_repeated_part_of_an_upload_is_refused(api, analyst, case):
+    upload = SimpleUploadedFile("note.txt", b"text", content_type="text/plain")
+    with assert_nothing_changed(case):
+        response = api(analyst).post(f"/api/v1/cases/{case.reference}/evidence/upload/",
+                                     {"title": "Note", "source": ["a", "b"], "file": upload}, format="multipart")
+    assert_error(response, 400, "invalid", fields={"source"})
