@@ -14,13 +14,17 @@ NOT_TEXT = "Must be a string (text in double quotes), not a number, a boolean, a
 
 
 class StrictTextMixin:
-    """Refuse a value that is not a JSON string before DRF's CharField converts it to text."""
+    """Refuse a value that is not a JSON string before DRF's CharField converts it to text, and one
+    longer than `max_length` as sent: the schema's maxLength counts the whitespace the field then
+    trims (DRF measured the trimmed text, so a 301-character subject with leading spaces passed)."""
 
     default_error_messages = {"not_text": NOT_TEXT}
 
     def to_internal_value(self, data):
         if not isinstance(data, str):
             self.fail("not_text")
+        if self.max_length is not None and len(data) > self.max_length:
+            self.fail("max_length", max_length=self.max_length)
         return super().to_internal_value(data)
 
 

@@ -207,3 +207,11 @@ def test_a_repeated_part_of_an_upload_is_refused(api, analyst, case):
         response = api(analyst).post(f"/api/v1/cases/{case.reference}/evidence/upload/",
                                      {"title": "Note", "source": ["a", "b"], "file": upload}, format="multipart")
     assert_error(response, 400, "invalid", fields={"source"})
+
+
+def test_max_length_counts_the_text_as_sent(api, analyst):
+    """The schema's maxLength is the sent text's; the field trims after checking it."""
+    with assert_nothing_changed(extra={"cases": Case.objects.count}):
+        response = api(analyst).post("/api/v1/cases/", {"title": "   " + "t" * 298}, format="json")
+    assert_error(response, 400, "invalid", fields={"title"})
+    assert api(analyst).post("/api/v1/cases/", {"title": " " + "t" * 298 + " "}, format="json").status_code == 201
