@@ -4,11 +4,13 @@ on import, which name core.api's parsers, so it cannot be imported from core.api
 from __future__ import annotations
 
 from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.plumbing import force_instance
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiRequest
+from drf_spectacular.utils import OpenApiParameter, OpenApiRequest, PolymorphicProxySerializer
 from rest_framework import serializers
 
 from core.api import IF_MATCH_PATTERN
+from core.api_fields import EMAIL_CORE, StrictEmailField
 from core.paging import CURSOR_EXPIRED_RESPONSE
 
 # Text the server refuses in every string it reads (core.api.check_json_value, DRF's CharField,
@@ -23,6 +25,10 @@ NOT_BLANK_NO_NUL = f"^[^\\x00]*[^\\x00{_WHITESPACE}][^\\x00]*$"
 # visible characters (cases.services.notices: a notice's subject becomes an email header).
 _CONTROL = "\\x00-\\x1f\\x7f\\x85\\u2028\\u2029"
 ONE_LINE = f"^[{_WHITESPACE}]*[^{_CONTROL}{_WHITESPACE}]([^{_CONTROL}]*[^{_CONTROL}{_WHITESPACE}])?[{_WHITESPACE}]*$"
+
+# An e-mail address (core.api_fields.EMAIL_CORE), with the whitespace the field trims around it.
+EMAIL = f"^[{_WHITESPACE}]*{EMAIL_CORE}[{_WHITESPACE}]*$"
+EMAIL_OR_BLANK = f"^[{_WHITESPACE}]*({EMAIL_CORE}[{_WHITESPACE}]*)?$"
 
 # The rules the server enforces on these headers (integrations.idempotency, core.api_base).
 IDEMPOTENCY_KEY_SCHEMA = {"type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[!-~]([ -~]*[!-~])?$"}
@@ -47,6 +53,10 @@ class ApiAutoSchema(AutoSchema):
         schema = super()._map_serializer_field(field, direction, bypass_extensions)
         if direction == "request" and isinstance(field, serializers.FileField) and not field.allow_empty_file:
             schema["minLength"] = 1  # "The submitted file is empty."
+        if direction == "request" and isinstance(field, StrictEmailField):
+            schema.pop("format", None)  # the pattern the server enforces says what an address is
+            schema["pattern"] = EMAIL_OR_BLANK if field.allow_blank else EMAIL
+            return schema
         if direction == "request" and isinstance(field, serializers.CharField) and schema.get("type") == "string" \
                 and not {"format", "pattern", "enum"} & set(schema):
             blank_refused = not field.allow_blank and field.trim_whitespace
@@ -58,6 +68,11 @@ class ApiAutoSchema(AutoSchema):
         text patterns already admit "" where blank is allowed, so "" would match both (and oneOf
         none): the field is the pattern alone."""
         super()._insert_field_validators(field, schema)
+        if isinstance(field, StrictEmailField) and "pattern" in str(schema):  # a request's address: the pattern alone
+            branches = schema.pop("oneOf", [schema])
+            schema.update({key: value for key, value in branches[0].items() if key != "format"})
+            schema.pop("format", None)
+            return
         branches = schema.get("oneOf", [])
         if len(branches) == 2 and branches[1] == {"type": "string", "maxLength": 0} \
                 and branches[0].get("pattern") == NO_NUL and not {"format", "minLength"} & set(branches[0]):
@@ -192,11 +207,23 @@ def declared_request_fields(view, method: str) -> set[str] | None:
         declared = declared.get("application/json", next(iter(declared.values()), None))
     if isinstance(declared, OpenApiRequest):
         declared = declared.request
+    if isinstance(declared, PolymorphicProxySerializer):  # one body shape per kind: any of their fields
+        shapes = declared.serializers.values() if isinstance(declared.serializers, dict) else declared.serializers
+        return {name for shape in shapes for name, field in force_instance(shape).fields.items() if not field.read_only}
     if isinstance(declared, type) and issubclass(declared, serializers.Serializer):
         declared = declared()
     if not isinstance(declared, serializers.Serializer):
         return None  # no serializer (a list, a raw type, an upload): nothing to compare against
     return {name for name, field in declared.fields.items() if not field.read_only}
+
+
+def _require_body(result: dict, reference: str) -> None:
+    """Every operation whose body is `reference` needs a body (an empty one cannot meet it)."""
+    for operations in result.get("paths", {}).values():
+        for operation in operations.values():
+            body = operation.get("requestBody", {}) if isinstance(operation, dict) else {}
+            if any(c.get("schema", {}).get("$ref") == reference for c in body.get("content", {}).values()):
+                body["required"] = True
 
 
 def forbid_unknown_body_fields(result, generator, request, public):
@@ -212,16 +239,17 @@ def forbid_unknown_body_fields(result, generator, request, public):
         reference = pending.pop().get("$ref", "")
         name = reference.rsplit("/", 1)[-1]
         component = components.get(name) if reference else None
+        if component is not None and name not in done and "discriminator" in component:  # one shape per kind
+            done.add(name)
+            pending += component.get("oneOf", [])
+            _require_body(result, reference)
+            continue
         if component is None or name in done or component.get("type") != "object":
             continue
         done.add(name)
         component["additionalProperties"] = False
         if {"minProperties", "oneOf", "anyOf"} & set(component):  # a body that needs a field cannot be left out
-            for operations in result.get("paths", {}).values():
-                for operation in operations.values():
-                    body = operation.get("requestBody", {}) if isinstance(operation, dict) else {}
-                    if any(c.get("schema", {}).get("$ref") == reference for c in body.get("content", {}).values()):
-                        body["required"] = True
+            _require_body(result, reference)
         for prop in component.get("properties", {}).values():
             pending += [prop, *prop.get("allOf", []), *prop.get("oneOf", [])]
     return result

@@ -117,15 +117,27 @@ URL_MESSAGES = {
 }
 
 
+class UrlUnreachable(Invalid):
+    """A well-formed webhook URL whose host does not resolve, or resolves to an address this
+    deployment may not reach (ARBITER_WEBHOOK_ALLOWED_NETWORKS): decided by DNS and settings, not
+    by the request's text, so it is 422 `url_unreachable` rather than 400 (still an Invalid: the
+    same refusal wherever a URL is checked)."""
+
+    code = "url_unreachable"
+    http_status = 422
+
+
 def webhook_url_check(url: str) -> str:
     """Check a webhook URL for registration: its scheme (https, or http where the operator allows
     it), no credentials, and its host resolved now to public addresses only (or to networks the
-    operator allows). Returns the URL. Raises Invalid (field `url`) or ResolverUnavailable (503)."""
+    operator allows). Returns the URL. Raises Invalid (field `url`: the URL's text),
+    UrlUnreachable (field `url`: its host's addresses) or ResolverUnavailable (503)."""
     try:
         webhook_target(url)
     except TargetRefused as exc:
         message, hint = URL_MESSAGES[exc.reason]
-        raise Invalid(message, fields={"url": [hint]}) from None
+        refusal = UrlUnreachable if exc.reason in ("dns", "address") else Invalid
+        raise refusal(message, fields={"url": [hint]}) from None
     return url
 
 

@@ -92,6 +92,32 @@ def provider_names() -> tuple[str, ...]:
     return tuple(settings.ARBITER_PROVIDERS)
 
 
+def usable_provider_names() -> tuple[str, ...]:
+    """The configured providers this deployment can use now: their class imports and its
+    `from_settings()` finds what it needs (an openai-compatible provider without OPENAI_BASE_URL
+    cannot). The API's schema lists exactly these, so a name the schema allows starts a run."""
+    usable = []
+    for name in provider_names():
+        try:
+            get_provider(name)
+        except (ImproperlyConfigured, ImportError):
+            continue
+        usable.append(name)
+    return tuple(usable)
+
+
+def preload_providers() -> None:
+    """Import every configured provider's code. A serving process calls it at start (config.wsgi):
+    the offline analyst's import (scikit-learn) took 11 s on a loaded machine, which the first
+    request starting a run paid otherwise. A provider whose code does not import is left out here,
+    as usable_provider_names leaves it out."""
+    for path in settings.ARBITER_PROVIDERS.values():
+        try:
+            import_string(path)
+        except ImportError:
+            continue
+
+
 def get_provider(name: str | None = None) -> Provider:
     """`get_provider()` is settings.ARBITER_MODEL_PROVIDER (default "offline")."""
     chosen = (name if name is not None else getattr(settings, "ARBITER_MODEL_PROVIDER", "offline") or "offline")

@@ -27,6 +27,7 @@ from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parents[1]
 CONFIG = BASE_DIR / "tests" / "api" / "schemathesis.toml"
+HOOKS = BASE_DIR / "tests" / "api" / "schemathesis_hooks.py"  # a correction to Schemathesis (see the module)
 ROLES = ("analyst", "supervisor")
 
 
@@ -80,7 +81,8 @@ def run_schemathesis(base: str, key: str, args, workdir: Path) -> tuple[int, str
         command += ["--max-time", str(args.max_time)]
     if args.exclude_checks:
         command += ["--exclude-checks", args.exclude_checks]
-    result = subprocess.run(command, cwd=workdir, capture_output=True, text=True)
+    env = {**os.environ, "SCHEMATHESIS_HOOKS": str(HOOKS)}
+    result = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True)
     return result.returncode, result.stdout + result.stderr
 
 

@@ -16,11 +16,11 @@ from rest_framework import serializers, status
 from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 
-from accounts.models import User
 from audit.models import AuditEvent
 from audit.selectors import audit_events_for_tenant
 from cases import selectors, services
 from cases.api.filters import AuditEventFilter, CaseFilter, NoticeFilter, ProposalFilter
+from cases.api.proposal_inputs import PROPOSAL_CREATE_SCHEMA, proposal_input
 from cases.api.serializers import (
     AuditEventOutputSerializer,
     CaseEventOutputSerializer,
@@ -30,9 +30,10 @@ from cases.api.serializers import (
     NoticeOutputSerializer,
     ProposalOutputSerializer,
 )
-from cases.models import CASE_TRANSITIONS, Case, CaseEvent, Evidence, Notice, Proposal, ProposalKind
-from core.api import BIGINT_MAX, refusals
+from cases.models import CASE_TRANSITIONS, Case, CaseEvent, Evidence, Notice, Proposal
+from core.api import refusals
 from core.api_base import ApiView, ListApi, check_if_match, with_etag
+from core.api_fields import StrictCharField, StrictEmailField
 from core.api_schema import IF_MATCH_SCHEMA, NOT_BLANK_NO_NUL, ONE_LINE
 from core.errors import Forbidden, NotAllowed
 
@@ -62,21 +63,6 @@ def _evidence_url(evidence: Evidence) -> str:
     return f"/api/v1/evidence/{evidence.pk}/download/"
 
 
-def _tenant_user_id(value, tenant_id: int) -> int | None:
-    """An assignee is the integer id of an active person of the tenant (or null: nobody), never
-    "3", 1.5, true, a list or an object (the service would store them as sent)."""
-
-    if value is None:
-        return None
-    if type(value) is not int or not 1 <= value <= BIGINT_MAX:
-        raise serializers.ValidationError({"payload": {"assignee_id": ["The integer id of a person of your "
-                                                                       "organisation (GET /api/v1/me/ shows yours)."]}})
-    if not User.objects.filter(pk=value, tenant_id=tenant_id, is_active=True, is_service_account=False).exists():
-        raise serializers.ValidationError({"payload": {"assignee_id": [f"No active person with id {value} in your "
-                                                                       f"organisation."]}})
-    return value
-
-
 # --- cases ------------------------------------------------------------------------------------
 
 class CaseListCreateApi(ListApi):
@@ -87,20 +73,20 @@ class CaseListCreateApi(ListApi):
     updated_field = "updated_at"
 
     class CaseCreateInput(serializers.Serializer):
-        title = serializers.CharField(max_length=300)
-        product = serializers.CharField(max_length=200, required=False, allow_blank=True)
-        sub_product = serializers.CharField(max_length=200, required=False, allow_blank=True)
-        issue = serializers.CharField(max_length=300, required=False, allow_blank=True)
-        sub_issue = serializers.CharField(max_length=300, required=False, allow_blank=True)
-        company = serializers.CharField(max_length=200, required=False, allow_blank=True)
-        consumer_state = serializers.CharField(max_length=10, required=False, allow_blank=True)
-        tags = serializers.CharField(max_length=200, required=False, allow_blank=True)
-        complainant_name = serializers.CharField(max_length=200, required=False, allow_blank=True)
-        complainant_email = serializers.EmailField(required=False, allow_blank=True)
-        source = serializers.CharField(max_length=100, required=False, allow_blank=True)
-        source_reference = serializers.CharField(max_length=100, required=False, allow_blank=True)
+        title = StrictCharField(max_length=300)
+        product = StrictCharField(max_length=200, required=False, allow_blank=True)
+        sub_product = StrictCharField(max_length=200, required=False, allow_blank=True)
+        issue = StrictCharField(max_length=300, required=False, allow_blank=True)
+        sub_issue = StrictCharField(max_length=300, required=False, allow_blank=True)
+        company = StrictCharField(max_length=200, required=False, allow_blank=True)
+        consumer_state = StrictCharField(max_length=10, required=False, allow_blank=True)
+        tags = StrictCharField(max_length=200, required=False, allow_blank=True)
+        complainant_name = StrictCharField(max_length=200, required=False, allow_blank=True)
+        complainant_email = StrictEmailField(required=False, allow_blank=True)
+        source = StrictCharField(max_length=100, required=False, allow_blank=True)
+        source_reference = StrictCharField(max_length=100, required=False, allow_blank=True)
         received_at = serializers.DateField(required=False, allow_null=True)
-        narrative = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False,
+        narrative = StrictCharField(required=False, allow_blank=True, trim_whitespace=False,
                                           help_text="Becomes the case's first text evidence (the body limit, "
                                                     "ARBITER_API_MAX_BODY_BYTES, bounds it).")
 
@@ -137,13 +123,13 @@ class CaseTransitionApi(ApiView):
     honours_if_match = True
     class CaseTransitionInput(serializers.Serializer):
         transition = serializers.ChoiceField(choices=CASE_TRANSITIONS)
-        reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000,
+        reason = StrictCharField(required=False, allow_blank=True, default="", max_length=5000,
                                        help_text="Required for reopen, decide and return_to_review.")
         expected_version = serializers.IntegerField(
             required=False, min_value=1, allow_null=True, default=None,
             help_text="The version you looked at; if the case changed since, the answer is 409 conflict.")
         # Deciding/closing a case on which no notice was sent needs a confirmation.
-        confirm_reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000,
+        confirm_reason = StrictCharField(required=False, allow_blank=True, default="", max_length=5000,
                                                help_text="Why decide/close although no notice was sent.")
 
     @extend_schema(request=CaseTransitionInput, parameters=[IF_MATCH],
@@ -189,9 +175,9 @@ class EvidenceListCreateApi(ListApi):
     ordering_fields = ("created_at", "-created_at")
 
     class EvidenceTextInput(serializers.Serializer):
-        title = serializers.CharField(max_length=300)
-        text = serializers.CharField(trim_whitespace=False)
-        source = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+        title = StrictCharField(max_length=300)
+        text = StrictCharField(trim_whitespace=False)
+        source = StrictCharField(max_length=200, required=False, allow_blank=True, default="")
 
     serializer_class = EvidenceTextInput
 
@@ -216,15 +202,24 @@ class EvidenceListCreateApi(ListApi):
         return created(EvidenceOutputSerializer(evidence).data, _evidence_url(evidence))
 
 
+def _refuse_repeated_parts(request) -> None:
+    """Each field of the upload is one part: a repeated part (an array flattened by the multipart
+    encoding) is 400 naming it, not read as its last value."""
+    repeated = sorted(name for name in {*request.data.keys(), *request.FILES.keys()}
+                      if len(request.data.getlist(name)) > 1 or len(request.FILES.getlist(name)) > 1)
+    if repeated:
+        raise serializers.ValidationError({name: ["Give this field once (one part)."] for name in repeated})
+
+
 class EvidenceUploadApi(ApiView):
     honours_if_match = True
     parser_classes = [MultiPartParser]
 
     class EvidenceUploadInput(serializers.Serializer):
-        title = serializers.CharField(max_length=300)
+        title = StrictCharField(max_length=300)
         file = serializers.FileField(help_text="Size limit and allowed content types are set by the operator "
                                                "(EVIDENCE_MAX_BYTES, EVIDENCE_ALLOWED_CONTENT_TYPES).")
-        source = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+        source = StrictCharField(max_length=200, required=False, allow_blank=True, default="")
 
     @extend_schema(request={"multipart/form-data": OpenApiRequest(EvidenceUploadInput, encoding={
                        "file": {"contentType": ", ".join(settings.EVIDENCE_ALLOWED_CONTENT_TYPES)}})},
@@ -234,6 +229,7 @@ class EvidenceUploadApi(ApiView):
     def post(self, request, reference: str):
         case = _case(request, reference)
         check_if_match(request, case)
+        _refuse_repeated_parts(request)
         data = self.EvidenceUploadInput(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
@@ -288,33 +284,19 @@ class ProposalListApi(ListApi):
 
 class ProposalCreateApi(ApiView):
     honours_if_match = True
-    class ProposalCreateInput(serializers.Serializer):
-        kind = serializers.ChoiceField(choices=ProposalKind.choices)
-        payload = serializers.DictField(
-            help_text='status_transition: {"transition": "mark_ready", "reason"?: "..."}; '
-                      'risk_level: {"risk_level": "high"}; assignment: {"team": "...", "assignee_id": 3}.')
-        rationale = serializers.CharField(max_length=10000)
-        evidence_refs = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=BIGINT_MAX),
-                                              required=False, default=list, max_length=200)
-        idempotency_key = serializers.CharField(max_length=200, required=False, allow_null=True, default=None,
-                                                help_text="A repeated request with the same key returns the "
-                                                          "first proposal instead of making another.")
 
-        def validate(self, attrs):
-            payload = attrs["payload"]
-            if attrs["kind"] == ProposalKind.ASSIGNMENT and "assignee_id" in payload:
-                payload["assignee_id"] = _tenant_user_id(payload["assignee_id"], self.context["tenant_id"])
-            return attrs
-
-    @extend_schema(request=ProposalCreateInput, parameters=[IF_MATCH],
+    @extend_schema(request=PROPOSAL_CREATE_SCHEMA, parameters=[IF_MATCH],
                    responses={201: ProposalOutputSerializer, **refusals(400, 403, 404, 409, 412, 413, 415, 422)},
-                   summary="Propose a change to a case")
+                   summary="Propose a change to a case",
+                   description="The payload depends on `kind` (one body shape per kind). A body of the right shape "
+                               "that the case does not allow now is 409 `not_allowed` (a transition its status does "
+                               "not allow, the risk level it already has, evidence that is not this case's, an "
+                               "assignee who is not an active person of your organisation).")
     def post(self, request, reference: str):
         case = _case(request, reference)
         check_if_match(request, case)
-        data = self.ProposalCreateInput(data=request.data, context={"tenant_id": request.user.tenant_id})
-        data.is_valid(raise_exception=True)
-        proposal = services.proposal_create(actor=request.user, case=case, **data.validated_data)
+        values = proposal_input(request.data, tenant_id=request.user.tenant_id)
+        proposal = services.proposal_create(actor=request.user, case=case, **values)
         return created(ProposalOutputSerializer(proposal).data, f"/api/v1/proposals/{proposal.pk}/", obj=proposal)
 
 
@@ -328,14 +310,14 @@ class ProposalDetailApi(ApiView):
 class ProposalApproveApi(ApiView):
     honours_if_match = True
     class ProposalApproveInput(serializers.Serializer):
-        note = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000)
+        note = StrictCharField(required=False, allow_blank=True, default="", max_length=5000)
         # The case version the approver saw (a later change is a 409 conflict), the
         # evidence ids in view (recorded on the approval), and the confirmation deciding/closing
         # needs when no notice was sent.
         expected_version = serializers.IntegerField(required=False, min_value=1, default=None, allow_null=True)
         evidence_seen = serializers.ListField(child=serializers.IntegerField(min_value=1), required=False,
                                              default=None, allow_null=True, max_length=10000)
-        confirm_reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000)
+        confirm_reason = StrictCharField(required=False, allow_blank=True, default="", max_length=5000)
 
     @extend_schema(request=ProposalApproveInput, parameters=[IF_MATCH],
                    responses={200: ProposalOutputSerializer, **refusals(400, 403, 404, 409, 412, 413, 415, 422)},
@@ -353,7 +335,7 @@ class ProposalApproveApi(ApiView):
 class ProposalRejectApi(ApiView):
     honours_if_match = True
     class ProposalRejectInput(serializers.Serializer):
-        note = serializers.CharField(max_length=5000, help_text="Why it is rejected (required).")
+        note = StrictCharField(max_length=5000, help_text="Why it is rejected (required).")
 
     @extend_schema(request=ProposalRejectInput, parameters=[IF_MATCH],
                    responses={200: ProposalOutputSerializer, **refusals(400, 403, 404, 409, 412, 413, 415, 422)},
@@ -404,12 +386,12 @@ class NoticeDraftApi(ApiView):
     class NoticeDraftInput(serializers.Serializer):
         schema_patterns = {"subject": ONE_LINE, "body": NOT_BLANK_NO_NUL}  # the service's rules (one line; a body)
 
-        recipient = serializers.EmailField(required=False, allow_blank=True,
+        recipient = StrictEmailField(required=False, allow_blank=True,
                                            help_text="Defaults to the complainant's email.")
-        subject = serializers.CharField(max_length=300)
-        body = serializers.CharField(trim_whitespace=False)
-        kind = serializers.CharField(max_length=50, required=False, default="response")
-        idempotency_key = serializers.CharField(max_length=200, required=False, allow_null=True, default=None)
+        subject = StrictCharField(max_length=300)
+        body = StrictCharField(trim_whitespace=False)
+        kind = StrictCharField(max_length=50, required=False, default="response")
+        idempotency_key = StrictCharField(max_length=200, required=False, allow_null=True, default=None)
 
     @extend_schema(request=NoticeDraftInput, parameters=[IF_MATCH],
                    responses={201: NoticeOutputSerializer, **refusals(400, 403, 404, 409, 412, 413, 415, 422)},
@@ -434,9 +416,9 @@ class NoticeDetailApi(ApiView):
         schema_rules = {"minProperties": 1}  # validate(): at least one field
         schema_patterns = {"subject": ONE_LINE, "body": NOT_BLANK_NO_NUL}
 
-        recipient = serializers.EmailField(required=False)
-        subject = serializers.CharField(max_length=300, required=False)
-        body = serializers.CharField(required=False, trim_whitespace=False)
+        recipient = StrictEmailField(required=False)
+        subject = StrictCharField(max_length=300, required=False)
+        body = StrictCharField(required=False, trim_whitespace=False)
 
         def validate(self, attrs):
             if not attrs:
@@ -475,11 +457,11 @@ class NoticeSubmitApi(ApiView):
 class NoticeApproveApi(ApiView):
     honours_if_match = True
     class NoticeApproveInput(serializers.Serializer):
-        content_hash = serializers.CharField(max_length=64, help_text="The content_hash of the text you reviewed; "
+        content_hash = StrictCharField(max_length=64, help_text="The content_hash of the text you reviewed; "
                                                                       "if the notice changed since, 409 stale.")
-        note = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000)
+        note = StrictCharField(required=False, allow_blank=True, default="", max_length=5000)
         # Approving over the notice checker's flags needs a reason.
-        override_reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000,
+        override_reason = StrictCharField(required=False, allow_blank=True, default="", max_length=5000,
                                                 help_text="Required when the notice checker flagged the text.")
 
     @extend_schema(request=NoticeApproveInput, parameters=[IF_MATCH],
@@ -498,7 +480,7 @@ class NoticeApproveApi(ApiView):
 class NoticeRejectApi(ApiView):
     honours_if_match = True
     class NoticeRejectInput(serializers.Serializer):
-        note = serializers.CharField(max_length=5000, help_text="Why it is rejected (required).")
+        note = StrictCharField(max_length=5000, help_text="Why it is rejected (required).")
 
     @extend_schema(request=NoticeRejectInput, parameters=[IF_MATCH],
                    responses={200: NoticeOutputSerializer, **refusals(400, 403, 404, 409, 412, 413, 415, 422)},

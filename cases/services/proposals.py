@@ -62,15 +62,18 @@ logger = logging.getLogger(__name__)
 
 # --- proposals ----------------------------------------------------------------------------
 
-def _validate_proposal(*, case: Case, kind: str, payload: dict, evidence_refs: list) -> dict:
+def _validate_payload(*, case: Case, kind: str, payload: dict) -> tuple[dict, dict, dict]:
+    """The payload's clean form, and its refusals: `errors` the request's shape (400), `conflicts`
+    the case's state or what exists now (409: the same body may be right for another case or later)."""
     errors: dict[str, list[str]] = {}
+    conflicts: dict[str, list[str]] = {}
     clean: dict = {}
     if kind == ProposalKind.STATUS_TRANSITION:
         name = payload.get("transition")
         if name not in CASE_TRANSITIONS:
             errors["payload"] = [f"Unknown transition {name!r}; one of: {', '.join(CASE_TRANSITIONS)}."]
         elif not getattr(case, name)._django_fsm.has_transition(case.status):
-            errors["payload"] = [f"{case.reference} is {case.status}; {name} is not possible from there."]
+            conflicts["payload"] = [f"{case.reference} is {case.status}; {name} is not possible from there."]
         else:
             clean = {"transition": name}
             if payload.get("reason"):
@@ -80,27 +83,38 @@ def _validate_proposal(*, case: Case, kind: str, payload: dict, evidence_refs: l
         if level not in RiskLevel.values or level == RiskLevel.UNASSESSED:
             errors["payload"] = [f"Unknown risk level {level!r}; one of: low, medium, high, critical."]
         elif level == case.risk_level:
-            errors["payload"] = [f"The risk level is already {level}."]
+            conflicts["payload"] = [f"The risk level is already {level}."]
         else:
             clean = {"risk_level": level}
     elif kind == ProposalKind.ASSIGNMENT:
         team = str(payload.get("team") or "").strip()
         assignee_id = payload.get("assignee_id")
-        if assignee_id is not None and not User.objects.filter(pk=assignee_id, tenant_id=case.tenant_id,
-                                                                is_active=True).exists():
-            errors["payload"] = ["The assignee is not an active user of this tenant."]
-        elif not team and assignee_id is None:
+        if not team and assignee_id is None:
             errors["payload"] = ["An assignment needs a team or an assignee."]
+        elif assignee_id is not None and not User.objects.filter(pk=assignee_id, tenant_id=case.tenant_id,
+                                                                  is_active=True).exists():
+            conflicts["payload"] = ["The assignee is not an active user of this tenant."]
         else:
             clean = {"team": team, "assignee_id": assignee_id}
     else:
         errors["kind"] = [f"Unknown proposal kind {kind!r}."]
+    return clean, errors, conflicts
+
+
+def _validate_proposal(*, case: Case, kind: str, payload: dict, evidence_refs: list) -> dict:
+    """Invalid (400) for a malformed request; NotAllowed (409) when only the case's state or what
+    exists refuses it: a transition its status does not allow, the risk level it has, an assignee
+    who is not an active person of the tenant, evidence that is not this case's."""
+    clean, errors, conflicts = _validate_payload(case=case, kind=kind, payload=payload)
     refs = [int(r) for r in evidence_refs if str(r).isdigit()]
-    if len(refs) != len(list(evidence_refs)) or (
-            refs and Evidence.objects.filter(case=case, pk__in=refs).count() != len(set(refs))):
+    if len(refs) != len(list(evidence_refs)):
         errors["evidence_refs"] = ["Every evidence reference must be evidence of this case."]
+    elif refs and Evidence.objects.filter(case=case, pk__in=refs).count() != len(set(refs)):
+        conflicts["evidence_refs"] = ["Every evidence reference must be evidence of this case."]
     if errors:
         raise Invalid("The proposal was not created.", fields=errors)
+    if conflicts:
+        raise NotAllowed("The proposal was not created: the case does not allow it now.", fields=conflicts)
     return clean
 
 

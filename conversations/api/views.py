@@ -24,6 +24,7 @@ from conversations.api.serializers import (
 from conversations.models import Message, Thread
 from core.api import INT_MAX, IntegerFilter, TextFilter, refusals
 from core.api_base import ApiView, ListApi, MessagePostThrottle
+from core.api_fields import StrictCharField
 from core.errors import NotFound
 from runs import selectors as run_selectors
 from runs.api.serializers import RunDetailOutputSerializer
@@ -64,8 +65,8 @@ class ThreadListCreateApi(ListApi):
     ordering_fields = ("-created_at", "created_at")
 
     class ThreadCreateInput(serializers.Serializer):
-        title = serializers.CharField(max_length=300)
-        case = serializers.CharField(max_length=40, required=False, allow_null=True, default=None,
+        title = StrictCharField(max_length=300)
+        case = StrictCharField(max_length=40, required=False, allow_null=True, default=None,
                                      help_text="The case the thread is about (its reference); optional.")
         token_budget = serializers.IntegerField(
             required=False, allow_null=True, default=None, min_value=200, max_value=INT_MAX,
@@ -133,7 +134,7 @@ class ThreadMessageListPostApi(ListApi):
     throttle_classes = [MessagePostThrottle]
 
     class MessagePostInput(serializers.Serializer):
-        content = serializers.CharField(trim_whitespace=False,
+        content = StrictCharField(trim_whitespace=False,
                                         help_text="The message; its length limit is the server's setting.")
 
     serializer_class = MessagePostInput
@@ -176,7 +177,7 @@ class ThreadCompactApi(ApiView):
 
 class MessageRedactApi(ApiView):
     class MessageRedactInput(serializers.Serializer):
-        reason = serializers.CharField(max_length=500, help_text="Why it is hidden (kept in the audit log).")
+        reason = StrictCharField(max_length=500, help_text="Why it is hidden (kept in the audit log).")
 
     @extend_schema(request=MessageRedactInput,
                    responses={200: MessageOutputSerializer, **refusals(400, 403, 404, 409, 413, 415, 422)},

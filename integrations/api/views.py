@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+from django.core.validators import RegexValidator
 from django.db.models import QuerySet
-from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+)
 from rest_framework import serializers, status
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
-from core.api import BIGINT_MAX, PersonSerializer, refusals
+from core.api import BIGINT_MAX, ERROR_TEXT, ErrorOutputSerializer, PersonSerializer, refusals
 from core.api_base import ApiView, ListApi, check_if_match, with_etag
+from core.api_fields import StrictCharField, StrictURLField
 from core.errors import Forbidden, NotFound
 from integrations.catalogue import CATALOGUE, example_event, types_matching
 from integrations.events import event_representation, feed_assign
@@ -189,18 +197,39 @@ def _endpoint(request, pk: int) -> WebhookEndpoint:
     return endpoint
 
 
+def url_refusals(*codes: int) -> dict:
+    """The refusals of an operation that takes a webhook URL: its 422 is also `url_unreachable`."""
+    responses = refusals(*codes, 422)
+    reused = ERROR_TEXT[422]
+    responses[422] = OpenApiResponse(ErrorOutputSerializer, description=URL_UNREACHABLE_TEXT, examples=[
+        OpenApiExample("url_unreachable", value=URL_UNREACHABLE_EXAMPLE, response_only=True, status_codes=["422"]),
+        OpenApiExample(reused[1], value=reused[2], response_only=True, status_codes=["422"])])
+    return responses
+
+
+URL_UNREACHABLE_TEXT = (
+    "`url_unreachable`: the URL is well formed but its host does not resolve, or resolves to an address this "
+    "deployment does not send to (loopback, private, link-local and other non-public addresses, unless the "
+    "operator allows their network: ARBITER_WEBHOOK_ALLOWED_NETWORKS). DNS and the settings decide this, not "
+    "the URL's text; nothing was changed. Or `idempotency_key_reused`: this Idempotency-Key was used with a "
+    "different request.")
+URL_UNREACHABLE_EXAMPLE = {"code": "url_unreachable", "detail": "The webhook URL must reach a public internet address.",
+                           "fields": {"url": ["This host is, or resolves to, a loopback, private, link-local or "
+                                              "otherwise non-public address."]}}
+
+
 class WebhookEndpointListCreateApi(ListApi):
     queryset = WebhookEndpoint.objects.none()
     output_serializer_class = WebhookEndpointOutputSerializer
     ordering_fields = ("-created_at", "created_at")
 
     class WebhookEndpointInput(serializers.Serializer):
-        url = serializers.URLField(max_length=500, help_text="https:// (http:// only where the operator allows it), "
+        url = StrictURLField(max_length=500, help_text="https:// (http:// only where the operator allows it), "
                                                              "no user:password@, a host that resolves to public "
                                                              "internet addresses only.")
         event_types = serializers.ListField(child=serializers.ChoiceField(choices=SUBSCRIBABLE_CHOICES), min_length=1,
                                             max_length=len(SUBSCRIBABLE_CHOICES))
-        description = serializers.CharField(max_length=200, required=False, allow_blank=True)
+        description = StrictCharField(max_length=200, required=False, allow_blank=True)
 
     serializer_class = WebhookEndpointInput
 
@@ -215,7 +244,7 @@ class WebhookEndpointListCreateApi(ListApi):
         return self.list_response(request)
 
     @extend_schema(request=WebhookEndpointInput,
-                   responses={201: WebhookEndpointCreatedSerializer, **refusals(400, 403, 409, 413, 415, 422)},
+                   responses={201: WebhookEndpointCreatedSerializer, **url_refusals(400, 403, 409, 413, 415)},
                    summary="Register a webhook endpoint (supervisors and admins)",
                    description="The answer holds the signing secret, once. Each delivery is signed: "
                                "`Arbiter-Signature: t=<unix>,v1=<hex HMAC-SHA256 of \"<t>.<body>\">`.")
@@ -231,10 +260,10 @@ class WebhookEndpointListCreateApi(ListApi):
 class WebhookEndpointDetailApi(ApiView):
     honours_if_match = True
     class WebhookEndpointEditInput(serializers.Serializer):
-        url = serializers.URLField(max_length=500, required=False)
+        url = StrictURLField(max_length=500, required=False)
         event_types = serializers.ListField(child=serializers.ChoiceField(choices=SUBSCRIBABLE_CHOICES), min_length=1,
                                             max_length=len(SUBSCRIBABLE_CHOICES), required=False)
-        description = serializers.CharField(max_length=200, required=False, allow_blank=True)
+        description = StrictCharField(max_length=200, required=False, allow_blank=True)
         is_active = serializers.BooleanField(required=False, help_text="false disables it (its events are "
                                                                        "queued meanwhile); true enables it again, "
                                                                        "ends its failure streak and sends the "
@@ -248,7 +277,7 @@ class WebhookEndpointDetailApi(ApiView):
         return with_etag(Response(WebhookEndpointOutputSerializer(endpoint).data), endpoint)
 
     @extend_schema(request=WebhookEndpointEditInput,
-                   responses={200: WebhookEndpointOutputSerializer, **refusals(400, 403, 404, 409, 413, 415, 422)},
+                   responses={200: WebhookEndpointOutputSerializer, **url_refusals(400, 403, 404, 409, 413, 415)},
                    summary="Change, disable or enable a webhook endpoint")
     def patch(self, request, pk: int):
         _managed(request)
@@ -304,14 +333,37 @@ class WebhookRedeliverApi(ApiView):
                         headers={"Location": f"/api/v1/webhooks/{delivery.endpoint_id}/deliveries/"})
 
 
+# An event id or a feed sequence (integrations.webhooks.EVENT_ID, SEQUENCE); `\n?` because a
+# pattern's `$` admits one final line break in Python and none in ECMA 262: stated, both agree.
+SINCE_EVENT_PATTERN = "^(evt_[0-9]{1,18}|[0-9]{1,18})\\n?$"
+
+
+@extend_schema_field({"oneOf": [{"type": "string", "maxLength": 40, "pattern": SINCE_EVENT_PATTERN},
+                                {"type": "integer", "minimum": 0, "maximum": 10**18 - 1}]})
+class SinceEventField(serializers.CharField):
+    """An event id (`evt_123`) or a feed sequence, the sequence as text or as a whole number."""
+
+    default_error_messages = {"not_event": "An event id such as evt_123, or a feed sequence (a whole number)."}
+
+    def __init__(self, **kwargs):
+        super().__init__(max_length=40, trim_whitespace=False, **kwargs)
+        # ECMA 262's `$` is Python's `\Z`: "1\n\n" matches neither.
+        self.validators.append(RegexValidator(SINCE_EVENT_PATTERN[:-1] + "\\Z", message=self.error_messages["not_event"]))
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, str | int):
+            self.fail("not_event")
+        return super().to_internal_value(str(data))
+
+
 class WebhookRedeliverSinceApi(ApiView):
     class RedeliverSinceInput(serializers.Serializer):
         schema_rules = {"oneOf": [{"required": ["since"]}, {"required": ["since_event"]}]}  # exactly one
 
         since = serializers.DateTimeField(required=False, help_text="Every event that occurred at or after this "
                                                                     "time (ISO 8601, e.g. 2026-11-27T06:00:00Z).")
-        since_event = serializers.CharField(
-            required=False, max_length=40,
+        since_event = SinceEventField(
+            required=False,
             help_text="Every event from this one on, in feed order: an event `id` (evt_123, this event included) "
                       "or a feed `sequence` (a whole number: sequences from it on).")
 

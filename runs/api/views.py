@@ -17,8 +17,9 @@ from rest_framework.response import Response
 from cases import selectors as case_selectors
 from core.api import INT_MAX, KnownFieldsOnly, refusals
 from core.api_base import ApiView, ListApi, RunStartThrottle
+from core.api_fields import StrictCharField
 from core.errors import NotFound
-from runs import selectors, services
+from runs import providers, selectors, services
 from runs.api.filters import MemoryFilter, RunFilter
 from runs.api.serializers import (
     ArtifactOutputSerializer,
@@ -53,6 +54,8 @@ def run_detail_response(request, run: AgentRun, *, status_code: int = status.HTT
     return response
 
 
+PROVIDER_HELP = ("A model provider name (default: the server's setting). The names are the providers this "
+                 "deployment has configured and can use now; the list is generated with the server's settings.")
 RUN_ACCEPTED = ("Queued: the run's address is in `Location`; poll it after the seconds in `Retry-After`.")
 
 _CEILINGS = {"max_steps": "ARBITER_API_MAX_RUN_STEPS", "max_tokens": "ARBITER_API_MAX_RUN_TOKENS",
@@ -97,11 +100,15 @@ class RunListStartApi(ListApi):
     throttle_classes = [RunStartThrottle]
 
     class RunStartInput(serializers.Serializer):
-        case = serializers.CharField(max_length=40, help_text="The case reference, e.g. CASE-2026-000042.")
+        case = StrictCharField(max_length=40, help_text="The case reference, e.g. CASE-2026-000042.")
         graph = serializers.ChoiceField(choices=STARTABLE_GRAPHS, default="case_analysis")
-        provider = serializers.CharField(max_length=60, required=False, allow_null=True, default=None,
-                                         help_text="A model provider name (default: the server's setting).")
+        provider = serializers.ChoiceField(choices=(), required=False, allow_null=True, default=None,
+                                           help_text=PROVIDER_HELP)
         budget = BudgetInput(required=False, allow_null=True, default=None)
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.fields["provider"].choices = providers.usable_provider_names()
 
     serializer_class = RunStartInput
 
@@ -221,7 +228,7 @@ class RunArtifactListApi(RunOutputListApi):
 
 class RunCancelApi(ApiView):
     class RunCancelInput(serializers.Serializer):
-        reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=500)
+        reason = StrictCharField(required=False, allow_blank=True, default="", max_length=500)
 
     @extend_schema(request=RunCancelInput,
                    responses={200: RunDetailOutputSerializer, **refusals(400, 403, 404, 409, 413, 415, 422)},
@@ -255,8 +262,13 @@ class RunForkApi(ApiView):
     class RunForkInput(serializers.Serializer):
         from_step = serializers.IntegerField(min_value=0, max_value=INT_MAX, help_text="Fork from the checkpoint after this step "
                                                                     "(0 = the start).")
-        provider = serializers.CharField(max_length=60, required=False, allow_null=True, default=None)
+        provider = serializers.ChoiceField(choices=(), required=False, allow_null=True, default=None,
+                                           help_text=PROVIDER_HELP)
         budget = BudgetInput(required=False, allow_null=True, default=None)
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.fields["provider"].choices = providers.usable_provider_names()
 
     @extend_schema(request=RunForkInput,
                    responses={202: OpenApiResponse(RunDetailOutputSerializer, description=RUN_ACCEPTED),
@@ -306,7 +318,7 @@ class MemoryDetailApi(ApiView):
 
 class MemoryConfirmApi(ApiView):
     class MemoryConfirmInput(serializers.Serializer):
-        note = serializers.CharField(required=False, allow_blank=True, default="", max_length=1000)
+        note = StrictCharField(required=False, allow_blank=True, default="", max_length=1000)
 
     @extend_schema(request=MemoryConfirmInput,
                    responses={200: MemoryOutputSerializer, **refusals(400, 403, 404, 409, 413, 415, 422)},
@@ -321,7 +333,7 @@ class MemoryConfirmApi(ApiView):
 
 class MemoryForgetApi(ApiView):
     class MemoryForgetInput(serializers.Serializer):
-        reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=1000)
+        reason = StrictCharField(required=False, allow_blank=True, default="", max_length=1000)
 
     @extend_schema(request=MemoryForgetInput,
                    responses={200: MemoryOutputSerializer, **refusals(400, 403, 404, 409, 413, 415, 422)},

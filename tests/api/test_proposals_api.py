@@ -38,7 +38,7 @@ def test_create_with_an_idempotency_key_returns_the_first_proposal(api, analyst,
 @pytest.mark.parametrize("data, fields", [
     ({"kind": "risk_level", "payload": {"risk_level": "extreme"}, "rationale": "x"}, {"payload"}),
     ({"kind": "teleport", "payload": {}, "rationale": "x"}, {"kind"}),
-    ({"kind": "risk_level", "payload": {"risk_level": "low"}, "rationale": "x", "evidence_refs": [999999]},
+    ({"kind": "risk_level", "payload": {"risk_level": "low"}, "rationale": "x", "evidence_refs": ["1"]},
      {"evidence_refs"}),
     ({"kind": "risk_level", "payload": {"risk_level": "low"}, "rationale": ""}, {"rationale"}),
 ])

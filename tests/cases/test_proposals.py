@@ -75,7 +75,6 @@ def foreign_user(other_tenant):
 
 INVALID_PAYLOADS = [
     ("status_transition", {"transition": "explode"}, "payload", "Unknown transition 'explode'"),
-    ("status_transition", {"transition": "close"}, "payload", "close is not possible from there"),
     ("risk_level", {"risk_level": "extreme"}, "payload", "Unknown risk level 'extreme'"),
     ("risk_level", {"risk_level": "unassessed"}, "payload", "Unknown risk level 'unassessed'"),
     ("risk_level", {}, "payload", "Unknown risk level None"),
@@ -93,11 +92,19 @@ def test_invalid_payload_is_refused_with_fields(kind, payload, field, message, c
     assert refused.value.message == "The proposal was not created."
 
 
+def test_a_transition_the_status_does_not_allow_is_a_state_refusal(case, agent):
+    """The same body is right for a case in another status: 409 not_allowed, not 400 invalid."""
+    with assert_nothing_changed(case), pytest.raises(NotAllowed) as refused:
+        services.proposal_create(actor=agent, case=case, kind="status_transition", payload={"transition": "close"},
+                                 rationale="Because.")
+    assert "close is not possible from there" in refused.value.fields["payload"][0]
+
+
 def test_same_risk_level_is_refused(case, analyst, supervisor):
     propose = propose_risk(analyst, case, "medium")
     services.proposal_approve(actor=supervisor, proposal=propose)
     case.refresh_from_db()
-    with assert_nothing_changed(case), pytest.raises(Invalid) as refused:
+    with assert_nothing_changed(case), pytest.raises(NotAllowed) as refused:
         propose_risk(analyst, case, "medium")
     assert refused.value.fields == {"payload": ["The risk level is already medium."]}
 
@@ -105,7 +112,7 @@ def test_same_risk_level_is_refused(case, analyst, supervisor):
 def test_evidence_of_another_case_is_refused(case, other_case, agent):
     foreign_evidence = other_case.evidence.get()
     own_evidence = case.evidence.get()
-    with assert_nothing_changed(case, other_case), pytest.raises(Invalid) as refused:
+    with assert_nothing_changed(case, other_case), pytest.raises(NotAllowed) as refused:
         propose_risk(agent, case, evidence_refs=[own_evidence.pk, foreign_evidence.pk])
     assert refused.value.fields == {"evidence_refs": ["Every evidence reference must be evidence of this case."]}
     with assert_nothing_changed(case), pytest.raises(Invalid):
@@ -115,7 +122,7 @@ def test_evidence_of_another_case_is_refused(case, other_case, agent):
 
 
 def test_assignee_from_another_tenant_is_refused(case, agent, foreign_user):
-    with assert_nothing_changed(case), pytest.raises(Invalid) as refused:
+    with assert_nothing_changed(case), pytest.raises(NotAllowed) as refused:
         services.proposal_create(actor=agent, case=case, kind="assignment",
                                  payload={"team": "Cards", "assignee_id": foreign_user.pk}, rationale="Load.")
     assert refused.value.fields == {"payload": ["The assignee is not an active user of this tenant."]}
@@ -123,7 +130,7 @@ def test_assignee_from_another_tenant_is_refused(case, agent, foreign_user):
 
 def test_inactive_assignee_is_refused(case, agent, tenant):
     retired = UserFactory(username="retired", tenant=tenant, role=Role.ANALYST, is_active=False)
-    with assert_nothing_changed(case), pytest.raises(Invalid):
+    with assert_nothing_changed(case), pytest.raises(NotAllowed):
         services.proposal_create(actor=agent, case=case, kind="assignment",
                                  payload={"assignee_id": retired.pk}, rationale="Load.")
 
@@ -404,7 +411,7 @@ def test_a_pending_risk_proposal_cannot_be_applied_once_the_case_is_closed(case,
 def test_only_reopen_is_possible_on_a_closed_case(case, agent, analyst, supervisor):
     bring_case_to(case, "closed", supervisor=supervisor, analyst=analyst)
     case.refresh_from_db()
-    with assert_nothing_changed(case), pytest.raises(Invalid) as refused:
+    with assert_nothing_changed(case), pytest.raises(NotAllowed) as refused:
         propose_transition(agent, case, "start_review")
     assert "start_review is not possible from there" in refused.value.fields["payload"][0]
     reopen = services.proposal_create(actor=analyst, case=case, kind="status_transition",

@@ -208,7 +208,7 @@ def test_a_service_refusal_of_a_proposal_lands_on_the_right_field(client, analys
     with assert_nothing_changed(case):
         response = client.post(url("proposal_create", case),
                                {"kind": "status_transition", "transition": "decide", "rationale": "Done."}, **HTMX)
-    assert response.status_code == 400
+    assert response.status_code == 409  # the case's state refuses it (a new case cannot be decided)
     assert response.context["proposal_form"].errors["transition"] == [
         f"{case.reference} is new; decide is not possible from there."]
 
