@@ -375,6 +375,24 @@ class TextFilter(django_filters.CharFilter):
         self._spectacular_annotation = {"field": {"type": "string", "pattern": "^[^\\x00]*$", **limit}}
 
 
+class _PresentChoiceField(django_filters.fields.ChoiceField):
+    """A choice that, when the parameter is sent, must be one of the choices: `?kind=` is refused
+    like `?kind=nonsense`, as an empty `ordering` or event `type` is; leaving it out filters nothing."""
+
+    def clean(self, value):
+        if value == "":
+            raise forms.ValidationError(
+                f"Choose one of: {', '.join(str(key) for key, _label in self.choices if key)}; "
+                "leave the parameter out for no filter.", code="invalid_choice")
+        return super().clean(value)
+
+
+class ChoiceFilter(django_filters.ChoiceFilter):
+    """django-filter's ChoiceFilter, but an empty value is a 400 (the schema's enum has no "")."""
+
+    field_class = _PresentChoiceField
+
+
 class SyncParamsBackend:
     """Documents `ordering` and `updated_since` of a ListApi in the schema (the view applies them)."""
 

@@ -19,12 +19,12 @@ from cases.models import (
     ProposalStatus,
     RiskLevel,
 )
-from core.api import TextFilter
+from core.api import ChoiceFilter, TextFilter
 
 
 class CaseFilter(django_filters.FilterSet):
-    status = django_filters.ChoiceFilter(choices=CaseStatus.choices)
-    risk_level = django_filters.ChoiceFilter(choices=RiskLevel.choices)
+    status = ChoiceFilter(choices=CaseStatus.choices)
+    risk_level = ChoiceFilter(choices=RiskLevel.choices)
     search = TextFilter(max_length=200,
                                        help_text="Matches reference, title, company or product (case-insensitive).")
 
@@ -34,8 +34,8 @@ class CaseFilter(django_filters.FilterSet):
 
 
 class ProposalFilter(django_filters.FilterSet):
-    status = django_filters.ChoiceFilter(choices=ProposalStatus.choices)
-    kind = django_filters.ChoiceFilter(choices=ProposalKind.choices)
+    status = ChoiceFilter(choices=ProposalStatus.choices)
+    kind = ChoiceFilter(choices=ProposalKind.choices)
     case = TextFilter(max_length=40, help_text="A case reference, e.g. CASE-2026-000042.")
 
     class Meta:
@@ -44,7 +44,7 @@ class ProposalFilter(django_filters.FilterSet):
 
 
 class NoticeFilter(django_filters.FilterSet):
-    status = django_filters.ChoiceFilter(choices=NoticeStatus.choices)
+    status = ChoiceFilter(choices=NoticeStatus.choices)
     case = TextFilter(max_length=40, help_text="A case reference, e.g. CASE-2026-000042.")
 
     class Meta:

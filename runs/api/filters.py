@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import django_filters
 
-from core.api import IntegerFilter, TextFilter
+from core.api import ChoiceFilter, IntegerFilter, TextFilter
 from runs.graph import GRAPHS
 from runs.models import AgentRun, MemoryRecord, MemoryStatus, RunStatus
 
 
 class RunFilter(django_filters.FilterSet):
-    status = django_filters.ChoiceFilter(choices=RunStatus.choices)
+    status = ChoiceFilter(choices=RunStatus.choices)
     case = TextFilter(max_length=40, help_text="A case reference, e.g. CASE-2026-000042.")
-    graph = django_filters.ChoiceFilter(choices=[(name, name) for name in GRAPHS])
+    graph = ChoiceFilter(choices=[(name, name) for name in GRAPHS])
     thread = IntegerFilter(min_value=1, help_text="Runs attached to this thread (chat, compaction).")
 
     class Meta:
@@ -22,7 +22,7 @@ class RunFilter(django_filters.FilterSet):
 
 
 class MemoryFilter(django_filters.FilterSet):
-    status = django_filters.ChoiceFilter(choices=MemoryStatus.choices)
+    status = ChoiceFilter(choices=MemoryStatus.choices)
     subject = TextFilter(max_length=200,
                                         help_text='"tenant", "user:<id>" or "case:<reference>".')
 

@@ -215,3 +215,24 @@ def test_max_length_counts_the_text_as_sent(api, analyst):
         response = api(analyst).post("/api/v1/cases/", {"title": "   " + "t" * 298}, format="json")
     assert_error(response, 400, "invalid", fields={"title"})
     assert api(analyst).post("/api/v1/cases/", {"title": " " + "t" * 298 + " "}, format="json").status_code == 201
+
+
+def test_an_enum_query_parameter_sent_empty_is_refused_as_the_schema_says(schema, api, supervisor):
+    """No enum query parameter admits "" in the schema, and the server refuses `?kind=` as it
+    refuses `?kind=nonsense`: a 400 naming the parameter and the choices; leaving it out filters
+    nothing."""
+    make_case(actor=supervisor)
+    checked = []
+    for path, operations in schema["paths"].items():
+        if "{" in path or "get" not in operations:
+            continue
+        for parameter in operations["get"].get("parameters", []):
+            if parameter.get("in") != "query" or "enum" not in parameter.get("schema", {}):
+                continue
+            assert "" not in parameter["schema"]["enum"], (path, parameter["name"])
+            response = api(supervisor).get(path, {parameter["name"]: ""})
+            assert response.status_code == 400, (path, parameter["name"], response.content)
+            assert parameter["name"] in response.json().get("fields", {}) or parameter["name"] in str(response.json())
+            checked.append(f"{path}?{parameter['name']}")
+    assert len(checked) >= 15, checked
+    assert api(supervisor).get("/api/v1/proposals/").status_code == 200
