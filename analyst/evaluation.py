@@ -173,7 +173,7 @@ def _flags_of(checker, notice, case, consumer_request=None) -> int:
                        consumer_request=consumer_request))
 
 
-def _analyse(row: dict, *, tenant, analyst, provider: str | None, checker) -> Outcome:
+def _analyse(row: dict, *, tenant, analyst, provider: str | None, checker, run_seconds: int = 300) -> Outcome:
     outcome = Outcome(complaint_id=clean(row.get("Complaint ID")), product=clean(row.get("Product")),
                       issue=clean(row.get("Issue")), tags=row_tags(row),
                       mentions=status_mentions(row.get("Consumer complaint narrative") or ""))
@@ -182,7 +182,7 @@ def _analyse(row: dict, *, tenant, analyst, provider: str | None, checker) -> Ou
     case.refresh_from_db()
     started = time.perf_counter()
     run = run_start(actor=analyst, case=case, provider=provider, enqueue=False)
-    run = drive_inline(run_id=run.pk, worker_id=f"evaluate:{uuid.uuid4().hex[:8]}", timeout_seconds=300)
+    run = drive_inline(run_id=run.pk, worker_id=f"evaluate:{uuid.uuid4().hex[:8]}", timeout_seconds=run_seconds)
     outcome.seconds = time.perf_counter() - started
     outcome.run_status = run.status
     outcome.error = run.error or ""
@@ -216,8 +216,10 @@ def _analyse(row: dict, *, tenant, analyst, provider: str | None, checker) -> Ou
     return outcome
 
 
-def evaluate_rows(rows: list[dict[str, str]], *, provider: str | None = None, on_outcome=None) -> list[Outcome]:
-    """Analyse each row as a throwaway case (see the module docstring); everything is rolled back."""
+def evaluate_rows(rows: list[dict[str, str]], *, provider: str | None = None, on_outcome=None,
+                  run_seconds: int = 300) -> list[Outcome]:
+    """Analyse each row as a throwaway case (see the module docstring); everything is rolled back.
+    Each analysis may take `run_seconds` (a small local model needs far more than the default)."""
     from django.db import transaction
 
     checker = _checker()
@@ -227,7 +229,8 @@ def evaluate_rows(rows: list[dict[str, str]], *, provider: str | None = None, on
         tenant = Tenant.objects.create(slug=f"evaluate-{marker}", name=f"Evaluation {marker} (rolled back)")
         analyst = User.objects.create(username=f"evaluate-{marker}", tenant=tenant, role="analyst")
         for row in rows:
-            outcome = _analyse(row, tenant=tenant, analyst=analyst, provider=provider, checker=checker)
+            outcome = _analyse(row, tenant=tenant, analyst=analyst, provider=provider, checker=checker,
+                               run_seconds=run_seconds)
             outcomes.append(outcome)
             if on_outcome is not None:
                 on_outcome(outcome)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -26,6 +27,7 @@ from analyst.evaluation import (
     signal_figures,
 )
 from cases.models import Case
+from runs.models import AgentRun
 from tests.helpers import assert_nothing_changed
 
 ROWS = {row["Complaint ID"].strip(): row for row in read_rows(taxonomy.DATA_FILE)}
@@ -117,6 +119,22 @@ def test_evaluate_needs_a_csv_unless_the_split_is_blind(case):
     with assert_nothing_changed(case, extra={"cases": Case.objects.count}):
         with pytest.raises(CommandError, match="may be left out only with --split blind"):
             call_command("evaluate")
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--limit", "0"), ("--run-seconds", "0"), ("--run-seconds", "-5")])
+def test_evaluate_refuses_a_bound_below_one_and_changes_nothing(case, flag, value):
+    with assert_nothing_changed(case, extra={"cases": Case.objects.count}):
+        with pytest.raises(CommandError, match=f"{flag} must be at least 1"):
+            call_command("evaluate", str(taxonomy.DATA_FILE), flag, value)
+
+
+def test_evaluate_gives_each_analysis_the_time_asked_for(monkeypatch, case):
+    seen = []
+    monkeypatch.setattr("analyst.evaluation.drive_inline",
+                        lambda **kwargs: seen.append(kwargs["timeout_seconds"]) or AgentRun.objects.get(pk=kwargs["run_id"]))
+    with assert_nothing_changed(case, extra={"cases": Case.objects.count}):
+        call_command("evaluate", str(taxonomy.DATA_FILE), "--limit", "1", "--run-seconds", "1800", stdout=StringIO())
+    assert seen == [1800]
 
 
 def test_evaluate_on_the_tuning_split_reads_the_tuning_set_and_its_labels(tmp_path, case):

@@ -61,6 +61,9 @@ class Command(BaseCommand):
         parser.add_argument("--provider", help="Model provider (default: ARBITER_MODEL_PROVIDER).")
         parser.add_argument("--json", dest="json_out", help="Also write the figures as JSON to this file.")
         parser.add_argument("--limit", type=int, help="Evaluate at most N complaints (after the split).")
+        parser.add_argument("--run-seconds", type=int, default=300, dest="run_seconds",
+                            help="How long one analysis may run before it is counted unfinished (default 300; "
+                                 "a small local model needs about 1,200 on this kind of machine).")
         parser.add_argument("--signal-labels", dest="signal_labels",
                             help="Hand labels of the narrative signals (default: analyst/data/signals/labels.jsonl, "
                                  "or blind/ or tuning/labels.jsonl with --split blind or tuning).")
@@ -79,6 +82,8 @@ class Command(BaseCommand):
             raise CommandError(f"No file {path}: give the path of a CFPB-format CSV.")
         if options["limit"] is not None and options["limit"] < 1:
             raise CommandError("--limit must be at least 1.")
+        if options["run_seconds"] < 1:
+            raise CommandError("--run-seconds must be at least 1.")
         try:
             rows = read_rows(path)
         except (OSError, UnicodeDecodeError) as exc:
@@ -104,7 +109,7 @@ class Command(BaseCommand):
             if copy is not None:
                 self.stdout.write("SQLite: evaluating on a private copy of the database, so the processes "
                                   "beside this one keep writing.")
-            outcomes = evaluate_rows(chosen, provider=options["provider"])
+            outcomes = evaluate_rows(chosen, provider=options["provider"], run_seconds=options["run_seconds"])
             if copy is not None:  # let go of the copy before its folder goes; back to the real database
                 connection.close()
                 connection.settings_dict["NAME"] = original_name
