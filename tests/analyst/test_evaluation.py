@@ -137,26 +137,16 @@ def test_evaluate_gives_each_analysis_the_time_asked_for(monkeypatch, case):
     assert seen == [1800]
 
 
-def test_evaluate_on_the_tuning_split_reads_the_tuning_set_and_its_labels(tmp_path, case):
-    out = tmp_path / "tuning.json"
+@pytest.mark.parametrize(("split", "rows", "labels", "signal", "expected"), [
+    ("tuning", TUNING_ROWS, TUNING_LABELS, "HARASSMENT", 1), ("blind", BLIND_ROWS, BLIND_LABELS, "FRAUD-ID", 2)])
+def test_evaluate_on_a_signal_set_reads_its_narratives_and_its_labels(tmp_path, case, split, rows, labels, signal,
+                                                                       expected):
+    out = tmp_path / f"{split}.json"
     with assert_nothing_changed(case, extra={"cases": Case.objects.count}):
-        call_command("evaluate", "--split", "tuning", "--limit", "2", "--json", str(out))
+        call_command("evaluate", "--split", split, "--limit", "2", "--json", str(out))
     data = json.loads(out.read_text())
-    assert data["split"] == "tuning" and data["complaints"] == 2
-    assert data["narrative_signals"]["complaints"] == 2  # judged against tuning/labels.jsonl
-    first_two = sorted(TUNING_ROWS)[:2]
-    labels = read_signal_labels(TUNING_LABELS)
-    assert data["narrative_signals"]["signals"]["HARASSMENT"]["labelled"] == sum(
-        labels[cid]["HARASSMENT"] for cid in first_two) == 1
-
-
-def test_evaluate_on_the_blind_split_reads_the_blind_set_and_its_labels(tmp_path, case):
-    out = tmp_path / "blind.json"
-    with assert_nothing_changed(case, extra={"cases": Case.objects.count}):
-        call_command("evaluate", "--split", "blind", "--limit", "2", "--json", str(out))
-    data = json.loads(out.read_text())
-    assert data["split"] == "blind" and data["complaints"] == 2
-    assert data["narrative_signals"]["complaints"] == 2  # judged against blind/labels.jsonl
-    first_two = sorted(BLIND_ROWS)[:2]
-    labelled = sum(read_signal_labels(BLIND_LABELS)[cid]["FRAUD-ID"] for cid in first_two)
-    assert data["narrative_signals"]["signals"]["FRAUD-ID"]["labelled"] == labelled == 2
+    assert data["split"] == split and data["complaints"] == 2
+    assert data["narrative_signals"]["complaints"] == 2  # judged against the set's own labels.jsonl
+    first_two = sorted(rows)[:2]
+    assert data["narrative_signals"]["signals"][signal]["labelled"] == sum(
+        read_signal_labels(labels)[cid][signal] for cid in first_two) == expected
