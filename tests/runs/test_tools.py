@@ -136,7 +136,8 @@ def test_a_domain_refusal_is_recorded_as_failed_and_not_retried(run, case):
     args = {"kind": "status_transition", "payload": {"transition": "close"}, "rationale": "done"}
     with assert_nothing_changed(case, extra={"proposals": lambda: Proposal.objects.count()}):
         result = tool_execute(run=run, sequence=2, actor=AGENT, tool="proposal_create", action="close", args=args)
-    assert not result.ok and result.status == ToolCallStatus.FAILED and result.error_code == "invalid"
+    # A transition the case's status does not allow is the case's state refusing (409 not_allowed).
+    assert not result.ok and result.status == ToolCallStatus.FAILED and result.error_code == "not_allowed"
     again = tool_execute(run=run, sequence=2, actor=AGENT, tool="proposal_create", action="close", args=args)
     assert again.tool_call_id == result.tool_call_id and ToolCall.objects.count() == 1
 
