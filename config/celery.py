@@ -3,6 +3,7 @@ Redis or RabbitMQ by URL."""
 
 import logging
 import os
+import uuid
 import warnings
 from time import monotonic
 
@@ -10,7 +11,11 @@ from celery import Celery, bootsteps
 from celery.exceptions import CPendingDeprecationWarning
 from celery.signals import celeryd_after_setup, worker_ready, worker_shutdown
 from celery.worker import state as worker_state
+from kombu.exceptions import ChannelError
+from kombu.transport.filesystem import Channel as FilesystemChannel
 from kombu.transport.filesystem import Transport as FilesystemTransport
+from kombu.utils.encoding import str_to_bytes
+from kombu.utils.json import dumps
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -18,11 +23,34 @@ app = Celery("arbiter")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 
 
+class AtomicFilesystemChannel(FilesystemChannel):
+    """kombu's filesystem channel creates a message's file and then writes it, while a worker
+    polling the folder moves and reads any file whose name ends in `.<queue>.msg`: between the two
+    it read an empty file, failed on JSONDecodeError and the worker exited (seen under load: `make
+    run` stopped). Here the message is written under a name the channel never reads (a leading dot,
+    `.tmp` at the end) and renamed into place: a rename within one folder is atomic, so a reader
+    finds the whole message or no file."""
+
+    def _put(self, queue, payload, **kwargs):
+        filename = f"{int(round(monotonic() * 1000))}_{uuid.uuid4()}.{queue}.msg"
+        final = os.path.join(self.data_folder_out, filename)
+        partial = os.path.join(self.data_folder_out, f".{filename}.tmp")
+        try:
+            with open(partial, "wb") as handle:
+                handle.write(str_to_bytes(dumps(payload)))
+            os.replace(partial, final)
+        except OSError as exc:
+            raise ChannelError(f"Cannot add file {final!r} to directory") from exc
+
+
 class QuickStopFilesystemTransport(FilesystemTransport):
     """The filesystem broker has no event loop, so celery drives it with a blocking loop that
     drains for 2 s at a time and runs one more drain after a warm shutdown was asked for: an idle
     worker took 5-8 s to stop. This drain waits in slices of a quarter second and gives up as soon
-    as the worker is asked to stop, so an idle worker stops within about a second."""
+    as the worker is asked to stop, so an idle worker stops within about a second. Its channel
+    writes each message atomically (AtomicFilesystemChannel)."""
+
+    Channel = AtomicFilesystemChannel
 
     def drain_events(self, connection, timeout=None):
         if timeout is None:

@@ -34,6 +34,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -158,15 +160,21 @@ def port_is_free(host: str, port: int) -> bool:
 
 
 def wait_for_port(host: str, port: int, timeout: float, children: list[Child], stopping: threading.Event) -> bool:
+    """True once the site answers HTTP on `port` (any status): an open port is not enough, the web
+    process binds it before its workers have loaded the application (the model providers' code
+    among it), and a banner printed then promised a site that did not answer yet."""
     deadline = time.monotonic() + timeout
     connect_host = "127.0.0.1" if host in ("0.0.0.0", "") else host.strip("[]")
+    url = f"http://{connect_host if ':' not in connect_host else f'[{connect_host}]'}:{port}/healthz"
     while time.monotonic() < deadline:
         if stopping.is_set() or any(child.process.poll() is not None for child in children):
             return False
         try:
-            with socket.create_connection((connect_host, port), timeout=1):
+            with urllib.request.urlopen(url, timeout=max(1.0, min(10.0, deadline - time.monotonic()))):
                 return True
-        except OSError:
+        except urllib.error.HTTPError:  # an answer, whatever its status: the application is loaded
+            return True
+        except (OSError, TimeoutError):
             time.sleep(0.3)
     return False
 
