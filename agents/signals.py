@@ -312,19 +312,35 @@ def case_tags(case: dict) -> set[str]:
     return {str(tag).strip().lower() for tag in tags if str(tag).strip() and str(tag).strip().lower() != "none"}
 
 
+# A letter's opening ("Dear Consumer Financial Protection Bureau,", "To whom it may concern:") is
+# left out of a quotation when the sentence goes on after it: the quote is about the complaint.
+_SALUTATION = re.compile(r"^(?:dear\b[^,:]{0,80}|to whom it may concern|hello|hi)\s*[,:]\s*(?=\S)", re.IGNORECASE)
+# A window cut out of a long sentence does not end on a dangling word or a comma ("…, and”).
+_DANGLING_END = re.compile(r"(?:[\s,;:(\-]|\b(?:and|or|but|nor|so|to|of|the|a|an|that|which|who|with|in|on|"
+                           r"for|by|from|as|at|because|while|if|my|their|his|her|its|our|your)\b)+$", re.IGNORECASE)
+
+
 def quote_of(sentence: str, match: re.Match | None = None) -> str:
     """Exact words of the sentence (a substring, never edited): the whole sentence when short,
-    else a window of whole words around the match."""
+    else a window of whole words around the match that ends on a word that closes a phrase; a
+    salutation opening the sentence is left out."""
+    centre = match.start() if match is not None else 0
+    opening = _SALUTATION.match(sentence)
+    if opening and (match is None or centre >= opening.end()):
+        sentence, centre = sentence[opening.end():], max(0, centre - opening.end())
     if len(sentence) <= MAX_QUOTE:
         return sentence
-    centre = match.start() if match is not None else 0
     start = max(0, centre - MAX_QUOTE // 3)
     while start > 0 and not sentence[start - 1].isspace():
         start -= 1
     end = min(len(sentence), start + MAX_QUOTE)
     while end < len(sentence) and not sentence[end].isspace():
         end -= 1
-    return sentence[start:end].strip()
+    window = sentence[start:end].strip()
+    if end < len(sentence):
+        trimmed = _DANGLING_END.sub("", window)
+        window = trimmed if len(trimmed) >= MAX_QUOTE // 2 else window
+    return window
 
 
 def _quoted(quote: str) -> str:

@@ -113,7 +113,8 @@ def risk_assessor(context: dict) -> dict:
     details = [f"{signal.code} +{signal.points} ({code_words(signal.code)}; "
                f"{'E' + str(signal.evidence_id) if signal.evidence_id is not None else 'case record'})"
                for signal in signals]
-    table = explanation.replace(" point(s) → ", " points, so ").replace(" requires at least ", " sets a minimum of ")
+    table = re.sub(r"\b(\d+) point\(s\) → ", lambda m: f"{m[1]} point{'' if m[1] == '1' else 's'}, so ",
+                   explanation).replace(" requires at least ", " sets a minimum of ")
     detail = f"Details: scoring table: {'; '.join(details) + '. ' if details else ''}{table}."
     cited = sorted({s.evidence_id for s in signals if s.evidence_id is not None})
     return {
@@ -228,11 +229,12 @@ def _status_words(status: str) -> str:
     return dict(CaseStatus.choices).get(status, status.replace("_", " ")).lower()
 
 
-def _count(n: int, noun: str) -> str:
-    return f"{'No' if n == 0 else n} {noun}{'' if n == 1 else 's'}"
-
-
 NEXT_TRANSITION = {"new": "triage", "triaged": "start_review", "ready_for_decision": "decide", "decided": "close"}
+# Why that step, in the words the proposal's first sentence uses ("Recommended next step: … — why.").
+NEXT_STEP_WHY = {"new": "the complaint is new and has not been triaged yet",
+                 "triaged": "the complaint is triaged and nothing stands in the way of its review",
+                 "ready_for_decision": "the review is complete and the case is ready for a decision",
+                 "decided": "the decision is made, so the case can be closed"}
 MIN_WORDS_SUFFICIENT = 40
 _UNRESOLVED = "Unresolved"
 
@@ -372,7 +374,7 @@ def _adjudicated_transition(context: dict, case: dict, evidence, applied: set, l
                else f"still waiting: {sufficiency}")
     else:
         transition = NEXT_TRANSITION.get(status)
-        why = ("the next lifecycle step" if transition
+        why = (NEXT_STEP_WHY[status] if transition
                else f"no further step from the status {_status_words(status) or 'unknown'}")
     if status == "under_review" and not sufficient:
         disputes.append({
@@ -413,8 +415,10 @@ def _adjudication_text(*, step, why, classified, respondent, request, level, ris
     first.append(f"Risk {level}" + (f" because of: {signals_in_words(words)}." if words else ": no risk signal was found."))
     if quote:
         first.append(f"The evidence says: “{quote}”")
+    topics = list(dict.fromkeys(str(d.get("topic") or "").split(":")[0].strip() for d in disputes))
     first.append(f"{'A notice to the consumer is due' if policy.get('notice_due') else 'No notice is due'}; "
-                 f"{_count(len(disputes), 'dispute').lower() if disputes else 'no disputes'} between the agents.")
+                 + (f"the agents disagree on the {' and the '.join(t for t in topics if t) or 'analysis'} (see the details)."
+                    if disputes else "no disputes between the agents."))
     rules = sorted(code for code in applied if code)
     detail = ["Details:", ("Policy rules that apply: " + ", ".join(code_with_words(c) for c in rules) + "."
                            if rules else "No policy rule applies.")]

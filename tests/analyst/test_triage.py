@@ -57,3 +57,15 @@ def test_the_graph_shows_the_doubt_in_the_finding_and_keeps_the_dispute(analyst)
     finding = Finding.objects.get(run=run, type="triage")
     assert "complaints against EQUIFAX, INC. are usually" in finding.summary
     assert Artifact.objects.filter(run=run, kind="dispute", content__topic="product: narrative and company prior").exists()
+
+
+def test_the_adjudicator_s_first_paragraph_says_what_the_agents_disagree_on():
+    """A supervisor reads the dispute's subject in the first paragraph, not just a count; the
+    positions stay in the details."""
+    context = context_for(STUDENT_ROW, keep_labels=False, company="EQUIFAX, INC.")
+    context["prior"]["triage"] = ask("triage", context).output.model_dump(mode="json")
+    rationale = ask("adjudicator", context).output.summary
+    first, details = rationale.split("\n\n", 1)
+    assert "the agents disagree on the product" in first and "(see the details)" in first
+    assert "dispute between the agents" not in first
+    assert "Dispute on product: narrative and company prior: narrative: reads like Student loan" in details

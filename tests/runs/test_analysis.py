@@ -13,6 +13,7 @@ from django.core import mail
 from django.core.management import call_command
 
 from analyst import provider as offline_provider
+from analyst.agents import NEXT_STEP_WHY, NEXT_TRANSITION
 from audit.models import AuditEvent
 from cases import services as case_services
 from cases.models import Approval, CaseEvent, Notice, NoticeDispatch, NoticeStatus, Proposal, ProposalStatus
@@ -132,10 +133,13 @@ def test_an_agent_status_proposal_s_rationale_reads_in_plain_words(analyst, case
     run = drive(services.run_start(actor=analyst, case=case))
     proposal = Proposal.objects.get(run_id=str(run.pk), kind="status_transition")
     rationale = proposal.rationale
-    assert rationale.startswith("Recommended next step: triage — ")
+    assert rationale.startswith("Recommended next step: triage — the complaint is new and has not been triaged yet. ")
     assert f"({case.status}, v" not in rationale and case.reference not in rationale
     assert not re.search(r"\b[a-z]+_[a-z_]+\b", rationale), rationale  # no snake_case codes
-    assert "between the agents" in rationale
+    # The agents' agreement, or what they disagree on, said in words in the first paragraph.
+    first = rationale.split("\n\n", 1)[0]
+    assert re.search(r"no disputes between the agents\.|the agents disagree on the [a-z ]+ \(see the details\)\.",
+                     first), first
 
 
 def test_an_agent_risk_proposal_leads_with_the_risk_and_its_signals_in_words(analyst):
@@ -290,3 +294,8 @@ def test_asking_the_agents_again_proposes_only_for_that_question(analyst, superv
     assert set(made.values_list("kind", flat=True)) == {"risk_level"}
     skipped = Artifact.objects.get(run=run, kind="proposals").content["skipped"]
     assert "transition: this re-run asks about risk_level only" in skipped
+
+
+def test_every_next_step_the_adjudicator_recommends_has_its_reason_in_words():
+    assert set(NEXT_STEP_WHY) == set(NEXT_TRANSITION)
+    assert all(why and "_" not in why for why in NEXT_STEP_WHY.values())

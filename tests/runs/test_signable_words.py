@@ -262,3 +262,16 @@ def test_a_risk_rationale_says_its_first_paragraph_once(analyst):
                 named = first.split("because of:", 1)[1].split(". The evidence says:")[0]
                 assert "(" not in named or "above $1,000" in named or "case record" in named, rationale
     assert seen >= 3  # the sample has complaints with signals
+
+
+def test_the_risk_details_count_one_point_in_the_singular(analyst):
+    """"MISCONDUCT +1 = 1 point, so low", never "1 points"; two or more stay plural."""
+    row = next(r for r in _rows(191) if "predatory" in r["Consumer complaint narrative"].lower()
+               and "$" not in r["Consumer complaint narrative"])
+    context = {"evidence": [{"id": 1, "title": "Narrative", "text": "They used predatory tactics on me."}],
+               "case": {"company": row["Company"], "tags": ""}, "prior": {}}
+    one = AGENTS["risk_assessor"][0](context)["rationale"]
+    assert "= 1 point, so low" in one and "1 points" not in one, one
+    context["evidence"][0]["text"] += " I called them five times about it."
+    two = AGENTS["risk_assessor"][0](context)["rationale"]
+    assert "= 2 points, so medium" in two, two

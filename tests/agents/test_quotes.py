@@ -1,0 +1,36 @@
+"""Quotations the agents take from a narrative: exact words, about the complaint, and a cut that
+reads as a phrase."""
+
+from __future__ import annotations
+
+import re
+
+from agents.signals import MAX_QUOTE, quote_of
+
+LONG = ("As you are aware, Navient has faced multiple lawsuits alleging deceptive loan servicing practices that "
+        "harmed borrowers practices that include steering borrowers into costly forbearance options instead of "
+        "income-driven repayment plans, failing to properly advise borrowers of their rights, and mismanaging "
+        "accounts in ways that led to unnecessary interest accrual and defaults.")
+
+
+def test_a_window_cut_from_a_long_sentence_ends_on_a_word_that_closes_a_phrase():
+    quote = quote_of(LONG, re.search("deceptive", LONG))
+    assert quote in LONG and len(quote) <= MAX_QUOTE
+    assert quote.endswith("failing to properly advise borrowers of their rights")  # not "…rights, and"
+
+
+def test_a_short_sentence_is_quoted_whole_and_a_cut_never_drops_below_half_the_window():
+    assert quote_of("I want my money back.") == "I want my money back."
+    words = " ".join(["and"] * 200)  # nothing but dangling words: the plain window is kept
+    assert quote_of(words) and words.startswith(quote_of(words))
+
+
+def test_a_salutation_opening_the_sentence_is_left_out_of_the_quote():
+    sentence = ("Dear Consumer Financial Protection Bureau, Synchrony bank Interest charges me two times with "
+                "very large amount on XX/XX/XXXX {$2800.00}.")
+    assert quote_of(sentence, re.search(r"\{\$2800", sentence)) == sentence.split(", ", 1)[1]
+    assert quote_of("To Whom It May Concern: my account was closed.") == "my account was closed."
+    assert quote_of("Dear Sir,") == "Dear Sir,"  # nothing after it: kept as it is
+    # The match inside the salutation itself keeps the whole sentence (the quote must hold the match).
+    sentence = "Dear fraud department, please help."
+    assert quote_of(sentence, re.search("fraud", sentence)) == sentence
