@@ -57,7 +57,10 @@ TEST_FIGURES = {
 # never tuned on; analyst/data/signals/blind/SOURCE.md), read once after each round of rule changes
 # made on other narratives only: first the old 191, then the tuning set (ADR 0032, addenda). Same
 # convention: the target where met, these counts otherwise. MISCONDUCT found 92 at the first reading
-# and 89 at the second (the rules were not changed after it; see the second addendum).
+# and 89 at the second (the rules were not changed after it; see the second addendum). The third reading,
+# after the rules were widened on the second tuning set, raised REPEAT-CONTACT from 46 to 49 found with no
+# more false alarms; FRAUD-ID (68 found, 7 flagged wrongly) and MISCONDUCT (90 found, 38 flagged wrongly) took
+# one false alarm more each and went back to their earlier rules, so their figures are the second reading's.
 BLIND_FIGURES = {
     "FRAUD-ID": (68, 101, 74),        # recall 67.3%: below the target
     "HARASSMENT": (3, 4, 4),          # recall and precision 75%: below the target
@@ -65,7 +68,7 @@ BLIND_FIGURES = {
     "MONEY-LOSS": (4, 21, 8),         # recall 19.0%, precision 50%: below the target
     "TIME-LIMIT": (37, 49, 39),       # recall 75.5%: below the target
     "MISCONDUCT": (89, 107, 126),     # recall 83.2%, precision 70.6%
-    "REPEAT-CONTACT": (46, 79, 47),   # recall 58.2%: below the target
+    "REPEAT-CONTACT": (49, 79, 50),   # recall 62.0%: below the target
     "OLDER-AM": (1, 2, 1),            # recall 50%: below the target
     "SCRA": (4, 5, 4),
 }
@@ -91,14 +94,16 @@ TUNING_FIGURES = {
 # analyst/data/signals/tuning2/SOURCE.md). Before the rules were widened on it the detectors found FRAUD-ID 27/46
 # (27 of 34 flagged), HARASSMENT 9/14 (9/10), URGENCY 9/20 (9/10), MONEY-LOSS 3/7 (3/11), TIME-LIMIT 6/18 (6/8),
 # MISCONDUCT 42/55 (42/50), REPEAT-CONTACT 34/60 (34/38), OLDER-AM 1/2 (1/1), SCRA 3/4 (3/4); these are the
-# figures after, tuning figures held as floors like the others (ADR 0032, third addendum).
+# figures after, tuning figures held as floors like the others (ADR 0032, third addendum). FRAUD-ID and MISCONDUCT
+# were widened on this set too (to 42/46 and 55/55 here), but the blind reading gave them one more false alarm
+# each, which their blind floors forbid, so both keep main's rules and main's figures here.
 TUNING2_FIGURES = {
-    "FRAUD-ID": (42, 46, 48),
+    "FRAUD-ID": (27, 46, 34),         # recall 58.7%: below the target
     "HARASSMENT": (13, 14, 13),
     "URGENCY": (18, 20, 19),
     "MONEY-LOSS": (7, 7, 12),         # precision 58.3%: below the target
     "TIME-LIMIT": (14, 18, 14),       # recall 77.8%: below the target
-    "MISCONDUCT": (55, 55, 61),
+    "MISCONDUCT": (42, 55, 50),       # recall 76.4%: below the target
     "REPEAT-CONTACT": (59, 60, 63),
     "OLDER-AM": (1, 2, 1),            # recall 50%: below the target
     "SCRA": (4, 4, 4),
@@ -236,20 +241,6 @@ def signals_of(text: str) -> set[str]:
      "MONEY-LOSS"),
     ("They were profiling retired senior citizens.", "OLDER-AM"),
     # word families widened on the second tuning set (analyst/data/signals/tuning2/), from its sentences
-    ('When I checked my online reports, I noticed that '
-     'someone tried to take out credit cards using my info.', 'FRAUD-ID'),
-    ('I informed him that I was the victim of ID theft and that this was not my account.', 'FRAUD-ID'),
-    ('I reviewed the receipts and noticed my signature was forged on 4 of the 5 receipts.', 'FRAUD-ID'),
-    ('XXXX XXXX investigated and concluded my account was compromised.', 'FRAUD-ID'),
-    ('I submitted a request to have an unauthorized credit pull removed from my credit history.', 'FRAUD-ID'),
-    ('I have reviewed my credit report and found an inaccurate '
-     'account that was placed on my credit without my knowledge.', 'FRAUD-ID'),
-    ('I did not apply for employment with your '
-     'organization nor did I request credit from your organization.', 'FRAUD-ID'),
-    ("This collection that wasn't even supposed to be mine is reporting to two different creditors.", 'FRAUD-ID'),
-    ('There are 2 accounts reporting to Equifax which are fraudulent.', 'FRAUD-ID'),
-    ('The company issued a collection action for a disputed '
-     'bill that my wife incurred under my social security number.', 'FRAUD-ID'),
     ('They are calling 4-6 times a day from numerous phone numbers.', 'HARASSMENT'),
     ('I am getting at least a half dozen phone calls a day from them.', 'HARASSMENT'),
     ('My complaint is about Capital One, due to theirs abusive collections activities.', 'HARASSMENT'),
@@ -279,19 +270,6 @@ def signals_of(text: str) -> set[str]:
      'these debts in the time given by FCRA requirements.', 'TIME-LIMIT'),
     ('It is your policy to keep reporting a bankruptcy '
      'that is filed, dismissed, or adjudicated for 10 years.', 'TIME-LIMIT'),
-    ('I believe poor people are preyed upon and these are unfair lending practices.', 'MISCONDUCT'),
-    ('Then they fabricated a whole story about how I was supposed to pay off that balance.', 'MISCONDUCT'),
-    ('This inquiry was performed under false pretenses as described in the clear language of the law.', 'MISCONDUCT'),
-    ("I'm sure I'm not the only consumer that has been victimized by this falsity.", 'MISCONDUCT'),
-    ('Please fix this instead of trying to gouge me like a Payday Loan shark.', 'MISCONDUCT'),
-    ('He was not honest with me.', 'MISCONDUCT'),
-    ('The company has a history of these behaviors and '
-     'was previously served a consent order by the CFPB.', 'MISCONDUCT'),
-    ('There is no way this tactic can be legal.', 'MISCONDUCT'),
-    ('She said it is not possible to opt out, which is clearly against the overdraft regulation.', 'MISCONDUCT'),
-    ('Equifax is not removing or blocking an account per FCRA regulations.', 'MISCONDUCT'),
-    ('I am requesting that you require them to fulfill '
-     'their obligations under the Fair Credit Reporting Act.', 'MISCONDUCT'),
     ('Been called at least 5-6 times for the past 2-3 weeks.', 'REPEAT-CONTACT'),
     ('I answered one of their calls after they kept trying repeatedly.', 'REPEAT-CONTACT'),
     ('I have told them several times to remove the phone number.', 'REPEAT-CONTACT'),
@@ -357,8 +335,6 @@ def test_a_rule_of_the_rubric_is_found(text, code):
      "already paid for -- then without PMI too, the escrow amount should be around {$700.00} per month not close to "
      "{$1000.00} as it is now ( taxes of about {$8300.00} ).", "MONEY-LOSS"),
     # what the families widened on the second tuning set must still leave out
-    ('XXXX updated all credit reporting companies with an address that was not mine.', 'FRAUD-ID'),
-    ('I will be seeking damages for Negligent Enablement of Identity Fraud.', 'FRAUD-ID'),
     ('And my town stated that they will put a yellow sticker on?', 'HARASSMENT'),
     ('I have called 5 times today and I have been cut off 5 times.', 'HARASSMENT'),
     ('This notice has the same effect in this summons or complaint.', 'URGENCY'),
@@ -370,9 +346,6 @@ def test_a_rule_of_the_rubric_is_found(text, code):
     ('Failure to respond within 30 days of receipt of '
      'this certified letter will result in legal action.', 'TIME-LIMIT'),
     ('MoneyLion Inc. has reported late payments of more than 30 days to the three major credit bureaus.', 'TIME-LIMIT'),
-    ('I fear that a scammer has gotten my information while that report was being run.', 'MISCONDUCT'),
-    ('She needed to transfer me to online fraudulent department.', 'MISCONDUCT'),
-    ('I am a victim of identity theft and the criminals tampered with a new car loan.', 'MISCONDUCT'),
     ('So I am calling upon you again for your assistance.', 'REPEAT-CONTACT'),
     ('I reached out again today to make this request via phone.', 'REPEAT-CONTACT'),
     ('Navy Federal keeps reporting a negative account on my credit.', 'SCRA'),
