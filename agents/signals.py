@@ -152,7 +152,7 @@ _HARASSMENT = re.compile(
     r"\bhar+as+\w*|\bthreat\w* (?:to )?(?:have (?:me|us) )?(?:arrest\w*|jail|prison|criminal|call\w* (?:my |our )?(?:employer|job"
     r"|work|boss|family)|federal repercussions|violence|hurt)|\bthreatening (?:calls|messages|letters|language|voicemails?|e-?mails?)"
     r"|\boppressive (?:calls|collection)|\baggressive and (?:loud|abusive)|\b(?:verbally )?abusive (?:language|calls?|manner|tone|behaviou?r|collector|representative)s?\b"
-    r"|\bverbally abus\w*|\byell\w*|\bscream\w*|\bcurs(?:ed|ing)\b|\bprofanit\w+"
+    r"|\bverbally abus\w*|\byell(?:ed|ing|s)?\b|\bscream\w*|\bcurs(?:ed|ing)\b|\bprofanit\w+"
     r"|\bintimidat\w*|\b(?:excessive|constant|nonstop|non-stop|incessant)(?: amounts? of)?(?: \w+)? (?:calls|calling|phone calls)\b"
     r"|\bcall(?:s|ed|ing)? (?:me )?(?:\w+ )?(?:every day|daily|several times a day|\d+ times a day|at work|my (?:job|work|employer|family|relatives))\b"
     r"|\b(?:dozens|hundreds) of (?:calls|phone calls|voicemails|messages)\b(?![^.]{0,40}\b(?:begging|asking|pleading))"
@@ -160,7 +160,7 @@ _HARASSMENT = re.compile(
     r"|\b(?:they|people|collectors?|agents?|agency|company|representatives?|she|he)\b[^.]{0,20}\bcall(?:s|ed|ing)"
     r" (?:my|our) (?:husband|wife|spouse|mother|mom|father|dad|parents?|sister|brother|son|daughter|children|kids"
     r"|neighbou?rs?|relatives?|family|employer|boss|job|work)\b|\bat (?:his|her|my|our) (?:place of work|workplace)\b"
-    r"|\b(?:employer|boss|workplace|relatives?|family members?)\b[^.]{0,80}\b(?:received|got) (?:a |several |multiple )?"
+    r"|\b(?:employer|boss|workplace|relatives?|family mem\w*)\b[^.]{0,80}\b(?:received|got) (?:a |several |multiple )?"
     r"(?:calls?|voicemails?|messages?)\b"
     r"|\b(?:press|file|bring)\w* criminal charges\b|\b(?:go|going|be sent|send me) to (?:jail|prison)\b"
     r"|\bhave (?:me|us) arrested\b|\bthreaten\w* to find (?:me|us) at (?:work|my job)\b"
@@ -168,34 +168,51 @@ _HARASSMENT = re.compile(
     r" (?:so far|today|a day"
     r"|in (?:one|a|the same) day|in an hour)\b|\bcall\w* (?:me )?(?:every other day|every (?:single )?day)\b"
     r"|\bcall\w*\b[^.]{0,40}\b(?:throughout|all) (?:the|a) day\b[^.]{0,60}\bexcessive\b"
-    r"|\bcall\w* (?:me )?(?:constantly|nonstop|non-stop|continuously|incessantly)\b", _I)
+    r"|\bcall\w* (?:me )?(?:constantly|nonstop|non-stop|continuously|incessantly)\b"
+    # the second tuning set: calls several times a day, at the place of employment, abusive collection
+    r"|\b(?:calls?|calling|called)\b[^.]{0,30}?\b(?:\d+(?:-\d+|\+)?|three|four|five|six|several|multiple) (?:times|calls)"
+    r" (?:a|per|each|every) day\b"
+    r"|\b(?:\d+\+?|three|four|five|six|several|multiple|a half dozen|half a dozen|dozens of) (?:phone )?calls (?:a|per|each"
+    r"|every) day\b"
+    r"|\babusive (?:debt )?collections? (?:activit\w*|practices?|tactics?|calls?)\b|\bat (?:my|his|her|our) place of employment\b", _I)
 _URGENCY = re.compile(
-    r"\bfore?clos\w*|\bevict\w*|\bgarnish\w*|\brepossess\w*|\brepo(?:'d| agent| status| man)?\b|\bsheriff(?:'s)? sale\b"
+    r"fore?clos\w*|\bevict\w*|\bgarnish\w*|\brepossess\w*|\brepo(?:'d| agent| status| man)?\b|\bsheriff(?:'s)? sale\b"
     r"|\b(?:trustee|foreclosure) sale\b|\blawsuit (?:against|on) (?:me|us)\b|\bsued (?:me|us)\b|\b(?:am|was|were|being|been) sued\b"
     r"|\bdefault judg(?:e)?ment\b|\bbank levy\b|\blevied\b|\btreasury offset\b"
     r"|\b(?:tax refund|social security)\b[^.]{0,40}\b(?:seized|offset|taken|withheld)\b"
-    r"|\bfinal notice\b|\bshut[- ]?off\b|\blose (?:my|our) (?:home|house|car)\b"
+    r"|\bfinal notice\b|\bshut[- ]?off\b|\b(?:lose|losing) (?:my|our) (?:\w+ )?(?:home|house|car|vehicle|residence)\b"
     # a suit or judgment against the consumer in other words, an auction of the home or car (tuning set)
     r"|\b(?:going to|gonna|will|would|threaten\w* to) (?:be sued|sue (?:me|us))\b|\bsuing (?:me|us)\b"
     r"|\b(?:a|the) judg(?:e)?ment (?:letter|against (?:me|us)|was (?:entered|filed|issued))\b"
     r"|\b(?:scheduled|upcoming|foreclosure|sheriff'?s?) auction\b"
     r"|\bsold (?:it|my car|the car|the vehicle|my home|the house) (?:in|at) (?:an |the )?auction\b"
-    r"|\bseiz\w* (?:all )?(?:of )?(?:my|our) (?:income tax|tax refund|wages|car|vehicle)", _I)
+    r"|\bseiz\w* (?:all )?(?:of )?(?:my|our) (?:income tax|tax refund|wages|car|vehicle)"
+    # the second tuning set: a summons, a process server, legal action taken or threatened, a court case against
+    # the consumer, no place to stay
+    r"|\b(?:served|received|got|handed)\b[^.]{0,30}\bsummons\b|\bserve (?:process|papers)\b|\bprocess server\b"
+    r"|(?<!\bi )\b(?:took|has taken|have taken|threaten\w*(?: me| us)?(?: with)?) legal action\b"
+    r"|\blawsuit (?:was )?filed against (?:me|us)\b|\bfiled a lawsuit against (?:me|us)\b"
+    r"|\b(?:took|taken|take|taking) (?:me|us) to (?:\w+ )?court\b|\b(?:no|nor|without a) place to (?:stay|live)\b", _I)
 _LOSS_CONTEXT = re.compile(
     r"\brefund\w*|\boverpa(?:id|yment|yments)\b|\bovercharg\w*|\breimburs\w*|\bwithdr(?:awn|ew)\b|\bdebited\b"
     r"|\bclaw\w* back\b|\blost\b|\bstole\w*\b|\bcharg(?:ed|ing|es) (?:me|us|my)\b|\bcharged\b|\bfees?\b"
-    r"|\binterest charges?\b|\b(?:two times|twice)\b"
+    r"|\binterest charges?\b|\b(?:charged|billed|paid|debited|deducted|taken|withdrawn)\b[^.]{0,30}\b(?:two times|twice)\b"
+    r"|\b(?:two times|twice) (?:charged|billed|paid|debited)\b"
     r"|\bdouble[- ](?:charged|payment|billed)\b|\bpaid twice\b|\bunauthori[sz]ed\b|\bfinancial harm\b"
     r"|\bdamages?\b|\bowe[sd]? me\b|\breturn (?:my|the) (?:money|funds)\b|\bwithheld\b|\bseized\b"
     r"|\bimproperly capitali[sz]\w*|\bwithout my consent\b|\binterest (?:was |has been |being )?added\b"
     r"|\bcapitali[sz]ed interest\W{0,4}charge"
-    r"|\b(?:someone|somebody|scammer|thief|fraudster|hacker)\b[^.]{0,60}\b(?:spent|took|withdrew|drained|emptied)\b", _I)
+    r"|\b(?:someone|somebody|scammer|thief|fraudster|hacker)\b[^.]{0,60}\b(?:spent|took|withdrew|drained|emptied)\b"
+    # the second tuning set: money taken, drained or embezzled, a card charged again and again
+    r"|\bripped (?:me|us) off\b|\bwiped (?:out|of|clean)\b|\bdrained\b|\bembezzl\w*|\bcharge[ds]? (?:\w+ ){0,2}times\b"
+    r"|\b(?:illegally|wrongfully|unlawfully|improperly) (?:took|taken|withdrew|charged|debited|transferred)\b"
+    r"|\bfake accounts?\b", _I)
 # How far (characters) an amount may stand from the words of loss to be the sum lost: a sentence
 # that mentions a refund and, elsewhere, a tax bill or a monthly payment has lost neither.
 LOSS_WINDOW = 150
 _TIME_LIMIT = re.compile(
     r"\bstatute of limitations?\b|\btime[- ]barred\b|\bobsolete\b"
-    r"|\b(?:over|more than|more then|older than|longer than) (?:seven|7) years\b|\b(?:seven|7)[- ]years? (?:old|ago|reporting|period|limit)\b"
+    r"|\b(?:over|more than|more then|older than|longer than|greater than) (?:seven|7) years\b|\b(?:seven|7)[- ]years? (?:old|ago|reporting|period|limit)\b"
     r"|\b(?:within|over|more than|after|beyond|past|exceed\w*|well over) (?:the )?(?:30|45|thirty|forty[- ]five)[- ]days?\b"
     r"|\b(?:30|45|thirty|forty[- ]five)[- ]days? (?:to|for|of) (?:investigat\w+|respond\w*|verif\w+|reinvestigat\w+|dispute)\b"
     r"|\blegal (?:amount of )?time\b|\b(?:far )?(?:too|to) old to (?:be )?(?:show|report|appear|list)\w*"
@@ -204,38 +221,52 @@ _TIME_LIMIT = re.compile(
     # the law's window in other words (tuning set): "within the period allowed by law", "not later than 4 business
     # days", "failure to investigate within XXXX days", days needed before a foreclosure sale
     r"|\bwithin the (?:allotted|allowed|required|legal|statutory|prescribed) (?:time|period|timeframe|time frame)\b"
-    r"|\b(?:period|time|timeframe|time frame) (?:allowed|required|prescribed|set) by (?:the )?(?:law|fcra|statute)\b"
+    r"|\b(?:period|time|timeframe|time frame) (?:allowed|required|prescribed|set|given) by (?:the )?(?:law|fcra|statute)\b"
     r"|\bno[t]? later than (?:\d+|xxxx|one|two|three|four|five|ten|thirty) (?:business )?days\b"
     r"|\b(?:investigat\w*|verif\w*|reinvestigat\w*)\b[^.]{0,40}\bwithin (?:30|45|xxxx|thirty|forty[- ]five)"
     r" (?:business )?days\b"
     r"|\b(?:adverse|negative|derogatory)\b[^.]{0,80}\b(?:7|seven) years\b"
     r"|\bdays?\b[^.]{0,20}\b(?:required|needed) (?:to|before) (?:postpone|stop|cancel|halt)\b[^.]{0,20}\bsale\b"
-    r"|\bdays before the (?:foreclosure |trustee |sheriff'?s? )?sale\b", _I)
+    r"|\bdays before the (?:foreclosure |trustee |sheriff'?s? )?sale\b"
+    # the second tuning set: the 30 days to respond or to ask for validation, a summons' days to answer, the
+    # reporting period in years, an item to be removed for its age
+    r"|\b(?:supposed|required|obligated|have|had|has) to (?:respond|reply|investigate|verify|answer)\w*[^.]{0,20}"
+    r"\b(?:in|within) (?:30|45|thirty|forty[- ]five) days\b"
+    r"|\b(?:verified|investigated|removed|deleted|responded)\b[^.]{0,10}\b(?:in|within) (?:30|45|thirty|forty[- ]five) days\b"
+    r"|\b(?:30|45|thirty) days to (?:submit|send|request|dispute|validat\w*)\b|\bwith (?:\d+|twenty|thirty) days to"
+    r" (?:respond|answer|appear)\b|\b(?:reporting|legal) (?:period|limit|time)s? of (?:seven|7|ten|10) years\b"
+    r"|\b(?:removed|deleted)\b[^.]{0,20}\b(?:due to|because of) (?:the |its )?age\b|\bbankruptcy\b[^.]{0,80}\b(?:10|ten) years\b", _I)
 # A loan granted or a sum that only would be owed is not money lost.
-_NOT_A_LOSS = re.compile(r"\b(?:would (?:have )?(?:owe|paid)|granted|approved for|awarded)\b", _I)
+_NOT_A_LOSS = re.compile(r"\b(?:would (?:have )?(?:owe|paid)|granted|approved for|awarded|(?:was|were|been|got) refunded"
+                         r"|refunded (?:this|the) amount|seek\w*\b(?:[^.]|\.\d){0,40}\bin damages)\b", _I)
 # How long the consumer has waited is no legal window ("45 days since I contacted them"), unless the
 # wait is since a dispute: the 30/45 days to investigate one are ("45 days since I disputed this").
-_NOT_A_WINDOW = re.compile(r"\bdays? (?:late|past due|delinquen\w*)\b|\bdays since (?:i|we)\b"
+_NOT_A_WINDOW = re.compile(r"\bdays? (?:late|past due|delinquen\w*)\b|\bdays of (?:the )?receipt of this (?:\w+ )?letter\b"
+                           r"|\bdays since (?:i|we)\b"
                            r"(?! (?:first |initially )?(?:disputed|filed (?:a|my|the) dispute|sent (?:a|my|the) dispute))",
                            _I)
+# "late payments of more than 30 days" is how late a payment was, not a legal window.
+_LATE_BY = re.compile(r"\blate (?:payments? )?of (?:more than |over )?(?:30|60|90|\d+) days\b", _I)
 # A second contact is not a repeated one ("I called again that same day ( second call )").
 _ONLY_TWICE = re.compile(r"\b(?:second|2nd) (?:call|time|letter|attempt)\b", _I)
 _WORD_NUMBERS = {"xxxx": 3, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
                  "eleven": 11, "twelve": 12, "fifteen": 15, "twenty": 20, "dozen": 12, "dozens": 24}
-_CONTACT_VERB = (r"(?:called|call|calls|contacted|phoned|emailed|e-mailed|spoke(?: to| with)?|spoken to|reached out to"
+_CONTACT_VERB = (r"(?:called|call|calls|calling(?! upon| on you)|contacted|phoned|emailed|e-mailed|spoke(?: to| with)?|spoken to"
+                 r"|reached out to"
                  r"|talked(?: to| with)?|notified|informed|messaged|texted|attempted to (?:resolve|reach|contact)"
                  r"|requested|asked|followed up|receiving (?:emails|letters|calls|notices)"
                  r"|wrote(?: to)?|written(?: to)?|sent (?:them |a |my )?(?:letters?|disputes?|emails?)|disputed|faxed|mailed)")
 _REPEAT_COUNT = re.compile(
     rf"\b{_CONTACT_VERB}\b[^.!?]{{0,40}}?"
     r"\b(?P<count>\d+|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|a dozen|dozens of|a xxxx)"
-    r"\s+(?:\w+\s+)?times\b", _I)
+    r"(?:-\d+)?\s+(?:\w+\s+)?times\b", _I)
 _REPEAT_PHRASE = re.compile(
     r"\b(?:multiple|several|numerous|countless|many|so many|repeated|endless|dozens of|hundreds of|[3-9]|\d\d+"
     r"|three|four|five|six) "
-    r"(?:phone calls|calls|letters|disputes|emails|e-mails|complaints|requests|certified letters|cycles of correspondence"
-    r"|rounds of \w+|conversations|chats)\b(?! online| on (?:the internet|line))"
-    rf"|\b{_CONTACT_VERB}\b[^.!?]{{0,80}}\b(?:multiple|several|numerous|countless|many|repeated) (?:times|occasions)\b"
+    r"(?:\w+ )?(?:phone calls|calls|letters|disputes|emails|e-mails|complaints|requests|certified letters|cycles of"
+    r" correspondence|rounds of \w+|conversations|chats|voice ?mails|phone contacts|contacts)\b(?! online| on (?:the internet|line))"
+    rf"|\b{_CONTACT_VERB}\b(?:[^.!?]|(?<=\binc)\.){{0,80}}\b(?:multiple|several|numerous|countless|many|repeated)"
+    r" (?:times|occasions)\b"
     r"|\b(?:to|with) (?:them|the company|the bank|you)\b[^.!?]{0,20}\b(?:numerous|multiple|several|countless|many)"
     r" times\b"
     r"|\breceived\b[^.!?]{0,20}\b(?:[3-9]|\d\d|three|four|five|six|seven|eight|nine|ten) (?:times|calls|phone calls"
@@ -246,16 +277,16 @@ _REPEAT_PHRASE = re.compile(
     r"|\brepeatedly (?:been )?(?:given|told|transferred|promised|assured|put|notif\w*|inform\w*)\b"
     r"|\bmy (?:numerous|multiple|several|countless) (?:requests?|disputes?|attempts?|letters?|complaints?)\b"
     r"|\bagain\b[^.!?]{0,80}\banother (?:request|dispute|letter|complaint)\b"
-    r"|\bagain,? (?:i|we) (?:re-?)?(?:sent|called|wrote|emailed|asked|contacted|reached out)\b"
+    r"|\bagain,? (?:i|we) (?:re-?)?(?:sent|call|called|wrote|emailed|asked|contacted|reached out)\b"
     r"|\b(call(?:ed)?|wr(?:ote|ite)|email(?:ed)?|text(?:ed)?) and \1\b"
     r"|\beach time (?:i |we )?(?:was|were) (?:told|promised|assured)\b"
     r"|\b(?:more than|over|at least) (?:three|four|five|six|seven|eight|nine|ten|[3-9]|\d\d+) times\b"
     r"|\b(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday),? (?:(?:and )?(?:monday|tuesday|wednesday"
     r"|thursday|friday|saturday|sunday),? ){2,}"
-    rf"|\b{_CONTACT_VERB}\b[^.!?]{{0,30}}\b(?:again and again|over and over|repeatedly|time after time|yet again|again)\b"
+    rf"|\b{_CONTACT_VERB}\b[^.!?]{{0,60}}\b(?:again and again|over and over|repeatedly|time after time|yet again|again)\b"
     r"|\b(?:every|each) time (?:i|we|they) (?:have )?(?:call|called|contact|contacted|spoke|speak|will not|won't|refuse)"
     rf"|\b{_CONTACT_VERB}\b[^.!?]{{0,40}}\b(?:mul\w?ti?ple|mulitple|sev\w?ral|serveral|numerous) times\b"
-    r"|\b(?:told|assured|promised|informed) (?:me |us )?(?:multiple|several|numerous|many|countless) times\b"
+    r"|\b(?:told|assured|promised|informed) (?:me |us |them |him |her )?(?:multiple|several|numerous|many|countless) times\b"
     r"|\b(?:repeated|multiple|numerous|several|countless|many|endless) (?:attempts|efforts|requests|demands|occasions"
     r"|confirmations"
     r"|collection notices|notices|reconsideration\w*|calls to)\b"
@@ -267,15 +298,29 @@ _REPEAT_PHRASE = re.compile(
     r"|\bcall\w* (?:me )?(?:constantly|continuously|continually|nonstop)\b"
     r"|\bexcessive (?:amounts? of )?(?:\w+ )?calls\b|\bcall\w* (?:nearly |almost )?(?:monthly|weekly|daily)\b"
     rf"|\b{_CONTACT_VERB}\b[^.!?]{{0,80}}?(?:\bXX/XX/\w+[^.!?]{{0,12}}?){{3}}"
-    r"|\b(?:contact|it) was made \d+ times\b|\bsubmitted [^.]{0,30}\b(?:several|multiple|many|numerous) times\b", _I)
+    r"|\b(?:contact|it) was made \d+ times\b|\bsubmitted [^.]{0,30}\b(?:several|multiple|many|numerous|countless) times\b"
+    # the second tuning set: follow-up letters, "tried and tried", kept trying, contact by phone, mail and email,
+    # three people spoken to, calls several times a day or week, a total of N calls, "time and time again"
+    r"|\bfollow[- ]up (?:letters|calls|emails|e-mails)\b|\btried and tried\b|\bkeeps? (?:on )?(?:trying|call\w*|contact\w*)"
+    r"|\bkept (?:trying|calling|contacting|asking|writing)\b|\bcontinued to (?:ask|call|request|contact|dispute|email|write)\b"
+    r"|\bvia (?:phone|telephone|mail|e-?mail|fax|letters?)(?:,? (?:and )?(?:phone|telephone|mail|e-?mail|fax|letters?)){2,}"
+    r"|\b(?:with|to|through) (?:three|four|five|six|seven|eight|[3-9]) (?:different )?(?:people|representatives|reps|agents"
+    r"|supervisors|managers)\b|\b(?:[2-9]|\d\d|two|three|four|five|six)(?: to \d+)?\+? times (?:a|per|each) (?:day|week)\b"
+    r"|\btotal of (?:[3-9]|\d\d+) (?:calls?|phone calls|voicemails|letters|disputes)\b|\btime (?:and|&) time again\b"
+    r"|\b(?:numerous|multiple|several|countless|many) of times\b|\bcalls? (?:\w+ )?every (?:single )?day\b"
+    r"|\b(?:explained|told|called|wrote|written|contacted|emailed)\b[^.]{0,30}\bevery (?:month|week)\b"
+    r"|\b(?:constant|continuous|repeated\w*)\b[^.]{0,20}\battempts\b|\bconstantly (?:battling|fighting|disputing)\b"
+    r"|\brepeatedly (?:stat\w*|explain\w*|remind\w*)|\bcomplain\w*\b[^.]{0,40}\b(?:several|multiple|numerous|many)"
+    r" (?:platforms|places|agencies|times)\b|\btried (?:several|multiple|numerous|many) (?:phone )?numbers\b"
+    r"|\breach(?:ed)? out (?:to \w+ (?:\w+ )?)?(?:multiple|several|numerous|many|countless) times\b", _I)
 _SERVICEMEMBER = re.compile(
     r"\b(?:servicemember|service member|active[- ]duty|veteran|military|deployed|deployment|\bscra\b"
     r"|servicemembers civil relief act|u\.?s\.? (?:army|navy|air force|marine corps|coast guard)"
-    r"|(?:the )?(?:army|navy|air force|marine corps|national guard|coast guard)\b"
+    r"|(?:the )?(?:army|navy(?! federal)|air force|marine corps|national guard|coast guard)\b"
     # VA benefits and loans ("VA" alone is also Virginia), orders and postings, the services' people
     r"|va (?:loans?|home loans?|mortgage|benefits?|disability|compensation)\b|veterans affairs|gi bill\b"
     r"|dd[- ]?214\b|pcs (?:orders|move|moving)\b|permanent change of station|stationed (?:at|in|overseas|abroad)\b"
-    r"|armed forces|soldier\b|sailor\b|(?:a|the|us|u\.s\.) marines?\b|tricare\b|enlist(?:ed|ing)\b)", _I)
+    r"|armed forces|g\.i\.(?=\s|$)|gi bill\b|soldier\b|sailor\b|(?:a|the|us|u\.s\.) marines?\b|tricare\b|enlist(?:ed|ing)\b)", _I)
 _OLDER = re.compile(
     r"\b(?:i am|i'm|im|i turned|aged?|at age|at the age of)\s+(?P<age>\d{2})\b(?:\s+years? old)?"
     r"|\b(?P<age2>\d{2})[- ]years?[- ]old (?:me|myself|senior|widow\w*|retiree)\b"
@@ -286,7 +331,7 @@ _OLDER = re.compile(
     r"|\b(?:i am|i'm|im|i was|i have|i've|we are|we're) (?:now |recently |fully |been |semi-)?retired\b"
     r"|\bin retirement\b|\b(?:on|live on|living on) (?:a |my |our )?(?:fixed|retirement) income\b"
     r"|\bsocial security (?:income|benefits?|checks?|payments?|retirement|deposits?)\b|\bmedicare\b"
-    r"|\b(?:my|our) pension\b", _I)
+    r"|\b(?:my|our) pension\b|\b(?:live|living) off (?:of )?(?:my |our )?(?:ssd|ssi|social security)\b", _I)
 
 
 @dataclass(frozen=True)
@@ -331,11 +376,16 @@ def quote_of(sentence: str, match: re.Match | None = None) -> str:
     if len(sentence) <= MAX_QUOTE:
         return sentence
     start = max(0, centre - MAX_QUOTE // 3)
-    while start > 0 and not sentence[start - 1].isspace():
-        start -= 1
+    word_start = start
+    while word_start > 0 and not sentence[word_start - 1].isspace():
+        word_start -= 1
+    if word_start > centre - MAX_QUOTE // 2:  # else no space near: a text written without spaces is cut as it is
+        start = word_start
     end = min(len(sentence), start + MAX_QUOTE)
-    while end < len(sentence) and not sentence[end].isspace():
-        end -= 1
+    word_end = end
+    while start < word_end < len(sentence) and not sentence[word_end].isspace():
+        word_end -= 1
+    end = word_end if word_end > start else end
     window = sentence[start:end].strip()
     if end < len(sentence):
         trimmed = _DANGLING_END.sub("", window)
@@ -417,7 +467,8 @@ def _evidence_signals(evidence_id: int | None, text: str) -> list[Signal]:
             add("HARASSMENT", f"Harassment ({match.group(0).lower()})", sentence, match)
         if (match := _URGENCY.search(sentence)):
             add("URGENCY", f"Time-critical harm ({match.group(0).lower()})", sentence, match)
-        if (match := _TIME_LIMIT.search(sentence)) and not _NOT_A_WINDOW.search(sentence[match.start():]):
+        if (match := _TIME_LIMIT.search(sentence)) and not _NOT_A_WINDOW.search(sentence[match.start():]) \
+                and not _LATE_BY.search(sentence):
             add("TIME-LIMIT", f"Time limit ({match.group(0).lower()})", sentence, match)
         if (match := _SERVICEMEMBER.search(sentence)):
             add("SCRA", f"Servicemember or veteran ({match.group(0).lower()}) in the narrative", sentence, match)

@@ -13,7 +13,8 @@ The blind signal set
 (`analyst/data/signals/blind/`, source and selection in its SOURCE.md), hand-labelled and
 committed before any detector ran on them. Every row of that file is evaluated (no hash split);
 no detector rule may be tuned on it. `--split tuning` does the same for 160 other CFPB narratives
-(`analyst/data/signals/tuning/`, labelled the same way), the set the detectors ARE tuned on.
+(`analyst/data/signals/tuning/`, labelled the same way), the set the detectors ARE tuned on, and
+`--split tuning2` for 210 more (`analyst/data/signals/tuning2/`), a second set tuned on.
 
 Throwaway cases
 ===============
@@ -51,6 +52,7 @@ from runs.services import run_start
 # The blind and tuning signal sets: every row is evaluated, against its own labels (module docstring).
 BLIND_SPLIT = "blind"
 TUNING_SPLIT = "tuning"
+TUNING2_SPLIT = "tuning2"
 # Signals a CFPB label column supports: (signal code, the Tags value that labels it).
 TAG_SIGNALS = (("SCRA", "Servicemember"), ("OLDER-AM", "Older American"))
 # Signals labelled by hand on the narratives (analyst/data/signals/RUBRIC.md says what each means):
@@ -60,8 +62,11 @@ BLIND_CSV = SIGNAL_LABELS.parent / "blind" / "complaints.csv"
 BLIND_LABELS = SIGNAL_LABELS.parent / "blind" / "labels.jsonl"
 TUNING_CSV = SIGNAL_LABELS.parent / "tuning" / "complaints.csv"
 TUNING_LABELS = SIGNAL_LABELS.parent / "tuning" / "labels.jsonl"
+TUNING2_CSV = SIGNAL_LABELS.parent / "tuning2" / "complaints.csv"
+TUNING2_LABELS = SIGNAL_LABELS.parent / "tuning2" / "labels.jsonl"
 # The signal sets kept apart from the sample, by split name: (their CSV, their labels).
-SIGNAL_SETS = {BLIND_SPLIT: (BLIND_CSV, BLIND_LABELS), TUNING_SPLIT: (TUNING_CSV, TUNING_LABELS)}
+SIGNAL_SETS = {BLIND_SPLIT: (BLIND_CSV, BLIND_LABELS), TUNING_SPLIT: (TUNING_CSV, TUNING_LABELS),
+               TUNING2_SPLIT: (TUNING2_CSV, TUNING2_LABELS)}
 NARRATIVE_SIGNALS = ("FRAUD-ID", "HARASSMENT", "URGENCY", "MONEY-LOSS", "TIME-LIMIT", "MISCONDUCT", "REPEAT-CONTACT",
                      "OLDER-AM", "SCRA", "MONEY-BACK")
 # Targets the issue set for every narrative signal, on the test split.
@@ -95,7 +100,7 @@ def read_rows(path: Path) -> list[dict[str, str]]:
 
 
 def select_rows(rows: list[dict[str, str]], *, split: str = "test", limit: int | None = None) -> list[dict[str, str]]:
-    """Rows with a narrative and a product, on `split` ("all", "blind", "tuning": every row), ordered by id."""
+    """Rows with a narrative and a product, on `split` ("all" and the signal sets: every row), ordered by id."""
     every = split == "all" or split in SIGNAL_SETS
     chosen = [row for row in rows if clean(row.get("Consumer complaint narrative")) and clean(row.get("Product"))
               and (every or split_of(row.get("Complaint ID", "")) == split)]

@@ -72,6 +72,8 @@ REQUEST_KINDS = (
                                 r"|\bharass me at work\b", re.IGNORECASE),
      "Stop the calls and collection contact"),
     ("refund", re.compile(r"\brefund\w*|\breimburs\w*|\bmoney back\b|\breturn (?:my|the) (?:money|funds|payments?)\b"
+                          r"|\brestitution\b|(?:\b(?:amount|money|funds)|\.\d\d\}?) back\b"
+                          r"|\b(?:funds|money) (?:were|was|has|have)(?: not|n't| never) (?:been )?returned\b"
                           r"|\bcredit (?:back|my account)\b|\bcompensat(?!e for\b)\w*|\bfinancial remedy\b", re.IGNORECASE),
      "A refund"),
     ("discharge", re.compile(r"\bdischarg\w*|\bforgiv\w*|\bcancel\w* (?:of )?(?:my|the|this) (?:loans?|debt)\b"
@@ -108,7 +110,16 @@ _REFUND_GIVEN = re.compile(
     r"\b(?:they|it|he|she|the (?:bank|company|servicer|lender|merchant|county))\b(?: \w+){0,2} (?:provided|issued|sent|gave"
     r"|processed|approved|initiat\w*|offered)\b[^.]{0,30}\brefund"
     r"|\brefunds? (?:was|were|has been|had been|have been) (?:sent|issued|processed|provided|approved|received|paid)\b"
-    r"|(?<!not )(?<!never )(?<!n't )(?<!yet to )\b(?:getting|got|received) (?:a |the |my |their )?refund\b", re.IGNORECASE)
+    r"|(?<!not )(?<!never )(?<!n't )(?<!yet to )\b(?:getting|got|received) (?:a |the |my |their )?refund\b"
+    r"|\b(?:was|were|been|got) refunded\b", re.IGNORECASE)
+# A refund owed and not paid is money asked back even where no sentence asks in so many words ("I have not
+# received my refund", "still hasn't refunded the purchase", "the funds were not returned", "I want my $69 back").
+_REFUND_OWED = re.compile(
+    r"\b(?:not|never|yet to) (?:\w+ )?(?:received|gotten|got|get) (?:my|a|the|any|our) (?:\w+ )?refund"
+    r"|\b(?:hasn't|has not|haven't|have not|never|not|yet to) (?:been )?refunded\b|\bcan ?not reimburse\b"
+    r"|\bcouldn'?t refund\b|\brefus\w* to (?:refund|reimburse|return)\b|\bwant (?:my|the|this|our) (?:[^.]|\.\d){0,20}\bback\b"
+    r"|\bget (?:this|the|my|our) (?:amount|money|funds|refund)\b|\b(?:funds|money) (?:were|was|has|have)(?: not|n't| never)"
+    r" (?:been )?returned\b|\bissue (?:\w+ )?restitution\b|\bowe (?:me|us)\b[^.]{0,30}\breimburse\w*", re.IGNORECASE)
 
 
 def _asks_for_nothing(sentence: str) -> bool:
@@ -121,8 +132,9 @@ def _request_candidates(evidence: list[EvidenceText]) -> list[tuple[float, int, 
     for order, item in enumerate(evidence):
         sentences = split_sentences(item.text)
         for index, sentence in enumerate(sentences):
-            hits = len(_REMEDY.findall(sentence))
-            asks = bool(_FIRST_PERSON_ASK.search(sentence))
+            owed = bool(_REFUND_OWED.search(sentence)) and not _REFUND_GIVEN.search(sentence)
+            hits = len(_REMEDY.findall(sentence)) + 2 * owed  # money owed back outranks a mere mention
+            asks = owed or bool(_FIRST_PERSON_ASK.search(sentence))
             if not hits or (not asks and hits < 2) or _asks_for_nothing(sentence):
                 continue
             weight = hits + (3 if asks else 0)

@@ -13,6 +13,8 @@ from analyst.evaluation import (
     BLIND_LABELS,
     NARRATIVE_SIGNALS,
     SIGNAL_TARGETS,
+    TUNING2_CSV,
+    TUNING2_LABELS,
     TUNING_CSV,
     TUNING_LABELS,
     read_rows,
@@ -27,6 +29,8 @@ BLIND_ROWS = {row["Complaint ID"].strip(): row for row in read_rows(BLIND_CSV)}
 BLIND = read_signal_labels(BLIND_LABELS)
 TUNING_ROWS = {row["Complaint ID"].strip(): row for row in read_rows(TUNING_CSV)}
 TUNING = read_signal_labels(TUNING_LABELS)
+TUNING2_ROWS = {row["Complaint ID"].strip(): row for row in read_rows(TUNING2_CSV)}
+TUNING2 = read_signal_labels(TUNING2_LABELS)
 DETECTED = ("FRAUD-ID", "HARASSMENT", "URGENCY", "MONEY-LOSS", "TIME-LIMIT", "MISCONDUCT", "REPEAT-CONTACT",
             "OLDER-AM", "SCRA")  # MONEY-BACK is triage's (analyst/triage.py), measured by `evaluate`
 
@@ -53,7 +57,10 @@ TEST_FIGURES = {
 # never tuned on; analyst/data/signals/blind/SOURCE.md), read once after each round of rule changes
 # made on other narratives only: first the old 191, then the tuning set (ADR 0032, addenda). Same
 # convention: the target where met, these counts otherwise. MISCONDUCT found 92 at the first reading
-# and 89 at the second (the rules were not changed after it; see the second addendum).
+# and 89 at the second (the rules were not changed after it; see the second addendum). The third reading,
+# after the rules were widened on the second tuning set, raised REPEAT-CONTACT from 46 to 49 found with no
+# more false alarms; FRAUD-ID (68 found, 7 flagged wrongly) and MISCONDUCT (90 found, 38 flagged wrongly) took
+# one false alarm more each and went back to their earlier rules, so their figures are the second reading's.
 BLIND_FIGURES = {
     "FRAUD-ID": (68, 101, 74),        # recall 67.3%: below the target
     "HARASSMENT": (3, 4, 4),          # recall and precision 75%: below the target
@@ -61,7 +68,7 @@ BLIND_FIGURES = {
     "MONEY-LOSS": (4, 21, 8),         # recall 19.0%, precision 50%: below the target
     "TIME-LIMIT": (37, 49, 39),       # recall 75.5%: below the target
     "MISCONDUCT": (89, 107, 126),     # recall 83.2%, precision 70.6%
-    "REPEAT-CONTACT": (46, 79, 47),   # recall 58.2%: below the target
+    "REPEAT-CONTACT": (49, 79, 50),   # recall 62.0%: below the target
     "OLDER-AM": (1, 2, 1),            # recall 50%: below the target
     "SCRA": (4, 5, 4),
 }
@@ -80,6 +87,26 @@ TUNING_FIGURES = {
     "REPEAT-CONTACT": (45, 47, 47),
     "OLDER-AM": (3, 3, 3),
     "SCRA": (1, 1, 1),
+}
+
+
+# The second tuning set (210 further narratives, labelled and committed before any detector ran on them;
+# analyst/data/signals/tuning2/SOURCE.md). Before the rules were widened on it the detectors found FRAUD-ID 27/46
+# (27 of 34 flagged), HARASSMENT 9/14 (9/10), URGENCY 9/20 (9/10), MONEY-LOSS 3/7 (3/11), TIME-LIMIT 6/18 (6/8),
+# MISCONDUCT 42/55 (42/50), REPEAT-CONTACT 34/60 (34/38), OLDER-AM 1/2 (1/1), SCRA 3/4 (3/4); these are the
+# figures after, tuning figures held as floors like the others (ADR 0032, third addendum). FRAUD-ID and MISCONDUCT
+# were widened on this set too (to 42/46 and 55/55 here), but the blind reading gave them one more false alarm
+# each, which their blind floors forbid, so both keep main's rules and main's figures here.
+TUNING2_FIGURES = {
+    "FRAUD-ID": (27, 46, 34),         # recall 58.7%: below the target
+    "HARASSMENT": (13, 14, 13),
+    "URGENCY": (18, 20, 19),
+    "MONEY-LOSS": (7, 7, 12),         # precision 58.3%: below the target
+    "TIME-LIMIT": (14, 18, 14),       # recall 77.8%: below the target
+    "MISCONDUCT": (42, 55, 50),       # recall 76.4%: below the target
+    "REPEAT-CONTACT": (59, 60, 63),
+    "OLDER-AM": (1, 2, 1),            # recall 50%: below the target
+    "SCRA": (4, 4, 4),
 }
 
 
@@ -122,6 +149,13 @@ def test_each_signal_on_the_tuning_set_meets_the_target_or_holds_its_floor():
     figures = {code: part for code, part in signal_figures(pairs).items() if code in DETECTED}
     assert sum(part["complaints"] for part in figures.values()) == 160 * len(DETECTED)
     assert_target_or_floor(figures, TUNING_FIGURES)
+
+
+def test_each_signal_on_the_second_tuning_set_meets_the_target_or_holds_its_floor():
+    pairs = [({code: TUNING2[cid][code] for code in DETECTED}, raised(cid, TUNING2_ROWS)) for cid in TUNING2_ROWS]
+    figures = {code: part for code, part in signal_figures(pairs).items() if code in DETECTED}
+    assert sum(part["complaints"] for part in figures.values()) == 210 * len(DETECTED)
+    assert_target_or_floor(figures, TUNING2_FIGURES)
 
 
 def test_over_every_split_each_signal_keeps_its_figures():
@@ -206,6 +240,52 @@ def signals_of(text: str) -> set[str]:
     ("Someone gained access to my banking information and spent {$2200.00} from various checking accounts.",
      "MONEY-LOSS"),
     ("They were profiling retired senior citizens.", "OLDER-AM"),
+    # word families widened on the second tuning set (analyst/data/signals/tuning2/), from its sentences
+    ('They are calling 4-6 times a day from numerous phone numbers.', 'HARASSMENT'),
+    ('I am getting at least a half dozen phone calls a day from them.', 'HARASSMENT'),
+    ('My complaint is about Capital One, due to theirs abusive collections activities.', 'HARASSMENT'),
+    ('I received a phone call from a XXXX number at my place of employment.', 'HARASSMENT'),
+    ('My family memebers have each received several calls from this company.', 'HARASSMENT'),
+    ('Now I got served a civil action summons on XX/XX/XXXX with 20 days to respond.', 'URGENCY'),
+    ('He left a message that the state had hired him to serve process.', 'URGENCY'),
+    ('LVNV funding went ahead and took legal action before properly validating the debt.', 'URGENCY'),
+    ('She said that there would be a lawsuit filed against me.', 'URGENCY'),
+    ('They took me to local court and I proved that they illegally took the money.', 'URGENCY'),
+    ('I had no choice than to pay the losses to avoid losing my primary residence.', 'URGENCY'),
+    ('They are still threatening legal action.', 'URGENCY'),
+    ("ShellpointMortgageforeclosureattorneyforeclosedonmyhomeXX/XX/2019whileI'mmakingmypayment.", 'URGENCY'),
+    ('I was paying homeowners insurance and property '
+     'taxes twice which ripped me off for over {$6000.00}.', 'MONEY-LOSS'),
+    ('My account was wiped of {$4600.00} in about 22 minutes.', 'MONEY-LOSS'),
+    ('My credit card was charges 11 times for a total amount of {$8800.00} from a merchant.', 'MONEY-LOSS'),
+    ('The flight and hotels were to be paid from the {$1900.00}, they obviously embezzled those funds.', 'MONEY-LOSS'),
+    ('They were supposed to respond in 30 days, and its been nearly 4 months now.', 'TIME-LIMIT'),
+    ('By the fair credit act they were supposed to be deleted if not verified in 30 days.', 'TIME-LIMIT'),
+    ('Several of these accounts have exceed their legal reporting periods of seven years.', 'TIME-LIMIT'),
+    ('The first delinquent date is greater than 7 years and it is paid in full.', 'TIME-LIMIT'),
+    ('I am wanting this to be removed due to the age.', 'TIME-LIMIT'),
+    ('Debt collectors are required to contact me first and '
+     'allow me 30 days to submit a written request for validation.', 'TIME-LIMIT'),
+    ('I was given no evidence of my obligation to pay '
+     'these debts in the time given by FCRA requirements.', 'TIME-LIMIT'),
+    ('It is your policy to keep reporting a bankruptcy '
+     'that is filed, dismissed, or adjudicated for 10 years.', 'TIME-LIMIT'),
+    ('Been called at least 5-6 times for the past 2-3 weeks.', 'REPEAT-CONTACT'),
+    ('I answered one of their calls after they kept trying repeatedly.', 'REPEAT-CONTACT'),
+    ('I have told them several times to remove the phone number.', 'REPEAT-CONTACT'),
+    ('I have received several rude phone calls demanding payment.', 'REPEAT-CONTACT'),
+    ("I've also sent follow-up letters that have also been ignored.", 'REPEAT-CONTACT'),
+    ('I have tried and tried to get Experian to fix this issue.', 'REPEAT-CONTACT'),
+    ('After numerous contacts with Experian the account is still there.', 'REPEAT-CONTACT'),
+    ('My broker and a lawyer contacted her via phone, mail, and email.', 'REPEAT-CONTACT'),
+    ('I talked with three people at Barclays, and an online chat.', 'REPEAT-CONTACT'),
+    ('I continued to ask for the late fee to be reversed.', 'REPEAT-CONTACT'),
+    ('I have contacted MoneyLion Inc. multiple times to resolve this matter.', 'REPEAT-CONTACT'),
+    ('Ive reach out to them numerous times and still no action has taken place.', 'REPEAT-CONTACT'),
+    ('I have repeatedly stated I do not know this person.', 'REPEAT-CONTACT'),
+    ('I got home yesterday to a total of 21 call from the number.', 'REPEAT-CONTACT'),
+    ('I used part of my G.I. Bill for these programs along with student loans.', 'SCRA'),
+    ('I live off of my ssd check and pay my rent with it.', 'OLDER-AM'),
 ])
 def test_a_rule_of_the_rubric_is_found(text, code):
     assert code in signals_of(text)
@@ -254,6 +334,27 @@ def test_a_rule_of_the_rubric_is_found(text, code):
     ("We didn't even request reimbursement from the escrow for the {$450.00} flood insurance after Harvey we "
      "already paid for -- then without PMI too, the escrow amount should be around {$700.00} per month not close to "
      "{$1000.00} as it is now ( taxes of about {$8300.00} ).", "MONEY-LOSS"),
+    # what the families widened on the second tuning set must still leave out
+    ('And my town stated that they will put a yellow sticker on?', 'HARASSMENT'),
+    ('I have called 5 times today and I have been cut off 5 times.', 'HARASSMENT'),
+    ('This notice has the same effect in this summons or complaint.', 'URGENCY'),
+    ("I will pursue legal action if this isn't fixed.", 'URGENCY'),
+    ('I will be seeking a minimum of {$5000.00} in damages for defamation.', 'MONEY-LOSS'),
+    ('I also cancelled the warranty of {$2800.00} and '
+     'was refunded this amount by XXXX back to Santander.', 'MONEY-LOSS'),
+    ('My accountant has twice submitted the tax returns; the original tax due was {$9500.00}.', 'MONEY-LOSS'),
+    ('Failure to respond within 30 days of receipt of '
+     'this certified letter will result in legal action.', 'TIME-LIMIT'),
+    ('MoneyLion Inc. has reported late payments of more than 30 days to the three major credit bureaus.', 'TIME-LIMIT'),
+    ('So I am calling upon you again for your assistance.', 'REPEAT-CONTACT'),
+    ('I reached out again today to make this request via phone.', 'REPEAT-CONTACT'),
+    ('Navy Federal keeps reporting a negative account on my credit.', 'SCRA'),
 ])
 def test_what_the_rubric_excludes_is_not_flagged(text, code):
     assert code not in signals_of(text)
+
+
+def test_a_narrative_written_without_spaces_is_quoted_around_what_was_found():
+    text = "Iwasapprovedfortrialmodification" * 12 + "theforeclosureattorneyforeclosedonmyhome" + "andnoonecalled" * 30
+    urgency = next(s for s in detect_signals({}, [{"id": 1, "text": text}]) if s.code == "URGENCY")
+    assert urgency.quote in text and "foreclos" in urgency.quote and len(urgency.quote) <= 300

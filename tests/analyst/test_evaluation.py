@@ -16,6 +16,8 @@ from analyst.evaluation import (
     BLIND_LABELS,
     NARRATIVE_SIGNALS,
     SIGNAL_LABELS,
+    TUNING2_CSV,
+    TUNING2_LABELS,
     TUNING_CSV,
     TUNING_LABELS,
     Outcome,
@@ -33,13 +35,15 @@ from tests.helpers import assert_nothing_changed
 ROWS = {row["Complaint ID"].strip(): row for row in read_rows(taxonomy.DATA_FILE)}
 BLIND_ROWS = {row["Complaint ID"].strip(): row for row in read_rows(BLIND_CSV)}
 TUNING_ROWS = {row["Complaint ID"].strip(): row for row in read_rows(TUNING_CSV)}
+TUNING2_ROWS = {row["Complaint ID"].strip(): row for row in read_rows(TUNING2_CSV)}
 
 
 @pytest.mark.parametrize(("labels_file", "rows", "complaints"), [
     (SIGNAL_LABELS, ROWS, 191),
     (BLIND_LABELS, BLIND_ROWS, 300),  # the blind set (analyst/data/signals/blind/SOURCE.md)
     (TUNING_LABELS, TUNING_ROWS, 160),  # the tuning set (analyst/data/signals/tuning/SOURCE.md)
-], ids=["sample", "blind", "tuning"])
+    (TUNING2_LABELS, TUNING2_ROWS, 210),  # the second tuning set (analyst/data/signals/tuning2/SOURCE.md)
+], ids=["sample", "blind", "tuning", "tuning2"])
 def test_every_complaint_is_labelled_for_every_signal_once_and_each_quote_is_verbatim(labels_file, rows, complaints):
     lines = [json.loads(line) for line in labels_file.read_text(encoding="utf-8").splitlines() if line.strip()]
     pairs = Counter((item["complaint_id"], item["signal"]) for item in lines)
@@ -75,6 +79,15 @@ def test_the_tuning_set_shares_no_complaint_with_the_sample_or_the_blind_set():
     positives = Counter(code for per in labels.values() for code, present in per.items() if present)
     assert positives == {"FRAUD-ID": 51, "HARASSMENT": 10, "URGENCY": 9, "MONEY-LOSS": 3, "TIME-LIMIT": 22,
                          "MISCONDUCT": 57, "REPEAT-CONTACT": 47, "OLDER-AM": 3, "SCRA": 1, "MONEY-BACK": 4}
+
+
+def test_the_second_tuning_set_shares_no_complaint_with_any_other_set():
+    others = set(ROWS) | set(BLIND_ROWS) | set(TUNING_ROWS)
+    assert not set(TUNING2_ROWS) & others
+    labels = read_signal_labels(TUNING2_LABELS)
+    positives = Counter(code for per in labels.values() for code, present in per.items() if present)
+    assert positives == {"FRAUD-ID": 46, "HARASSMENT": 14, "URGENCY": 20, "MONEY-LOSS": 7, "TIME-LIMIT": 18,
+                         "MISCONDUCT": 55, "REPEAT-CONTACT": 60, "OLDER-AM": 2, "SCRA": 4, "MONEY-BACK": 12}
 
 
 def test_recall_and_precision_per_signal_and_the_target():
@@ -138,7 +151,8 @@ def test_evaluate_gives_each_analysis_the_time_asked_for(monkeypatch, case):
 
 
 @pytest.mark.parametrize(("split", "rows", "labels", "signal", "expected"), [
-    ("tuning", TUNING_ROWS, TUNING_LABELS, "HARASSMENT", 1), ("blind", BLIND_ROWS, BLIND_LABELS, "FRAUD-ID", 2)])
+    ("tuning", TUNING_ROWS, TUNING_LABELS, "HARASSMENT", 1), ("blind", BLIND_ROWS, BLIND_LABELS, "FRAUD-ID", 2),
+    ("tuning2", TUNING2_ROWS, TUNING2_LABELS, "MISCONDUCT", 2)])
 def test_evaluate_on_a_signal_set_reads_its_narratives_and_its_labels(tmp_path, case, split, rows, labels, signal,
                                                                        expected):
     out = tmp_path / f"{split}.json"

@@ -5,7 +5,20 @@ from __future__ import annotations
 
 import pytest
 
+from agents import taxonomy
 from analyst.context import evidence_of
+from analyst.evaluation import (
+    BLIND_CSV,
+    BLIND_LABELS,
+    SIGNAL_LABELS,
+    TUNING2_CSV,
+    TUNING2_LABELS,
+    TUNING_CSV,
+    TUNING_LABELS,
+    read_rows,
+    read_signal_labels,
+    signal_figures,
+)
 from analyst.triage import consumer_request
 
 
@@ -21,6 +34,12 @@ def request_kind(text: str) -> str:
     "and stop charging form insurance amounts.",
     # of the old sample: a refund still awaited is owed, not given
     "I STILL HAVE NOT RECEIVED A REFUND from the US Treasury.",
+    # of the second tuning set (analyst/data/signals/tuning2/): money owed back and not paid, asked in other words,
+    # outranks the other requests of the narrative
+    "It's been a month and the XXXX card company still hasn't refunded the original {$1900.00} purchase and they "
+    "keep saying they are investigating. Please help me get this removed from my report and fixed.",
+    "Monitored my account from online and the app and the funds WERE NOT returned. Please correct my account.",
+    "I want my {$69.00} back. Please also remove the late fee from my account.",
 ])
 def test_a_refund_asked_for_or_owed_is_money_back(text):
     assert request_kind(text) == "refund"
@@ -34,6 +53,33 @@ def test_a_refund_asked_for_or_owed_is_money_back(text):
     "Statement, and that they were initiating an Over-payment refund request with XXXX County.",
     "The supervisor then again recommended that I adjust my insurance to compensate for the error, however, I see "
     "this as an inappropriate person directing what risks I should take.",
+    # of the second tuning set: a refund that was paid
+    "In XXXX, I also cancelled the XXXX warranty of {$2800.00} and was refunded this amount by XXXX back to Santander.",
 ])
 def test_a_refund_the_company_gave_or_started_is_not_money_back(text):
     assert request_kind(text) != "refund"
+
+
+# Triage's refund reading against the hand labels, as (found, labelled, flagged): a floor per set, like the
+# detectors' in tests/agents/test_signals.py. Before a refund owed and not paid counted as a request (ADR 0032,
+# third addendum): blind 7/25 (7 of 12 flagged), second tuning set 8/12 (8/11), first tuning set 3/4 (3/4),
+# old sample 10/18 (10/12). The blind figure is the third single reading; the others are tuned on.
+MONEY_BACK_FIGURES = [
+    ("blind", BLIND_CSV, BLIND_LABELS, (9, 25, 14)),
+    ("tuning2", TUNING2_CSV, TUNING2_LABELS, (11, 12, 13)),
+    ("tuning", TUNING_CSV, TUNING_LABELS, (3, 4, 4)),
+    ("sample", taxonomy.DATA_FILE, SIGNAL_LABELS, (15, 18, 17)),
+]
+
+
+@pytest.mark.parametrize(("name", "rows_file", "labels_file", "expected"), MONEY_BACK_FIGURES,
+                         ids=[name for name, *_ in MONEY_BACK_FIGURES])
+def test_money_back_holds_its_floor_on_each_labelled_set(name, rows_file, labels_file, expected):
+    labels = read_signal_labels(labels_file)
+    pairs = [({"MONEY-BACK": labels[row["Complaint ID"].strip()]["MONEY-BACK"]},
+              {"MONEY-BACK"} if request_kind(row["Consumer complaint narrative"]) == "refund" else set())
+             for row in read_rows(rows_file) if row["Complaint ID"].strip() in labels]
+    part = signal_figures(pairs)["MONEY-BACK"]
+    found, labelled, flagged = expected
+    assert part["labelled"] == labelled
+    assert part["found"] >= found and part["flagged"] - part["found"] <= flagged - found

@@ -1,10 +1,11 @@
-"""manage.py evaluate [<labelled.csv>] [--provider NAME] [--json OUT] [--limit N] [--split test|dev|train|all|blind|tuning]
+"""manage.py evaluate [<labelled.csv>] [--provider NAME] [--json OUT] [--limit N] [--split test|dev|train|all|blind|tuning|tuning2]
 
 Measures the agents on labelled CFPB-format complaints: each row becomes a throwaway case (labels
 blanked) in a throwaway tenant, inside one transaction that is rolled back — real cases are never
 read or touched. See analyst/evaluation.py for the split and what is measured. `--split blind`
 evaluates the blind signal set (analyst/data/signals/blind/) against its own labels, `--split tuning`
-the tuning set (analyst/data/signals/tuning/); the CSV may then be left out."""
+the tuning set (analyst/data/signals/tuning/), `--split tuning2` the second tuning set
+(analyst/data/signals/tuning2/); the CSV may then be left out."""
 
 import json
 import sqlite3
@@ -57,7 +58,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("csv", nargs="?",
                             help="A CFPB-format CSV with Product, Issue, Tags and narratives "
-                                 "(default with --split blind or tuning: that signal set).")
+                                 "(default with --split blind, tuning or tuning2: that signal set).")
         parser.add_argument("--provider", help="Model provider (default: ARBITER_MODEL_PROVIDER).")
         parser.add_argument("--json", dest="json_out", help="Also write the figures as JSON to this file.")
         parser.add_argument("--limit", type=int, help="Evaluate at most N complaints (after the split).")
@@ -66,17 +67,17 @@ class Command(BaseCommand):
                                  "a small local model needs about 1,200 on this kind of machine).")
         parser.add_argument("--signal-labels", dest="signal_labels",
                             help="Hand labels of the narrative signals (default: analyst/data/signals/labels.jsonl, "
-                                 "or blind/ or tuning/labels.jsonl with --split blind or tuning).")
+                                 "or that set's labels.jsonl with --split blind, tuning or tuning2).")
         parser.add_argument("--split", default="test", choices=("train", "dev", "test", "all", *SIGNAL_SETS),
                             help="Which side of the fixed hash split to evaluate (default: test, the held-out side); "
-                                 "blind: every row of the blind signal set, never tuned on; tuning: every row of "
-                                 "the tuning signal set, which the rules are tuned on.")
+                                 "blind: every row of the blind signal set, never tuned on; tuning, tuning2: every "
+                                 "row of a tuning signal set, which the rules are tuned on.")
 
     def handle(self, *args, **options):
-        own_set = SIGNAL_SETS.get(options["split"])  # (csv, labels) of the blind or tuning set
+        own_set = SIGNAL_SETS.get(options["split"])  # (csv, labels) of the blind or a tuning set
         if not options["csv"] and not own_set:
             raise CommandError("Give the path of a CFPB-format CSV "
-                               "(it may be left out only with --split blind or --split tuning).")
+                               "(it may be left out only with --split blind, tuning or tuning2).")
         path = Path(options["csv"] or own_set[0])
         if not path.is_file():
             raise CommandError(f"No file {path}: give the path of a CFPB-format CSV.")
