@@ -13,6 +13,12 @@ HASHED_FIELDS = (
 CUT_OVER_ACTION = "audit.ledger.keyed"
 
 
+# The canonical encoder of an event's body: sorted keys, no spaces, str() for anything exotic (what
+# json.dumps with these options writes), made once — json.dumps with options builds an encoder on
+# every call, which costs more than encoding a small body.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
 class UnknownAuditKey(LookupError):
     pass
 
@@ -27,15 +33,13 @@ def event_hash(event, keys: dict[str, bytes] | None = None) -> str:
     SHA-256 (they verify only as the unkeyed start of a stream sealed by its cut-over event)."""
     body = {name: getattr(event, name) for name in HASHED_FIELDS}
     body["created_at"] = event.created_at.isoformat(timespec="microseconds")
-    raw = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    raw = _CANONICAL.encode(body)
     digest = chain_digest(raw.encode("utf-8"), getattr(event, "key_id", ""), keys)
     if digest is None:
         raise UnknownAuditKey(f"No audit key {event.key_id!r} in ARBITER_AUDIT_KEYS.")
     return digest
 
 
-# The canonical encoder of event_hash (the same options as its json.dumps), made once.
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 # HASHED_FIELDS and created_at in the order sort_keys writes them.
 _BODY_KEYS = tuple((name, encode_basestring(name) + ":") for name in sorted((*HASHED_FIELDS, "created_at")))
 

@@ -307,36 +307,36 @@ def _json_roundtrip(value):
     positive exponent ("1e+16") as the integer it is. Read them that way here, on every backend."""
     import json
 
-    if _plain_json(value):
-        # Only str-keyed dicts, lists, exact strs, ints, bools and None: JSON gives back an equal
-        # value (no float to reread, no tuple or subclass to convert). A copy, as json.loads makes.
-        return _copy_json(value)
+    copied = _plain_copy(value)
+    if copied is not _NOT_PLAIN:
+        return copied
     return json.loads(json.dumps(value, default=str), parse_float=_as_jsonb_number)
 
 
 _PLAIN_SCALARS = frozenset((str, int, bool, type(None)))
+_NOT_PLAIN = object()
 
 
-def _plain_json(value, depth: int = 0) -> bool:
+def _plain_copy(value, depth: int = 0):
+    """A copy of `value`, as json.loads makes one, if it holds only str-keyed dicts, lists, exact
+    strs, ints, bools and None: JSON gives back an equal value (no float to reread, no tuple or
+    subclass to convert). Otherwise _NOT_PLAIN. One pass: it checks and copies as it goes."""
     kind = type(value)
     if kind in _PLAIN_SCALARS:
-        return True
-    if depth > 8:
-        return False
-    if kind is dict:
-        return all(type(key) is str and _plain_json(item, depth + 1) for key, item in value.items())
-    if kind is list:
-        return all(_plain_json(item, depth + 1) for item in value)
-    return False
-
-
-def _copy_json(value):
-    kind = type(value)
-    if kind is dict:
-        return {key: _copy_json(item) for key, item in value.items()}
-    if kind is list:
-        return [_copy_json(item) for item in value]
-    return value
+        return value
+    if depth > 8 or kind not in (dict, list):
+        return _NOT_PLAIN
+    pairs = value.items() if kind is dict else enumerate(value)
+    copied = {} if kind is dict else [None] * len(value)
+    for key, item in pairs:
+        if kind is dict and type(key) is not str:
+            return _NOT_PLAIN
+        if type(item) not in _PLAIN_SCALARS:
+            item = _plain_copy(item, depth + 1)
+            if item is _NOT_PLAIN:
+                return _NOT_PLAIN
+        copied[key] = item
+    return copied
 
 
 def _as_jsonb_number(text: str):

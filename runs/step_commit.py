@@ -54,9 +54,9 @@ def commit_in_one_statement(*, run: AgentRun, worker_id: str, ctx, values: dict,
                               action=STEP_COMPLETED, target_type="run", target_id=run.pk, run_id=str(run.pk),
                               policy_version=policy.POLICY_VERSION, decision="", payload=event_payload)
     try:
-        step_commit_with_event(run_id=run.pk, worker_id=worker_id, sequence=ctx.sequence, status=RunStatus.RUNNING,
-                               version=run.version, values=values, step=step, checkpoint=checkpoint, event=event,
-                               head=head)
+        step_commit_with_event(db, run_id=run.pk, worker_id=worker_id, sequence=ctx.sequence,
+                               status=RunStatus.RUNNING, version=run.version, values=values, step=step,
+                               checkpoint=checkpoint, event=event, head=head)
     except StepCommitRefused as refused:
         audit_head_remember(stream, None)
         logger.info("run %s step %s: one-statement commit refused (%s); committing it the ordinary way",

@@ -12,7 +12,7 @@ from functools import lru_cache
 from operator import itemgetter
 from types import SimpleNamespace
 
-from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections
+from django.db import DatabaseError, connection
 
 from audit.models import AuditStreamHead
 from audit.services import audit_event_fields
@@ -329,8 +329,9 @@ def _step_commit_statement(*, run_id: int, worker_id: str, sequence: int, status
     return sql, json.dumps(doc)
 
 
-def step_commit_with_event(*, run_id: int, worker_id: str, sequence: int, status: str, version: int, values: dict,
-                           step: dict, checkpoint: dict, event: dict, head: tuple[int, int, str]) -> tuple[int, int]:
+def step_commit_with_event(db, *, run_id: int, worker_id: str, sequence: int, status: str, version: int,
+                           values: dict, step: dict, checkpoint: dict, event: dict,
+                           head: tuple[int, int, str]) -> tuple[int, int]:
     """PostgreSQL, outside any transaction: the whole steady-state step commit as ONE statement —
     its own transaction, one round trip, one durable commit. The run's conditional UPDATE (also
     requiring `version`: nobody else wrote the row since this worker's last commit), the Step, the
@@ -338,11 +339,12 @@ def step_commit_with_event(*, run_id: int, worker_id: str, sequence: int, status
     compare-and-set on the stream head `head` (id, last_sequence, last_hash) as this process last
     wrote it. Every value travels in ONE JSON array parameter, read back and cast per column in
     SQL: psycopg adapts one string instead of ~70 values. Returns (step id, event id); raises
-    StepCommitRefused — nothing written — when the run row or the head was not as expected."""
+    StepCommitRefused — nothing written — when the run row or the head was not as expected. `db`
+    is the default database's wrapper itself (the caller has it: each lookup through
+    `connections` costs)."""
     sql, doc = _step_commit_statement(run_id=run_id, worker_id=worker_id, sequence=sequence, status=status,
                                       version=version, values=values, step=step, checkpoint=checkpoint, event=event,
                                       head=head)
-    db = connections[DEFAULT_DB_ALIAS]  # the wrapper itself: each access through the proxy costs
     try:
         cursor = _prepared_cursor(db)  # reused: not closed
         cursor.execute(sql, [doc])
