@@ -178,6 +178,7 @@ def test_evaluate_reports_the_notice_rubric_and_what_broke_it(monkeypatch, tmp_p
                  stdout=stdout)
     assert set(json.loads(out.read_text())["notice_rubric"]["counts"].values()) == {0}
     assert "Notice rubric over 1 analysis(es) (each must be 0): misquotes 0;" in stdout.getvalue()
+    assert "[1/1] complaint " in stdout.getvalue() and " run completed in " in stdout.getvalue()
 
 
 def test_a_taxonomy_label_is_no_claim_of_contact_but_the_sentence_around_it_can_be():
