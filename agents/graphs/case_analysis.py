@@ -20,8 +20,10 @@ from agents import taxonomy
 from agents.citations import EvidenceTexts, verify_citations
 from agents.graphs.guards import (
     CaseText,
+    below_threshold,
     case_text,
     catalogued,
+    disputes_classification,
     first_paragraph,
     floor_for,
     floored_risk,
@@ -30,6 +32,7 @@ from agents.graphs.guards import (
     request_to_address,
     risk_first_paragraph,
     scrub,
+    triage_confidence_dispute,
 )
 from agents.graphs.records import continue_plan, record_dropped, record_instructions, shown_evidence
 from agents.schemas import (
@@ -71,6 +74,9 @@ def triage(ctx: NodeContext) -> NodeResult:
         ctx.note(f"triage: label(s) outside the CFPB taxonomy refused: {', '.join(invalid)}.")
         data["needs_analyst"] = True
         data["invalid_labels"] = invalid
+    if not data.get("needs_analyst") and below_threshold(out.confidence, ctx.case.product, _min_confidence()):
+        ctx.note(f"triage: confidence {out.confidence:.2f} is below {_min_confidence():.2f}; an analyst confirms it.")
+        data["needs_analyst"] = True
     dropped = []
     request = data.get("consumer_request")
     if request and request.get("quote"):
@@ -261,6 +267,9 @@ def _guarded_adjudication(ctx: NodeContext, out: Adjudication) -> Adjudication:
             f"adjudicator: {out.risk_level}", f"policy: {words} require(s) at least {minimum}"],
             resolution=f"Raised to {level}: policy minimums prevail over any agent's level."))
         summary = summary.replace(f"Risk {out.risk_level}", f"Risk {level}", 1)
+    triage = ctx.state.observations.get("triage") or {}
+    if triage.get("needs_analyst") and not disputes_classification([d.topic for d in disputes]):
+        disputes.append(Dispute(**triage_confidence_dispute(triage, _min_confidence())))
     return out.model_copy(update={"summary": summary, "disputes": disputes, "risk_level": level})
 
 
