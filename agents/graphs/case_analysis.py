@@ -70,6 +70,9 @@ def triage(ctx: NodeContext) -> NodeResult:
     invalid = [f"{field} {value!r}" for field, value, allowed in (
         ("product", out.product, taxonomy.products()), ("issue", out.issue, taxonomy.issues()))
         if value != UNCLASSIFIED and value not in allowed]
+    if not invalid and UNCLASSIFIED not in (out.product, out.issue) \
+            and out.issue not in taxonomy.published_issues_of(out.product):
+        invalid = [f"issue {out.issue!r} (not an issue of {out.product!r})"]
     if invalid:
         ctx.note(f"triage: label(s) outside the CFPB taxonomy refused: {', '.join(invalid)}.")
         data["needs_analyst"] = True

@@ -54,3 +54,18 @@ def test_a_confident_triage_or_a_recorded_product_is_left_alone_and_a_dispute_is
     own = [{"topic": "product", "positions": ["triage: Student loan", "narrative: mortgage"], "resolution": "Ask."}]
     _, finding, topics = _run(analyst, monkeypatch, confidence=0.4, disputes=own)
     assert finding.data["needs_analyst"] is True and topics == ["product"]
+
+
+def test_an_issue_that_is_not_one_of_the_product_s_is_refused_and_needs_an_analyst(analyst, monkeypatch):
+    """Gemma 3 270M paired products and issues the CFPB never paired ("Credit reporting" / "Incorrect
+    exchange rate"): each label is in the taxonomy, the pair is not."""
+    triage = {"product": "Credit reporting", "issue": "Incorrect exchange rate", "respondent": "Servicer",
+              "requested_remedy": "", "confidence": 0.95, "needs_analyst": False, "evidence_refs": []}
+    monkeypatch.setattr("runs.providers.get_provider", lambda name=None: FakeProvider({"triage": triage}))
+    case = case_services.case_create(actor=analyst, tenant=analyst.tenant, title="Servicer misapplied payments",
+                                     narrative=NARRATIVE, company="Servicer", complainant_email="consumer@example.org")
+    case_services.case_transition(actor=analyst, case=case, transition="triage")
+    run = drive(services.run_start(actor=analyst, case=case))
+    finding = Finding.objects.filter(run=run, agent="triage", type="triage").first()
+    assert finding.data["needs_analyst"] is True
+    assert finding.data["invalid_labels"] == ["issue 'Incorrect exchange rate' (not an issue of 'Credit reporting')"]
