@@ -62,8 +62,10 @@ DEAD_NOTICE_STATUSES = {NoticeStatus.WITHDRAWN, NoticeStatus.REJECTED}
 # --- specialists ------------------------------------------------------------------------------
 
 def triage(ctx: NodeContext) -> NodeResult:
-    """Classify. Labels outside the CFPB taxonomy are refused (the triage then needs an analyst);
-    the consumer's request is kept only with a quote that occurs in the cited evidence."""
+    """Classify. Labels outside the CFPB taxonomy, or an issue the CFPB does not publish for the
+    product, are refused (the triage then needs an analyst); a confidence below the threshold
+    needs an analyst too when the case records no product; the consumer's request is kept only
+    with a quote that occurs in the cited evidence."""
     out: TriageOutput = ctx.call_model(schema=TriageOutput)
     refs = shown_evidence(ctx, out.evidence_refs)
     data = out.model_dump(mode="json") | {"evidence_refs": refs}
