@@ -63,9 +63,9 @@ DEAD_NOTICE_STATUSES = {NoticeStatus.WITHDRAWN, NoticeStatus.REJECTED}
 
 def triage(ctx: NodeContext) -> NodeResult:
     """Classify. Labels outside the CFPB taxonomy, or an issue the CFPB does not publish for the
-    product, are refused (the triage then needs an analyst); a confidence below the threshold
-    needs an analyst too when the case records no product; the consumer's request is kept only
-    with a quote that occurs in the cited evidence."""
+    product, are refused (the triage then needs an analyst); an unclassified product or issue, or a
+    confidence below the threshold when the case records no product, needs an analyst too; the
+    consumer's request is kept only with a quote that occurs in the cited evidence."""
     out: TriageOutput = ctx.call_model(schema=TriageOutput)
     refs = shown_evidence(ctx, out.evidence_refs)
     data = out.model_dump(mode="json") | {"evidence_refs": refs}
@@ -79,8 +79,11 @@ def triage(ctx: NodeContext) -> NodeResult:
         ctx.note(f"triage: label(s) outside the CFPB taxonomy refused: {', '.join(invalid)}.")
         data["needs_analyst"] = True
         data["invalid_labels"] = invalid
-    if not data.get("needs_analyst") and below_threshold(out.confidence, ctx.case.product, _min_confidence()):
-        ctx.note(f"triage: confidence {out.confidence:.2f} is below {_min_confidence():.2f}; an analyst confirms it.")
+    unclassified = UNCLASSIFIED in (out.product, out.issue)
+    if not data.get("needs_analyst") and (unclassified or below_threshold(out.confidence, ctx.case.product,
+                                                                          _min_confidence())):
+        low = f"confidence {out.confidence:.2f} is below {_min_confidence():.2f}"
+        ctx.note(f"triage: {'no product or issue was classified' if unclassified else low}; an analyst confirms it.")
         data["needs_analyst"] = True
     dropped = []
     request = data.get("consumer_request")
@@ -105,6 +108,7 @@ def triage(ctx: NodeContext) -> NodeResult:
     wants = request_statement(request) or request_statement(data["requested_remedy"]) or "not stated"
     if data.get("needs_analyst"):
         why = (f"labels outside the taxonomy ({', '.join(invalid)})" if invalid else
+               "no product or issue was classified" if unclassified else
                f"confidence {out.confidence:.2f} is below {_min_confidence():.2f}"
                if out.confidence < _min_confidence() else "the triage agent asked for a person's check")
         summary = (f"Needs an analyst: product and issue are uncertain ({why}). Best guess: {out.product} / "

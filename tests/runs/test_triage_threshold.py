@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from agents.schemas import UNCLASSIFIED
 from cases import services as case_services
 from runs import services
 from runs.models import Artifact, Finding, RunStatus
@@ -69,3 +70,21 @@ def test_an_issue_that_is_not_one_of_the_product_s_is_refused_and_needs_an_analy
     finding = Finding.objects.filter(run=run, agent="triage", type="triage").first()
     assert finding.data["needs_analyst"] is True
     assert finding.data["invalid_labels"] == ["issue 'Incorrect exchange rate' (not an issue of 'Credit reporting')"]
+
+
+def test_an_unclassified_answer_at_high_confidence_needs_an_analyst(analyst, monkeypatch):
+    """Gemma 3 270M answered "Unclassified (no narrative to classify)" at confidence 0.98 on a
+    complaint with a narrative, and nothing asked for a person."""
+    triage = {"product": UNCLASSIFIED, "issue": "Issue where my lender is my school", "respondent": "Servicer",
+              "requested_remedy": "", "confidence": 0.98, "needs_analyst": False, "evidence_refs": []}
+    monkeypatch.setattr("runs.providers.get_provider", lambda name=None: FakeProvider({"triage": triage}))
+    case = case_services.case_create(actor=analyst, tenant=analyst.tenant, title="Servicer misapplied payments",
+                                     narrative=NARRATIVE, company="Servicer", complainant_email="consumer@example.org")
+    case_services.case_transition(actor=analyst, case=case, transition="triage")
+    run = drive(services.run_start(actor=analyst, case=case))
+    finding = Finding.objects.filter(run=run, agent="triage", type="triage").first()
+    assert finding.data["needs_analyst"] is True
+    assert finding.summary.startswith("Needs an analyst: product and issue are uncertain (no product or issue was "
+                                      "classified)")
+    topics = [d["topic"] for d in Artifact.objects.filter(run=run, kind="dispute").values_list("content", flat=True)]
+    assert "triage confidence" in topics
