@@ -42,7 +42,9 @@ from accounts.models import Tenant, User
 from agents.text import clean_narrative
 from analyst import classifier
 from analyst.calibration import expected_calibration_error, reliability
+from analyst.rubric import RUBRIC_COUNTS, case_rubric
 from analyst.splits import split_of
+from cases.models import Proposal
 from cases.notice_checker import check_notice
 from cases.services import case_create, case_transition
 from runs.executor import drive_inline
@@ -141,6 +143,8 @@ class Outcome:
     dropped_citations: int = 0
     drafts: int = 0
     checker_flags: int | None = None
+    rubric: dict[str, int] = field(default_factory=dict)  # analyst.rubric's counts over the case's notices and proposals
+    rubric_texts: list[str] = field(default_factory=list)  # what the rubric read, kept when a count is not zero
     run_status: str = ""
     seconds: float = 0.0
     error: str = ""
@@ -218,7 +222,19 @@ def _analyse(row: dict, *, tenant, analyst, provider: str | None, checker, run_s
     outcome.drafts = len(notices)
     if checker is not None and notices:
         outcome.checker_flags = sum(_flags_of(checker, notice, case, request) for notice in notices)
+    _read_rubric(outcome, case, notices)
     return outcome
+
+
+def _read_rubric(outcome: Outcome, case, notices: list) -> None:
+    """The notice rubric (analyst/rubric.py) over the case's notices and proposals' rationales; the
+    texts it read are kept on the outcome when a count is not zero, to show what was wrong."""
+    rationales = list(Proposal.objects.filter(case=case).order_by("pk").values_list("rationale", flat=True))
+    evidence = [item.read_text() for item in case.evidence.all()]
+    outcome.rubric = case_rubric(case, notices, rationales, evidence)
+    if any(outcome.rubric.values()):
+        outcome.rubric_texts = [f"notice: {n.subject}\n{n.body}" for n in notices] + \
+            [f"rationale: {r}" for r in rationales]
 
 
 def evaluate_rows(rows: list[dict[str, str]], *, provider: str | None = None, on_outcome=None,
@@ -320,6 +336,7 @@ def report(outcomes: list[Outcome], *, split: str, provider: str, threshold: flo
                      "needs_analyst_with_dispute": sum(o.low_confidence_dispute for o in low),
                      "dispute_on_triage_when_confident": sum(o.low_confidence_dispute for o in done
                                                              if not o.needs_analyst)},
+        "notice_rubric": rubric_report(outcomes),
         "calibration": calibration_report(done),
         "replans": sum(o.replans for o in outcomes),
         "dropped_citations": sum(o.dropped_citations for o in outcomes),
@@ -330,6 +347,15 @@ def report(outcomes: list[Outcome], *, split: str, provider: str, threshold: flo
         "errors": [f"{o.complaint_id}: {o.error}" for o in outcomes if o.error][:20],
         "narrative_signals": narrative_signal_report(outcomes, signal_labels) if signal_labels else None,
     }
+
+
+def rubric_report(outcomes: list[Outcome]) -> dict:
+    """The notice rubric's counts summed over every analysis (each must be zero), and the
+    complaints where one was not, with the texts the rubric read (at most 10)."""
+    totals = {key: sum(o.rubric.get(key, 0) for o in outcomes) for key in RUBRIC_COUNTS}
+    faults = [{"complaint_id": o.complaint_id, "counts": {k: v for k, v in o.rubric.items() if v},
+               "texts": o.rubric_texts} for o in outcomes if any(o.rubric.values())]
+    return {"counts": totals, "analyses": len(outcomes), "faults": faults[:10]}
 
 
 def calibration_report(done: list[Outcome]) -> dict:
@@ -399,6 +425,11 @@ def format_report(data: dict) -> list[str]:
                  f"analyst in {disputes['needs_analyst']} (threshold {data['triage_min_confidence']}), "
                  f"{disputes['needs_analyst_with_dispute']} of them disputed; triage disputed while confident: "
                  f"{disputes['dispute_on_triage_when_confident']}")
+    rubric = data["notice_rubric"]
+    lines.append(f"Notice rubric over {rubric['analyses']} analysis(es) (each must be 0): "
+                 + "; ".join(f"{key} {value}" for key, value in rubric["counts"].items()))
+    for fault in rubric["faults"]:
+        lines.append(f"    {fault['complaint_id']}: {fault['counts']}")
     lines.extend(format_calibration(data["calibration"]))
     lines.append(f"Re-plans: {data['replans']}; quotes dropped as unverifiable: {data['dropped_citations']}; "
                  f"risk levels {data['risk_levels']}")

@@ -20,8 +20,10 @@ from agents import taxonomy
 from agents.citations import EvidenceTexts, verify_citations
 from agents.graphs.guards import (
     CaseText,
+    below_threshold,
     case_text,
     catalogued,
+    disputes_classification,
     first_paragraph,
     floor_for,
     floored_risk,
@@ -30,6 +32,7 @@ from agents.graphs.guards import (
     request_to_address,
     risk_first_paragraph,
     scrub,
+    triage_confidence_dispute,
 )
 from agents.graphs.records import continue_plan, record_dropped, record_instructions, shown_evidence
 from agents.schemas import (
@@ -59,18 +62,29 @@ DEAD_NOTICE_STATUSES = {NoticeStatus.WITHDRAWN, NoticeStatus.REJECTED}
 # --- specialists ------------------------------------------------------------------------------
 
 def triage(ctx: NodeContext) -> NodeResult:
-    """Classify. Labels outside the CFPB taxonomy are refused (the triage then needs an analyst);
-    the consumer's request is kept only with a quote that occurs in the cited evidence."""
+    """Classify. Labels outside the CFPB taxonomy, or an issue the CFPB does not publish for the
+    product, are refused (the triage then needs an analyst); an unclassified product or issue, or a
+    confidence below the threshold when the case records no product, needs an analyst too; the
+    consumer's request is kept only with a quote that occurs in the cited evidence."""
     out: TriageOutput = ctx.call_model(schema=TriageOutput)
     refs = shown_evidence(ctx, out.evidence_refs)
     data = out.model_dump(mode="json") | {"evidence_refs": refs}
     invalid = [f"{field} {value!r}" for field, value, allowed in (
         ("product", out.product, taxonomy.products()), ("issue", out.issue, taxonomy.issues()))
         if value != UNCLASSIFIED and value not in allowed]
+    if not invalid and UNCLASSIFIED not in (out.product, out.issue) \
+            and out.issue not in taxonomy.published_issues_of(out.product):
+        invalid = [f"issue {out.issue!r} (not an issue of {out.product!r})"]
     if invalid:
         ctx.note(f"triage: label(s) outside the CFPB taxonomy refused: {', '.join(invalid)}.")
         data["needs_analyst"] = True
         data["invalid_labels"] = invalid
+    unclassified = UNCLASSIFIED in (out.product, out.issue)
+    if not data.get("needs_analyst") and (unclassified or below_threshold(out.confidence, ctx.case.product,
+                                                                          _min_confidence())):
+        low = f"confidence {out.confidence:.2f} is below {_min_confidence():.2f}"
+        ctx.note(f"triage: {'no product or issue was classified' if unclassified else low}; an analyst confirms it.")
+        data["needs_analyst"] = True
     dropped = []
     request = data.get("consumer_request")
     if request and request.get("quote"):
@@ -94,6 +108,7 @@ def triage(ctx: NodeContext) -> NodeResult:
     wants = request_statement(request) or request_statement(data["requested_remedy"]) or "not stated"
     if data.get("needs_analyst"):
         why = (f"labels outside the taxonomy ({', '.join(invalid)})" if invalid else
+               "no product or issue was classified" if unclassified else
                f"confidence {out.confidence:.2f} is below {_min_confidence():.2f}"
                if out.confidence < _min_confidence() else "the triage agent asked for a person's check")
         summary = (f"Needs an analyst: product and issue are uncertain ({why}). Best guess: {out.product} / "
@@ -261,6 +276,9 @@ def _guarded_adjudication(ctx: NodeContext, out: Adjudication) -> Adjudication:
             f"adjudicator: {out.risk_level}", f"policy: {words} require(s) at least {minimum}"],
             resolution=f"Raised to {level}: policy minimums prevail over any agent's level."))
         summary = summary.replace(f"Risk {out.risk_level}", f"Risk {level}", 1)
+    triage = ctx.state.observations.get("triage") or {}
+    if triage.get("needs_analyst") and not disputes_classification([d.topic for d in disputes]):
+        disputes.append(Dispute(**triage_confidence_dispute(triage, _min_confidence())))
     return out.model_copy(update={"summary": summary, "disputes": disputes, "risk_level": level})
 
 

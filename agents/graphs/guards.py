@@ -166,3 +166,26 @@ def request_to_address(request) -> str:
         quote = " ".join(str(request.get("quote") or "").split())
         return quote if safe_to_quote(quote) else ""
     return request_statement(request)
+
+
+# --- triage below the confidence threshold ---------------------------------------------------------
+CLASSIFICATION_TOPIC_WORDS = ("product", "issue", "triage", "classification", "confidence")
+
+
+def below_threshold(confidence: float, recorded_product: str, minimum: float) -> bool:
+    """Triage needs an analyst when its product confidence is below the threshold and the case records
+    no product of its own (as the offline analyst decides), whatever the provider said itself."""
+    return not (recorded_product or "").strip() and confidence < minimum
+
+
+def triage_confidence_dispute(triage: dict, minimum: float) -> dict:
+    """The dispute a triage that needs an analyst raises, when the adjudication has none on it."""
+    return {"topic": "triage confidence",
+            "positions": [f"triage: best guess {triage.get('product')} / {triage.get('issue')} "
+                          f"(confidence {float(triage.get('confidence') or 0):.2f})",
+                          f"threshold: product and issue need confidence ≥ {minimum:.2f}"],
+            "resolution": "Needs an analyst: an analyst confirms the product and issue before they are relied on."}
+
+
+def disputes_classification(topics: list[str]) -> bool:
+    return any(word in topic.lower() for topic in topics for word in CLASSIFICATION_TOPIC_WORDS)

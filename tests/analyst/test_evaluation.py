@@ -26,11 +26,14 @@ from analyst.evaluation import (
     raised_signals,
     read_rows,
     read_signal_labels,
+    select_rows,
     signal_figures,
 )
+from analyst.rubric import RUBRIC_COUNTS, implied_contact
 from cases.models import Case
 from runs.models import AgentRun
 from tests.helpers import assert_nothing_changed
+from tests.runs.conftest import FakeProvider
 
 ROWS = {row["Complaint ID"].strip(): row for row in read_rows(taxonomy.DATA_FILE)}
 BLIND_ROWS = {row["Complaint ID"].strip(): row for row in read_rows(BLIND_CSV)}
@@ -164,3 +167,35 @@ def test_evaluate_on_a_signal_set_reads_its_narratives_and_its_labels(tmp_path, 
     first_two = sorted(rows)[:2]
     assert data["narrative_signals"]["signals"][signal]["labelled"] == sum(
         read_signal_labels(labels)[cid][signal] for cid in first_two) == expected
+
+
+def test_evaluate_reports_the_notice_rubric_and_what_broke_it(monkeypatch, tmp_path, case):
+    """A provider whose notice claims contact and quotes what the consumer never wrote: the rubric's
+    counts say so, with the complaint and the text; the offline analyst's count nothing."""
+    contact = {"subject": "Your complaint", "body": "Dear consumer, we have contacted your lender and we are working "
+                                                   "with the company. You wrote “I was promised a full refund in cash”."}
+    provider = FakeProvider({"notice_drafter": contact})
+    monkeypatch.setattr("runs.providers.get_provider", lambda name=None: provider)
+    out = tmp_path / "rubric.json"
+    with assert_nothing_changed(case, extra={"cases": Case.objects.count}):
+        call_command("evaluate", str(taxonomy.DATA_FILE), "--limit", "1", "--json", str(out), stdout=StringIO())
+    rubric = json.loads(out.read_text())["notice_rubric"]
+    assert rubric["analyses"] == 1 and set(rubric["counts"]) == set(RUBRIC_COUNTS)
+    assert rubric["counts"]["implied contact"] >= 2 and rubric["counts"]["misquotes"] >= 1, rubric
+    assert [fault["complaint_id"] for fault in rubric["faults"]] == [select_rows(read_rows(taxonomy.DATA_FILE),
+                                                                                 limit=1)[0]["Complaint ID"]]
+    assert any("we have contacted your lender" in text for text in rubric["faults"][0]["texts"])
+
+    monkeypatch.undo()
+    stdout = StringIO()
+    call_command("evaluate", str(taxonomy.DATA_FILE), "--limit", "1", "--provider", "offline", "--json", str(out),
+                 stdout=stdout)
+    assert set(json.loads(out.read_text())["notice_rubric"]["counts"].values()) == {0}
+    assert "Notice rubric over 1 analysis(es) (each must be 0): misquotes 0;" in stdout.getvalue()
+    assert "[1/1] complaint " in stdout.getvalue() and " run completed in " in stdout.getvalue()
+
+
+def test_a_taxonomy_label_is_no_claim_of_contact_but_the_sentence_around_it_can_be():
+    assert implied_contact("Thank you for your complaint about dealing with your lender or servicer.") == 0
+    assert implied_contact("We are working with your lender on dealing with your lender or servicer.") == 1
+    assert implied_contact("We have contacted the company.") == 1

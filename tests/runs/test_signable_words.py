@@ -18,9 +18,10 @@ from agents.citations import has_internal_code, signal_words, signals_in_words
 from agents.graphs.guards import ADDRESSED_TO_REVIEWER, first_paragraph, readable, risk_first_paragraph
 from agents.text import echoes, is_instruction, split_sentences
 from analyst.registry import AGENTS
+from analyst.rubric import notice_rubric as _rubric
 from cases import services as case_services
 from cases.models import Notice, Proposal
-from cases.notice_checker import PLACEHOLDERS, check_notice, misquotes
+from cases.notice_checker import check_notice
 from runs import services
 from runs.models import Artifact, Finding, RunStatus
 from runs.state_load import state_at
@@ -31,9 +32,6 @@ ROOT = Path(__file__).resolve().parents[2]
 CSV = ROOT / "analyst" / "data" / "cfpb_complaints.csv"
 INJECTIONS = json.loads((ROOT / "tests" / "data" / "injections.json").read_text())["texts"]
 SPECIALISTS = ("triage", "evidence_analyst", "risk_assessor", "policy_checker", "adjudicator")
-IMPLIED_CONTACT = re.compile(r"\bwe (?:are|have been|will be) (?:\w+ ){0,3}with\b|\bwith (?:the company|your lender)\b"
-                             r"|\bwe have (?:contacted|spoken|asked|called|written)\b", re.IGNORECASE)
-QUOTED = re.compile(r"“([^”]*)”|\"([^\"]*)\"")
 
 
 def _rows(count: int, offset: int = 0) -> list[dict]:
@@ -74,22 +72,6 @@ def _offline(case) -> dict:
     return {"notice": notice, "rationales": [readable(status_first, [status_rest]), risk_rationale],
             "summaries": [context["prior"]["evidence_analyst"]["summary"], risk["rationale"]],
             "adjudication": adjudication, "evidence": [item["text"] for item in evidence]}
-
-
-def _rubric(case, notice: dict, rationales: list[str], evidence: list[str]) -> dict[str, int]:
-    text = f"{notice['subject']}\n{notice['body']}"
-    firsts = [first_paragraph(r)[0] for r in rationales]
-    quoted_in_firsts = [a or b for first in firsts for a, b in QUOTED.findall(first)]
-    return {
-        "misquotes": len(misquotes(text, evidence)),
-        "placeholders": sum(p.lower() in t.lower() for p in PLACEHOLDERS for t in [text, *firsts]),
-        "codes in first paragraphs": sum(has_internal_code(first) for first in firsts),
-        "codes in notices": int(has_internal_code(text.replace(case.reference, ""))),
-        "implied contact": len(IMPLIED_CONTACT.findall(text)),
-        "unverified quotes": len(misquotes("".join(f"“{q}”" for q in quoted_in_firsts), evidence)),
-        "checker flags": len(check_notice(case=case, recipient=case.complainant_email, subject=notice["subject"],
-                                          body=notice["body"])),
-    }
 
 
 def test_the_notice_rubric_counts_are_zero_on_forty_real_complaints(analyst):

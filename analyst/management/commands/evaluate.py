@@ -73,6 +73,19 @@ class Command(BaseCommand):
                                  "blind: every row of the blind signal set, never tuned on; tuning, tuning2: every "
                                  "row of a tuning signal set, which the rules are tuned on.")
 
+    def progress(self, total: int):
+        """One line per analysis as it ends (a small local model takes minutes each)."""
+        done = []
+
+        def report_one(outcome) -> None:
+            done.append(outcome)
+            self.stdout.write(f"[{len(done)}/{total}] complaint {outcome.complaint_id}: run {outcome.run_status or '—'} "
+                              f"in {outcome.seconds:.0f} s; {outcome.predicted_product or 'no product'} / "
+                              f"{outcome.predicted_issue or 'no issue'}; {outcome.drafts} notice(s)")
+            self.stdout.flush()
+
+        return report_one
+
     def handle(self, *args, **options):
         own_set = SIGNAL_SETS.get(options["split"])  # (csv, labels) of the blind or a tuning set
         if not options["csv"] and not own_set:
@@ -110,7 +123,8 @@ class Command(BaseCommand):
             if copy is not None:
                 self.stdout.write("SQLite: evaluating on a private copy of the database, so the processes "
                                   "beside this one keep writing.")
-            outcomes = evaluate_rows(chosen, provider=options["provider"], run_seconds=options["run_seconds"])
+            outcomes = evaluate_rows(chosen, provider=options["provider"], run_seconds=options["run_seconds"],
+                                     on_outcome=self.progress(len(chosen)))
             if copy is not None:  # let go of the copy before its folder goes; back to the real database
                 connection.close()
                 connection.settings_dict["NAME"] = original_name
