@@ -127,13 +127,31 @@ def json_text(raw: str) -> str:
     return match.group("body") if match else raw
 
 
+def without_nul(raw: str) -> str:
+    """A model's answer without NUL characters. A small model can write one; PostgreSQL refuses
+    U+0000 in text and jsonb, so a step that stored it could not commit, nor could the record of its
+    failure. It carries nothing a person reads, so it is dropped where the answer is read."""
+    return raw.replace("\x00", "")
+
+
+def _scrubbed(value):
+    if isinstance(value, str):
+        return value.replace("\x00", "")
+    if isinstance(value, list):
+        return [_scrubbed(item) for item in value]
+    if isinstance(value, dict):
+        return {_scrubbed(key): _scrubbed(item) for key, item in value.items()}
+    return value
+
+
 def validated(schema: type[BaseModel], raw: str) -> BaseModel:
     """The answer parsed and validated against `schema`. JSON with a raw line break or tab inside a
     string (llama.cpp's grammar lets Gemma 3 270M write one) is read as JSON's lenient mode reads
-    it; anything else that is not JSON, or does not fit the schema, raises ValidationError."""
+    it; anything else that is not JSON, or does not fit the schema, raises ValidationError. A NUL
+    written as JSON's escape (\\u0000) is dropped from the parsed text, as `without_nul` drops a raw one."""
     text = json_text(raw)
     try:
-        return schema.model_validate_json(text)
+        output = schema.model_validate_json(text)
     except ValidationError as error:
         if not any(item.get("type") == "json_invalid" and "control character" in str(item.get("msg"))
                    for item in error.errors()):
@@ -142,7 +160,10 @@ def validated(schema: type[BaseModel], raw: str) -> BaseModel:
             data = json.loads(text, strict=False)
         except ValueError:
             raise error from None
-        return schema.model_validate(data)
+        output = schema.model_validate(data)
+    if "\\u0000" in text.lower():
+        output = schema.model_validate(_scrubbed(output.model_dump(mode="json")))
+    return output
 
 
 def retry_message(schema: type[BaseModel], errors: str) -> dict[str, str]:
@@ -271,8 +292,8 @@ class OpenAICompatibleProvider:
             completion = self._create(messages, response_format, limit)
             choice = completion.choices[0] if completion.choices else None
             message = choice.message if choice else None
-            raw = (message.content if message and message.content is not None
-                   else (getattr(message, "refusal", None) or "")) if message else ""
+            raw = without_nul((message.content if message and message.content is not None
+                               else (getattr(message, "refusal", None) or "")) if message else "")
             usage = completion.usage
             prompt_tokens += usage.prompt_tokens if usage else count_message_tokens(messages)
             completion_tokens += usage.completion_tokens if usage else count_tokens(raw)

@@ -299,3 +299,28 @@ def test_get_provider_says_which_setting_is_missing(settings):
     settings.OPENAI_MODEL = ""
     with pytest.raises(ImproperlyConfigured, match="set OPENAI_MODEL"):
         get_provider("openai-compatible")
+
+
+@pytest.mark.parametrize("nul", ["\x00", "\\u0000"], ids=["raw", "escaped"])
+def test_a_nul_in_the_answer_is_dropped_from_the_output_and_the_recorded_answer(provider, fake_openai, nul):  # noqa: F811
+    """PostgreSQL refuses U+0000 in text and jsonb: a real small model wrote one, and the step
+    that stored it could not commit, nor could the record of its failure."""
+    answer = json.dumps(GOOD_RISK).replace("Identity theft", "Identity" + ("\\u0000" if nul != "\x00" else "") + " theft")
+    if nul == "\x00":
+        answer = answer.replace("Identity theft", "Identity\x00 theft")
+    fake_openai.reply_content(answer)
+
+    response = provider.complete(risk_request())
+
+    assert response.attempts == 1
+    assert response.output.rationale == "Identity theft alleged in E7."
+    assert "\x00" not in response.raw
+    assert "\x00" not in response.output.model_dump_json() and "\\u0000" not in response.output.model_dump_json()
+
+
+def test_a_nul_in_an_answer_that_fails_twice_is_not_in_the_error_either(provider, fake_openai):  # noqa: F811
+    for _ in range(2):
+        fake_openai.reply_content('{"risk_level": "high\x00", "rationale": ')
+    with pytest.raises(ModelOutputError) as raised:
+        provider.complete(risk_request())
+    assert "\x00" not in raised.value.raw and "\x00" not in raised.value.errors
