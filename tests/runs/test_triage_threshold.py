@@ -36,6 +36,16 @@ def _run(analyst, monkeypatch, *, confidence: float, product: str = "", disputes
     return run, finding, topics
 
 
+def _triaged_with(analyst, monkeypatch, triage: dict):
+    """A run on a new case whose provider answers triage with `triage`; the run and its triage finding."""
+    monkeypatch.setattr("runs.providers.get_provider", lambda name=None: FakeProvider({"triage": triage}))
+    case = case_services.case_create(actor=analyst, tenant=analyst.tenant, title="Servicer misapplied payments",
+                                     narrative=NARRATIVE, company="Servicer", complainant_email="consumer@example.org")
+    case_services.case_transition(actor=analyst, case=case, transition="triage")
+    run = drive(services.run_start(actor=analyst, case=case))
+    return run, Finding.objects.filter(run=run, agent="triage", type="triage").first()
+
+
 def test_a_triage_below_the_threshold_needs_an_analyst_and_is_disputed(analyst, monkeypatch, settings):
     settings.ARBITER_TRIAGE_MIN_CONFIDENCE = 0.6
     run, finding, topics = _run(analyst, monkeypatch, confidence=0.4)
@@ -62,12 +72,7 @@ def test_an_issue_that_is_not_one_of_the_product_s_is_refused_and_needs_an_analy
     exchange rate"): each label is in the taxonomy, the pair is not."""
     triage = {"product": "Credit reporting", "issue": "Incorrect exchange rate", "respondent": "Servicer",
               "requested_remedy": "", "confidence": 0.95, "needs_analyst": False, "evidence_refs": []}
-    monkeypatch.setattr("runs.providers.get_provider", lambda name=None: FakeProvider({"triage": triage}))
-    case = case_services.case_create(actor=analyst, tenant=analyst.tenant, title="Servicer misapplied payments",
-                                     narrative=NARRATIVE, company="Servicer", complainant_email="consumer@example.org")
-    case_services.case_transition(actor=analyst, case=case, transition="triage")
-    run = drive(services.run_start(actor=analyst, case=case))
-    finding = Finding.objects.filter(run=run, agent="triage", type="triage").first()
+    run, finding = _triaged_with(analyst, monkeypatch, triage)
     assert finding.data["needs_analyst"] is True
     assert finding.data["invalid_labels"] == ["issue 'Incorrect exchange rate' (not an issue of 'Credit reporting')"]
 
@@ -77,12 +82,7 @@ def test_an_unclassified_answer_at_high_confidence_needs_an_analyst(analyst, mon
     complaint with a narrative, and nothing asked for a person."""
     triage = {"product": UNCLASSIFIED, "issue": "Issue where my lender is my school", "respondent": "Servicer",
               "requested_remedy": "", "confidence": 0.98, "needs_analyst": False, "evidence_refs": []}
-    monkeypatch.setattr("runs.providers.get_provider", lambda name=None: FakeProvider({"triage": triage}))
-    case = case_services.case_create(actor=analyst, tenant=analyst.tenant, title="Servicer misapplied payments",
-                                     narrative=NARRATIVE, company="Servicer", complainant_email="consumer@example.org")
-    case_services.case_transition(actor=analyst, case=case, transition="triage")
-    run = drive(services.run_start(actor=analyst, case=case))
-    finding = Finding.objects.filter(run=run, agent="triage", type="triage").first()
+    run, finding = _triaged_with(analyst, monkeypatch, triage)
     assert finding.data["needs_analyst"] is True
     assert finding.summary.startswith("Needs an analyst: product and issue are uncertain (no product or issue was "
                                       "classified)")
