@@ -34,6 +34,7 @@ CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 # answer before ALLOWED_HOSTS is checked, the API version header and CORS before security, static
 # files and the CSP right after it) and the response bottom to top.
 INSTALLED_APPS = [
+    "core",  # first: its `runserver` (Nagle off, core/management/commands/runserver.py) is the one found
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -44,7 +45,6 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "django_htmx",
-    "core",
     "accounts",
     "audit",
     "cases",
