@@ -6,7 +6,6 @@ import socket
 
 import pytest
 from django.db import connection
-from django.test import TransactionTestCase
 
 from accounts.models import Role
 from core.actors import Actor
@@ -32,34 +31,6 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if marker in item.keywords:
             item.add_marker(skip)
-    if is_postgres:
-        _deselect_what_no_engine_can_change(config, items)
-
-
-# What makes a test use the suite's database: pytest-django lets nothing else reach it. (Every test
-# requests django_db_blocker through pytest-django's autouse fixtures: it says nothing.)
-DATABASE_FIXTURES = {"db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback",
-                     "live_server"}
-
-
-def _uses_the_database(item) -> bool:
-    test_class = getattr(item, "cls", None)
-    return (item.get_closest_marker("django_db") is not None
-            or bool(DATABASE_FIXTURES & set(getattr(item, "fixturenames", ())))
-            or (test_class is not None and issubclass(test_class, TransactionTestCase)))
-
-
-def _deselect_what_no_engine_can_change(config, items):
-    """The PostgreSQL pass runs what the engine can change: a test of the first phase that uses no
-    database (pytest-django refuses it any query) computes the same on either engine, so it runs
-    once, in the SQLite pass, and is deselected here (the count shows in pytest's summary). Slow
-    tests are left to their `engine_independent` mark: their processes may use the database though
-    the test itself does not."""
-    deselected = [item for item in items if "slow" not in item.keywords and not _uses_the_database(item)]
-    if deselected:
-        chosen = set(map(id, deselected))
-        items[:] = [item for item in items if id(item) not in chosen]
-        config.hook.pytest_deselected(items=deselected)
 
 
 @pytest.fixture(scope="session")
