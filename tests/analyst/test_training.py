@@ -192,7 +192,11 @@ def test_a_step_waits_for_a_training_in_progress_elsewhere(empty_dir, shipped_cl
             fcntl.flock(handle, fcntl.LOCK_EX)
             locked.set()
             release.wait(5)
-            shutil.copy(shipped_classifier.path, artifact.path)
+            # As the real trainer writes it: a whole file renamed into place, never a half-written one
+            # (a plain copy let the waiter read a truncated pickle, find no training and ask for one).
+            partial = artifact.path.with_name(".tmp-" + artifact.path.name)
+            shutil.copy(shipped_classifier.path, partial)
+            os.replace(partial, artifact.path)
             fcntl.flock(handle, fcntl.LOCK_UN)
 
     thread = threading.Thread(target=trainer)
