@@ -31,6 +31,8 @@ from cases.notice_checker import PLACEHOLDERS, check_notice, misquotes
 IMPLIED_CONTACT = re.compile(r"\bwe (?:are|have been|will be) (?:\w+ ){0,3}with\b|\bwith (?:the company|your lender)\b"
                              r"|\bwe have (?:contacted|spoken|asked|called|written)\b", re.IGNORECASE)
 QUOTED = re.compile(r"“([^”]*)”|\"([^\"]*)\"")
+
+
 @lru_cache(maxsize=1)
 def _taxonomy_labels() -> re.Pattern:
     labels = sorted({*taxonomy.products(), *taxonomy.issues(), *taxonomy.sub_issues()}, key=len, reverse=True)

@@ -498,7 +498,6 @@ def drive_inline(*, run_id: int, worker_id: str, timeout_seconds: float = 600, p
     run is not admitted or another worker holds its lease; `on_step` is called after each step."""
     run_id = int(run_id)
     deadline = time.monotonic() + timeout_seconds
-    outcome = None
     try:
         while time.monotonic() < deadline:
             outcome = run_step(run_id=run_id, worker_id=worker_id, enqueue=False, keep_lease=True)
@@ -512,8 +511,5 @@ def drive_inline(*, run_id: int, worker_id: str, timeout_seconds: float = 600, p
             elif outcome.action in ("not_admitted", "busy", "lease_lost", "stale"):
                 time.sleep(poll_seconds)
     finally:
-        # A step executed into an ending or a wait gave the lease back in its own commit: nothing
-        # to release then. Stopped any other way (timeout, error), we may still hold it.
-        if outcome is None or outcome.action != "executed" or outcome.status == RunStatus.RUNNING:
-            lease_release(run_id, worker_id)
+        lease_release(run_id, worker_id)  # a no-op unless we stopped while still holding it
     return AgentRun.objects.get(pk=run_id)
