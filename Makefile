@@ -22,8 +22,11 @@ PY := $(VENV)/bin/python
 PYPROJECT_HASH := $(shell cat pyproject.toml | sha256sum | cut -c1-16)
 STAMP := $(VENV)/.installed-$(PYPROJECT_HASH)
 DEV_STAMP := $(VENV)/.installed-dev-$(PYPROJECT_HASH)
-# Parallel test processes (pytest-xdist); each gets its own test database and var/ folder.
+# Parallel test processes (pytest-xdist); each gets its own test database and var/ folder. The first
+# phase (tests not marked slow) runs twice as many as there are cores: its browser tests, started
+# first, mostly wait on a page while the others use the CPU (tests/longest_first.py).
 TEST_WORKERS ?= auto
+FAST_TEST_WORKERS ?= $(shell echo $$(( $$(nproc) * 2 )))
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
@@ -59,7 +62,7 @@ run: install
 # each xdist worker of each phase otherwise compiles the code and rewrites the test modules' asserts
 # again (about half of a collection's CPU); __pycache__/ is ignored by git.
 PYTEST = PYTHONDONTWRITEBYTECODE= $(PY) -m pytest
-PYTEST_PHASES = $(PYTEST) -n $(TEST_WORKERS) -m "not slow" $(PYTEST_ARGS) && \
+PYTEST_PHASES = $(PYTEST) -n $(FAST_TEST_WORKERS) -m "not slow" $(PYTEST_ARGS) && \
 	{ $(PYTEST) -n $(TEST_WORKERS) --dist loadgroup -m slow $(PYTEST_ARGS); rc=$$?; \
 	  [ $$rc -eq 0 ] || [ $$rc -eq 5 ]; }
 
