@@ -426,11 +426,11 @@ def _risk_rationale(ctx: NodeContext, level: str, adjudication: dict, risk: dict
 
 
 def _notice_due(ctx: NodeContext) -> tuple[bool, str]:
-    """Due when the policy checker says so AND the domain agrees now (the status allows it and no
-    live response notice exists). The model's opinion alone never drafts a notice."""
+    """Due when the policy requires one now: the case's status allows a response notice and no live
+    one exists. The model's opinion alone never drafts a notice, and its "no" is no veto either: a
+    notice the policy requires is a floor for every provider, like identity theft's risk level (Gemma
+    3 270M answered "no notice due" on new complaints awaiting their acknowledgement)."""
     checked = ctx.state.observations.get("policy_checker") or {}
-    if not checked.get("notice_due"):
-        return False, checked.get("notice_reason") or "the policy check found no notice due"
     case = ctx.case
     if case.status not in policy.NOTICE_DUE_FROM_STATUSES:
         return False, f"the case is {case.status}; notices are due only from {sorted(policy.NOTICE_DUE_FROM_STATUSES)}"
@@ -441,7 +441,12 @@ def _notice_due(ctx: NodeContext) -> tuple[bool, str]:
             .exclude(idempotency_key=own).first())
     if live is not None:
         return False, f"response notice N{live.pk} already exists ({live.status})"
-    return True, checked.get("notice_reason", "")
+    if checked.get("notice_due"):
+        return True, checked.get("notice_reason", "")
+    by = f" by {case.acknowledge_due.isoformat()}" if case.acknowledge_due else ""
+    ctx.note(f"notice_drafter: the policy check answered that no notice is due "
+             f"({checked.get('notice_reason') or 'no reason given'}); the policy requires one, so it is drafted.")
+    return True, f"no response notice has been drafted or sent; one is due{by} (acknowledge within 15 days)"
 
 
 def _drafting_facts(ctx: NodeContext) -> dict:
