@@ -173,7 +173,13 @@ class _Heartbeats:
                 try:
                     lease_renew(run_id, worker_id)
                 except LeaseLost:
-                    logger.warning("heartbeat: run %s is no longer leased by %s", run_id, worker_id)
+                    # Renewing again cannot win the lease back, and the step's commit finds out on its
+                    # own: one line, then no more beats for this step (`evaluate`, whose runs no other
+                    # connection can see, logged this every interval of every long model call).
+                    logger.warning("heartbeat: run %s is no longer leased by %s; no more heartbeats for this "
+                                   "step (its commit will be refused)", run_id, worker_id)
+                    self.unregister(token)
+                    continue
                 except DatabaseError as exc:  # busy (SQLite's one writer) or away: the step finds out at its commit
                     logger.warning("heartbeat for run %s not written (%s); the next try follows in %s s", run_id,
                                    str(exc).splitlines()[0] if str(exc) else type(exc).__name__,

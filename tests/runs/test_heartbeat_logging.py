@@ -1,5 +1,6 @@
 """The heartbeat thread's log when it cannot write: one line per miss for a database that is busy or
-away (SQLite's single writer under `evaluate`, an outage), a traceback only for what nobody expects."""
+away (SQLite's single writer under `evaluate`, an outage), a traceback only for what nobody expects, and
+one line for a lease lost, after which that step gets no more beats."""
 
 import logging
 import time
@@ -46,3 +47,20 @@ def test_a_busy_database_is_one_line_without_traceback(fast_heartbeats, monkeypa
 def test_an_unexpected_error_keeps_its_traceback(fast_heartbeats, monkeypatch, caplog):
     mine = _heartbeat_log(monkeypatch, caplog, 434343, RuntimeError("bug"))
     assert mine[0].exc_info is not None
+
+
+def test_a_lost_lease_is_one_line_and_the_step_gets_no_more_beats(fast_heartbeats, monkeypatch, caplog):
+    calls = []
+
+    def lost(run_id, worker_id):
+        calls.append(run_id)
+        raise leases.LeaseLost(f"run {run_id}: lease lost")
+
+    monkeypatch.setattr(leases, "lease_renew", lost)
+    caplog.set_level(logging.WARNING, logger="runs.leases")
+    with leases.heartbeat_scope(454545, "w-test"):
+        assert _wait_for(caplog.records, lambda r: "454545" in r.getMessage())
+        time.sleep(1.0)  # five heartbeat intervals
+    mine = [r for r in caplog.records if "454545" in r.getMessage()]
+    assert len(mine) == 1 and calls == [454545]
+    assert "no more heartbeats for this step" in mine[0].getMessage()
