@@ -32,6 +32,7 @@ from analyst.evaluation import (
 from analyst.rubric import RUBRIC_COUNTS, implied_contact
 from cases.models import Case
 from runs.models import AgentRun
+from runs.providers import ProviderError
 from tests.helpers import assert_nothing_changed
 from tests.runs.conftest import FakeProvider
 
@@ -199,3 +200,14 @@ def test_a_taxonomy_label_is_no_claim_of_contact_but_the_sentence_around_it_can_
     assert implied_contact("Thank you for your complaint about dealing with your lender or servicer.") == 0
     assert implied_contact("We are working with your lender on dealing with your lender or servicer.") == 1
     assert implied_contact("We have contacted the company.") == 1
+
+
+def test_a_failed_run_s_progress_line_says_why(analyst, monkeypatch):
+    failing = FakeProvider({"triage": ProviderError("the model server refused the request (400)", retryable=False)})
+    monkeypatch.setattr("runs.providers.get_provider", lambda name=None: failing)
+    stdout = StringIO()
+    call_command("evaluate", str(taxonomy.DATA_FILE), "--limit", "1", stdout=stdout)
+    line = next(text for text in stdout.getvalue().splitlines() if text.startswith("[1/1] complaint "))
+    assert " run failed in " in line, stdout.getvalue()
+    why = stdout.getvalue().split(line, 1)[1].splitlines()[1]
+    assert why.startswith("    why: ") and "the model server refused the request (400)" in why, why

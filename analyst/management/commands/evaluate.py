@@ -81,7 +81,8 @@ class Command(BaseCommand):
             done.append(outcome)
             self.stdout.write(f"[{len(done)}/{total}] complaint {outcome.complaint_id}: run {outcome.run_status or '—'} "
                               f"in {outcome.seconds:.0f} s; {outcome.predicted_product or 'no product'} / "
-                              f"{outcome.predicted_issue or 'no issue'}; {outcome.drafts} notice(s)")
+                              f"{outcome.predicted_issue or 'no issue'}; {outcome.drafts} notice(s)"
+                              + (f"\n    why: {outcome.error[:300]}" if outcome.error else ""))
             self.stdout.flush()
 
         return report_one
