@@ -440,7 +440,7 @@ def _notice_due(ctx: NodeContext) -> tuple[bool, str]:
     live = (Notice.objects.filter(case=case, kind="response").exclude(status__in=DEAD_NOTICE_STATUSES)
             .exclude(idempotency_key=own).first())
     if live is not None:
-        return False, f"response notice N{live.pk} already exists ({live.status})"
+        return False, f"a response notice already exists ({live.get_status_display().lower()})"
     if checked.get("notice_due"):
         return True, checked.get("notice_reason", "")
     by = f" by {case.acknowledge_due.isoformat()}" if case.acknowledge_due else ""
@@ -527,21 +527,21 @@ def notice_drafter(ctx: NodeContext) -> NodeResult:
     if flags or stored_flags:
         flagged = stored_flags or flags
         ctx.finding(type="notice_flagged", confidence=1.0, data={"notice_id": notice_id, "flags": flagged},
-                    summary=f"Draft N{notice_id} is flagged by the notice checker and left as a draft: "
+                    summary="The drafted notice is flagged by the notice checker and left as a draft: "
                             + "; ".join(f["message"] for f in flagged)[:1500])
         ctx.set("notice_id", notice_id)
         ctx.artifact(kind="notice_draft", content={"notice_id": notice_id, "subject": draft.subject,
                                                    "body": draft.body, "status": "draft", "reason_due": reason,
                                                    "check_flags": flagged})
-        return ctx.end(f"Notice N{notice_id} drafted and left as a flagged draft for a person to revise.")
+        return ctx.end("Notice drafted and left as a flagged draft for a person to revise.")
     submitted = ctx.tool("notice_submit", action="submit-notice", args={"notice_id": notice_id})
     status = submitted.result.get("status") if submitted.ok else drafted.result.get("status")
     if not submitted.ok:
-        ctx.note(f"notice_drafter: N{notice_id} drafted but not submitted: {submitted.error}")
+        ctx.note(f"notice_drafter: the notice was drafted but not submitted: {submitted.error}")
     ctx.set("notice_id", notice_id)
     ctx.artifact(kind="notice_draft", content={"notice_id": notice_id, "subject": draft.subject, "body": draft.body,
                                                "status": status, "reason_due": reason, "check_flags": []})
-    return ctx.end(f"Notice N{notice_id} drafted and {'awaiting approval' if submitted.ok else 'left as a draft'}.")
+    return ctx.end(f"Notice drafted and {'awaiting approval' if submitted.ok else 'left as a draft'}.")
 
 
 # --- the graph -----------------------------------------------------------------------------------
