@@ -35,7 +35,7 @@ def model_path() -> str:
 def arbiter_env(port: int, n_ctx: int) -> dict[str, str]:
     return {"ARBITER_MODEL_PROVIDER": "openai-compatible", "OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1",
             "OPENAI_MODEL": MODEL_ALIAS, "OPENAI_RESPONSE_FORMAT": "json_object",
-            "OPENAI_MAX_OUTPUT_TOKENS": "400", "OPENAI_TIMEOUT_SECONDS": "300", "OPENAI_CONTEXT_TOKENS": str(n_ctx)}
+            "OPENAI_MAX_OUTPUT_TOKENS": "1200", "OPENAI_TIMEOUT_SECONDS": "300", "OPENAI_CONTEXT_TOKENS": str(n_ctx)}
 
 
 def server_command(*, model: str, port: int, n_ctx: int, threads: int) -> list[str]:
