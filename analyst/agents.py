@@ -21,7 +21,7 @@ from analyst.context import (
     prior_of,
     today_of,
 )
-from analyst.notice_drafter import notice_drafter
+from analyst.notice_drafter import asked_for, notice_drafter
 from analyst.triage import consumer_request, min_confidence, requested_remedy, triage
 from cases.models import SETTLED_STATUSES, TRANSITION_LABELS, CaseStatus
 from cases.notice_checker import request_statement
@@ -411,7 +411,7 @@ def _adjudication_text(*, step, why, classified, respondent, request, level, ris
     first = [f"{'Recommended next step: ' + step if step else 'No next step recommended'} — {why}.",
              f"Classified as {classified}, against {respondent}."]
     if asks:
-        first.append(f"The consumer asks for {asks[0].lower() + asks[1:]}.".replace("..", "."))
+        first.append(f"The consumer asks for {asked_for(request.get('kind'), asks)}.".replace("..", "."))
     first.append(f"Risk {level}" + (f" because of: {signals_in_words(words)}." if words else ": no risk signal was found."))
     if quote:
         first.append(f"The evidence says: “{quote}”")

@@ -30,6 +30,13 @@ _RESTATED = {
 }
 
 
+def asked_for(kind, statement: str) -> str:
+    """What the consumer asks for, to follow "asking for" or "asks for": triage's statement in lower
+    case, or its restatement where the statement is an imperative ("Stop the calls and collection
+    contact" → "the calls and collection contact to stop")."""
+    return _RESTATED.get(kind) or statement[0].lower() + statement[1:]
+
+
 def in_words(day) -> str:
     """17 March 2026."""
     return f"{day.day} {day:%B %Y}"
@@ -63,7 +70,7 @@ def _request_sentence(context: dict) -> str:
         return f"In your complaint you wrote: “{' '.join(quote.split())}”" if safe_to_quote(quote) else ""
     if not statement:
         return ""
-    wanted = _RESTATED.get(kind) or statement[0].lower() + statement[1:]
+    wanted = asked_for(kind, statement)
     return f"We understand that you are asking for {wanted.rstrip('.')}."
 
 

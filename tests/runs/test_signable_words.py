@@ -257,3 +257,14 @@ def test_the_risk_details_count_one_point_in_the_singular(analyst):
     context["evidence"][0]["text"] += " I called them five times about it."
     two = AGENTS["risk_assessor"][0](context)["rationale"]
     assert "= 2 points, so medium" in two, two
+
+
+def test_a_request_to_stop_contact_reads_as_a_sentence_in_the_rationale_as_in_the_notice(analyst):
+    """"The consumer asks for the calls and collection contact to stop", never "asks for stop the calls…"
+    (seen on a real complaint): the rationale restates the request as the notice does."""
+    row = _rows(1)[0]
+    case = _case(analyst, row, late=False, extra="Please stop calling me at work. I want this to stop.")
+    offline = _offline(case)
+    assert offline["adjudication"]["summary"].count("The consumer asks for the calls and collection contact to stop.") == 1
+    assert "asks for stop" not in offline["adjudication"]["summary"]
+    assert "We understand that you are asking for the calls and collection contact to stop." in offline["notice"]["body"]
