@@ -1,9 +1,11 @@
-"""Draw the second tuning set of the narrative signals (analyst/data/signals/tuning2/SOURCE.md).
+"""Draw a set of narratives for the signals: the second tuning set (analyst/data/signals/tuning2/)
+or the held-out set (analyst/data/signals/heldout/); each set's SOURCE.md says why.
 
 The rule reads structured columns only (Product, Issue, Tags) and orders rows by the sha256 of their
-Complaint ID; no narrative is read to choose a row. Usage:
+Complaint ID; no narrative is read to choose a row. Rows already in any earlier set are left out.
+Usage:
 
-    python scripts/draw_signal_tuning2.py SOURCE_CSV
+    python scripts/draw_signal_set.py tuning2|heldout SOURCE_CSV
 
 SOURCE_CSV is `complaints_sample.csv` of the public GitHub copy of the CFPB export named in SOURCE.md.
 """
@@ -17,9 +19,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "analyst" / "data"
-OURS = (DATA / "cfpb_complaints.csv", DATA / "signals" / "blind" / "complaints.csv",
-        DATA / "signals" / "tuning" / "complaints.csv")
-OUT = DATA / "signals" / "tuning2" / "complaints.csv"
+# Each set leaves out the rows of the files that existed when it was drawn.
+EARLIER = {
+    "tuning2": ("cfpb_complaints.csv", "signals/blind/complaints.csv", "signals/tuning/complaints.csv"),
+    "heldout": ("cfpb_complaints.csv", "signals/blind/complaints.csv", "signals/tuning/complaints.csv",
+                "signals/tuning2/complaints.csv"),
+}
 COLUMNS = ("Date received", "Product", "Sub-product", "Issue", "Sub-issue", "Consumer complaint narrative",
            "Company public response", "Company", "State", "ZIP code", "Tags", "Submitted via", "Date sent to company",
            "Company response to consumer", "Timely response?", "Complaint ID")
@@ -41,7 +46,10 @@ MONEY_ISSUES = {
 }
 CREDIT_REPORTING = "Credit reporting, credit repair services, or other personal consumer reports"
 # (stratum, how many): taken in this order, each from the rows no earlier stratum took.
-QUOTAS = (("harm", 40), ("money", 40), ("older", 20), ("credit_reporting", 70), ("any", 40))
+QUOTAS = {
+    "tuning2": (("harm", 40), ("money", 40), ("older", 20), ("credit_reporting", 70), ("any", 40)),
+    "heldout": (("harm", 40), ("money", 50), ("older", 20), ("credit_reporting", 50), ("any", 40)),
+}
 
 
 def in_stratum(stratum: str, row: dict[str, str]) -> bool:
@@ -59,19 +67,22 @@ def iso(date: str) -> str:
     return f"{int(year):04d}-{int(month):02d}-{int(day):02d}"
 
 
-def main(source: str) -> None:
-    ours = {row["Complaint ID"].strip() for path in OURS for row in csv.DictReader(open(path, encoding="utf-8"))}
+def main(name: str, source: str) -> None:
+    ours = {row["Complaint ID"].strip() for path in EARLIER[name]
+            for row in csv.DictReader(open(DATA / path, encoding="utf-8"))}
     with open(source, newline="", encoding="utf-8") as handle:
         rows = [row for row in csv.DictReader(handle)
                 if row["Consumer complaint narrative"].strip() and row["Complaint ID"].strip() not in ours]
     rows.sort(key=lambda row: hashlib.sha256(row["Complaint ID"].strip().encode()).hexdigest())
     chosen: list[dict[str, str]] = []
-    for stratum, count in QUOTAS:
+    for stratum, count in QUOTAS[name]:
         taken = [row for row in rows if row not in chosen and in_stratum(stratum, row)][:count]
         print(stratum, len(taken))
         chosen.extend(taken)
     chosen.sort(key=lambda row: int(row["Complaint ID"]))
-    with open(OUT, "w", newline="", encoding="utf-8") as handle:
+    out = DATA / "signals" / name / "complaints.csv"
+    out.parent.mkdir(exist_ok=True)
+    with open(out, "w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=COLUMNS, extrasaction="ignore")
         writer.writeheader()
         for row in chosen:
@@ -80,4 +91,4 @@ def main(source: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2])
