@@ -4,17 +4,18 @@ The split
 =========
 Every complaint goes to one side by a deterministic hash of its Complaint ID
 (`analyst.splits.split_of`): 60% train, 15% dev, 25% test. The offline classifier is trained on the train side
-only while evaluating (`classifier.training_scope`), thresholds and rules are tuned on dev, and
-the figures reported are those of the test side, which the tuning never looked at.
+only while evaluating the sample (`classifier.training_scope`), thresholds and rules are tuned on dev, and
+the figures reported are those of the test side, which the tuning never looked at. The signal sets'
+rows are not in the sample: they are analysed with the shipped classifier, trained on all of it.
 
-The blind signal set
-====================
-`--split blind` measures the narrative signals on 300 further CFPB narratives
-(`analyst/data/signals/blind/`, source and selection in its SOURCE.md), hand-labelled and
-committed before any detector ran on them. Every row of that file is evaluated (no hash split);
-no detector rule may be tuned on it. `--split tuning` does the same for 160 other CFPB narratives
-(`analyst/data/signals/tuning/`, labelled the same way), the set the detectors ARE tuned on, and
-`--split tuning2` for 210 more (`analyst/data/signals/tuning2/`), a second set tuned on.
+The signal sets
+===============
+`--split heldout` measures the narrative signals on 200 further CFPB narratives
+(`analyst/data/signals/heldout/`, source and selection in its SOURCE.md), hand-labelled and
+committed before any detector ran on them; no rule is tuned and the sentence reader is not trained
+on them. Every row of that file is evaluated (no hash split). `--split blind`, `tuning` and
+`tuning2` do the same for the 300, 160 and 210 narratives the rules were tuned on and the sentence
+reader learns from (analyst.signal_sets).
 
 Throwaway cases
 ===============
@@ -34,6 +35,7 @@ import re
 import time
 import uuid
 from collections import Counter, defaultdict
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -43,6 +45,7 @@ from agents.text import clean_narrative
 from analyst import classifier
 from analyst.calibration import expected_calibration_error, reliability
 from analyst.rubric import RUBRIC_COUNTS, case_rubric
+from analyst.signal_sets import SIGNAL_LABELS, SIGNAL_SETS
 from analyst.splits import split_of
 from cases.models import Proposal
 from cases.notice_checker import check_notice
@@ -51,24 +54,11 @@ from runs.executor import drive_inline
 from runs.models import Artifact, Finding
 from runs.services import run_start
 
-# The blind and tuning signal sets: every row is evaluated, against its own labels (module docstring).
-BLIND_SPLIT = "blind"
-TUNING_SPLIT = "tuning"
-TUNING2_SPLIT = "tuning2"
 # Signals a CFPB label column supports: (signal code, the Tags value that labels it).
 TAG_SIGNALS = (("SCRA", "Servicemember"), ("OLDER-AM", "Older American"))
 # Signals labelled by hand on the narratives (analyst/data/signals/RUBRIC.md says what each means):
 # the codes of agents/signals.py, and MONEY-BACK, which is triage reading a request for a refund.
-SIGNAL_LABELS = Path(__file__).resolve().parent / "data" / "signals" / "labels.jsonl"
-BLIND_CSV = SIGNAL_LABELS.parent / "blind" / "complaints.csv"
-BLIND_LABELS = SIGNAL_LABELS.parent / "blind" / "labels.jsonl"
-TUNING_CSV = SIGNAL_LABELS.parent / "tuning" / "complaints.csv"
-TUNING_LABELS = SIGNAL_LABELS.parent / "tuning" / "labels.jsonl"
-TUNING2_CSV = SIGNAL_LABELS.parent / "tuning2" / "complaints.csv"
-TUNING2_LABELS = SIGNAL_LABELS.parent / "tuning2" / "labels.jsonl"
-# The signal sets kept apart from the sample, by split name: (their CSV, their labels).
-SIGNAL_SETS = {BLIND_SPLIT: (BLIND_CSV, BLIND_LABELS), TUNING_SPLIT: (TUNING_CSV, TUNING_LABELS),
-               TUNING2_SPLIT: (TUNING2_CSV, TUNING2_LABELS)}
+# The signal sets apart from the sample (analyst.signal_sets): every row is evaluated, against its own labels.
 NARRATIVE_SIGNALS = ("FRAUD-ID", "HARASSMENT", "URGENCY", "MONEY-LOSS", "TIME-LIMIT", "MISCONDUCT", "REPEAT-CONTACT",
                      "OLDER-AM", "SCRA", "MONEY-BACK")
 # Targets the issue set for every narrative signal, on the test split.
@@ -238,14 +228,17 @@ def _read_rubric(outcome: Outcome, case, notices: list) -> None:
 
 
 def evaluate_rows(rows: list[dict[str, str]], *, provider: str | None = None, on_outcome=None,
-                  run_seconds: int = 300) -> list[Outcome]:
+                  run_seconds: int = 300, scope: tuple[str, ...] | None = ("train",)) -> list[Outcome]:
     """Analyse each row as a throwaway case (see the module docstring); everything is rolled back.
-    Each analysis may take `run_seconds` (a small local model needs far more than the default)."""
+    Each analysis may take `run_seconds` (a small local model needs far more than the default).
+    The classifier (with the signals' sentence reader) is trained on the sample's `scope` splits;
+    None: the shipped one, trained on every row of the sample, for rows that are not in it (the
+    signal sets)."""
     from django.db import transaction
 
     checker = _checker()
     outcomes = []
-    with classifier.training_scope(("train",)), transaction.atomic():
+    with classifier.training_scope(scope) if scope else nullcontext(), transaction.atomic():
         marker = uuid.uuid4().hex[:10]
         tenant = Tenant.objects.create(slug=f"evaluate-{marker}", name=f"Evaluation {marker} (rolled back)")
         analyst = User.objects.create(username=f"evaluate-{marker}", tenant=tenant, role="analyst")

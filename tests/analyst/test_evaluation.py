@@ -12,14 +12,7 @@ from django.core.management import CommandError, call_command
 from agents import taxonomy
 from agents.text import clean_narrative
 from analyst.evaluation import (
-    BLIND_CSV,
-    BLIND_LABELS,
     NARRATIVE_SIGNALS,
-    SIGNAL_LABELS,
-    TUNING2_CSV,
-    TUNING2_LABELS,
-    TUNING_CSV,
-    TUNING_LABELS,
     Outcome,
     format_narrative_signals,
     narrative_signal_report,
@@ -30,6 +23,17 @@ from analyst.evaluation import (
     signal_figures,
 )
 from analyst.rubric import RUBRIC_COUNTS, implied_contact
+from analyst.signal_sets import (
+    BLIND_CSV,
+    BLIND_LABELS,
+    HELDOUT_CSV,
+    HELDOUT_LABELS,
+    SIGNAL_LABELS,
+    TUNING2_CSV,
+    TUNING2_LABELS,
+    TUNING_CSV,
+    TUNING_LABELS,
+)
 from cases.models import Case
 from runs.models import AgentRun
 from runs.providers import ProviderError
@@ -40,6 +44,7 @@ ROWS = {row["Complaint ID"].strip(): row for row in read_rows(taxonomy.DATA_FILE
 BLIND_ROWS = {row["Complaint ID"].strip(): row for row in read_rows(BLIND_CSV)}
 TUNING_ROWS = {row["Complaint ID"].strip(): row for row in read_rows(TUNING_CSV)}
 TUNING2_ROWS = {row["Complaint ID"].strip(): row for row in read_rows(TUNING2_CSV)}
+HELDOUT_ROWS = {row["Complaint ID"].strip(): row for row in read_rows(HELDOUT_CSV)}
 
 
 @pytest.mark.parametrize(("labels_file", "rows", "complaints"), [
@@ -47,7 +52,8 @@ TUNING2_ROWS = {row["Complaint ID"].strip(): row for row in read_rows(TUNING2_CS
     (BLIND_LABELS, BLIND_ROWS, 300),  # the blind set (analyst/data/signals/blind/SOURCE.md)
     (TUNING_LABELS, TUNING_ROWS, 160),  # the tuning set (analyst/data/signals/tuning/SOURCE.md)
     (TUNING2_LABELS, TUNING2_ROWS, 210),  # the second tuning set (analyst/data/signals/tuning2/SOURCE.md)
-], ids=["sample", "blind", "tuning", "tuning2"])
+    (HELDOUT_LABELS, HELDOUT_ROWS, 200),  # the held-out set (analyst/data/signals/heldout/SOURCE.md)
+], ids=["sample", "blind", "tuning", "tuning2", "heldout"])
 def test_every_complaint_is_labelled_for_every_signal_once_and_each_quote_is_verbatim(labels_file, rows, complaints):
     lines = [json.loads(line) for line in labels_file.read_text(encoding="utf-8").splitlines() if line.strip()]
     pairs = Counter((item["complaint_id"], item["signal"]) for item in lines)
@@ -92,6 +98,15 @@ def test_the_second_tuning_set_shares_no_complaint_with_any_other_set():
     positives = Counter(code for per in labels.values() for code, present in per.items() if present)
     assert positives == {"FRAUD-ID": 46, "HARASSMENT": 14, "URGENCY": 20, "MONEY-LOSS": 7, "TIME-LIMIT": 18,
                          "MISCONDUCT": 55, "REPEAT-CONTACT": 60, "OLDER-AM": 2, "SCRA": 4, "MONEY-BACK": 12}
+
+
+def test_the_held_out_set_shares_no_complaint_with_any_other_set():
+    others = set(ROWS) | set(BLIND_ROWS) | set(TUNING_ROWS) | set(TUNING2_ROWS)
+    assert not set(HELDOUT_ROWS) & others
+    labels = read_signal_labels(HELDOUT_LABELS)
+    positives = Counter(code for per in labels.values() for code, present in per.items() if present)
+    assert positives == {"FRAUD-ID": 47, "HARASSMENT": 31, "URGENCY": 31, "MONEY-LOSS": 12, "TIME-LIMIT": 26,
+                         "MISCONDUCT": 75, "REPEAT-CONTACT": 80, "OLDER-AM": 10, "SCRA": 4, "MONEY-BACK": 28}
 
 
 def test_recall_and_precision_per_signal_and_the_target():

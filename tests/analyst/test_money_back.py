@@ -8,6 +8,11 @@ import pytest
 from agents import taxonomy
 from analyst.context import evidence_of
 from analyst.evaluation import (
+    read_rows,
+    read_signal_labels,
+    signal_figures,
+)
+from analyst.signal_sets import (
     BLIND_CSV,
     BLIND_LABELS,
     SIGNAL_LABELS,
@@ -15,9 +20,6 @@ from analyst.evaluation import (
     TUNING2_LABELS,
     TUNING_CSV,
     TUNING_LABELS,
-    read_rows,
-    read_signal_labels,
-    signal_figures,
 )
 from analyst.triage import consumer_request
 

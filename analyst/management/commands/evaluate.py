@@ -1,11 +1,11 @@
-"""manage.py evaluate [<labelled.csv>] [--provider NAME] [--json OUT] [--limit N] [--split test|dev|train|all|blind|tuning|tuning2]
+"""manage.py evaluate [<labelled.csv>] [--provider NAME] [--json OUT] [--limit N] [--split test|dev|train|all|heldout|blind|tuning|tuning2]
 
 Measures the agents on labelled CFPB-format complaints: each row becomes a throwaway case (labels
 blanked) in a throwaway tenant, inside one transaction that is rolled back — real cases are never
-read or touched. See analyst/evaluation.py for the split and what is measured. `--split blind`
-evaluates the blind signal set (analyst/data/signals/blind/) against its own labels, `--split tuning`
-the tuning set (analyst/data/signals/tuning/), `--split tuning2` the second tuning set
-(analyst/data/signals/tuning2/); the CSV may then be left out."""
+read or touched. See analyst/evaluation.py for the split and what is measured. `--split heldout`
+evaluates the held-out signal set (analyst/data/signals/heldout/) against its own labels, `--split
+blind`, `tuning` and `tuning2` the sets the signal detectors learn from (analyst.signal_sets); the
+CSV may then be left out."""
 
 import json
 import sqlite3
@@ -17,14 +17,16 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
 from analyst.evaluation import (
-    SIGNAL_LABELS,
-    SIGNAL_SETS,
     evaluate_rows,
     format_report,
     read_rows,
     read_signal_labels,
     report,
     select_rows,
+)
+from analyst.signal_sets import (
+    SIGNAL_LABELS,
+    SIGNAL_SETS,
 )
 
 
@@ -58,7 +60,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("csv", nargs="?",
                             help="A CFPB-format CSV with Product, Issue, Tags and narratives "
-                                 "(default with --split blind, tuning or tuning2: that signal set).")
+                                 "(default with --split heldout, blind, tuning or tuning2: that signal set).")
         parser.add_argument("--provider", help="Model provider (default: ARBITER_MODEL_PROVIDER).")
         parser.add_argument("--json", dest="json_out", help="Also write the figures as JSON to this file.")
         parser.add_argument("--limit", type=int, help="Evaluate at most N complaints (after the split).")
@@ -67,11 +69,11 @@ class Command(BaseCommand):
                                  "a small local model needs about 1,200 on this kind of machine).")
         parser.add_argument("--signal-labels", dest="signal_labels",
                             help="Hand labels of the narrative signals (default: analyst/data/signals/labels.jsonl, "
-                                 "or that set's labels.jsonl with --split blind, tuning or tuning2).")
+                                 "or that set's labels.jsonl with a signal set's --split).")
         parser.add_argument("--split", default="test", choices=("train", "dev", "test", "all", *SIGNAL_SETS),
                             help="Which side of the fixed hash split to evaluate (default: test, the held-out side); "
-                                 "blind: every row of the blind signal set, never tuned on; tuning, tuning2: every "
-                                 "row of a tuning signal set, which the rules are tuned on.")
+                                 "heldout: every row of the held-out signal set, never tuned or trained on; blind, "
+                                 "tuning, tuning2: every row of a set the signal detectors learn from.")
 
     def progress(self, total: int):
         """One line per analysis as it ends (a small local model takes minutes each)."""
@@ -88,10 +90,10 @@ class Command(BaseCommand):
         return report_one
 
     def handle(self, *args, **options):
-        own_set = SIGNAL_SETS.get(options["split"])  # (csv, labels) of the blind or a tuning set
+        own_set = SIGNAL_SETS.get(options["split"])  # (csv, labels) of a signal set
         if not options["csv"] and not own_set:
             raise CommandError("Give the path of a CFPB-format CSV "
-                               "(it may be left out only with --split blind, tuning or tuning2).")
+                               "(it may be left out only with --split blind, tuning, tuning2 or heldout).")
         path = Path(options["csv"] or own_set[0])
         if not path.is_file():
             raise CommandError(f"No file {path}: give the path of a CFPB-format CSV.")
@@ -124,8 +126,10 @@ class Command(BaseCommand):
             if copy is not None:
                 self.stdout.write("SQLite: evaluating on a private copy of the database, so the processes "
                                   "beside this one keep writing.")
+            # A signal set's rows are not in the sample: the shipped classifier has not seen them.
+            scope = None if own_set and path == Path(own_set[0]) else ("train",)
             outcomes = evaluate_rows(chosen, provider=options["provider"], run_seconds=options["run_seconds"],
-                                     on_outcome=self.progress(len(chosen)))
+                                     on_outcome=self.progress(len(chosen)), scope=scope)
             if copy is not None:  # let go of the copy before its folder goes; back to the real database
                 connection.close()
                 connection.settings_dict["NAME"] = original_name

@@ -1,0 +1,79 @@
+"""The hand-labelled narrative sets of the signals (analyst/data/signals; RUBRIC.md says what each
+signal means, each set's SOURCE.md where its narratives come from and how they were chosen).
+
+- the 191 narratives of the classifier's sample (`labels.jsonl` beside RUBRIC.md), split by
+  analyst.splits like the sample itself;
+- `blind` (300), `tuning` (160) and `tuning2` (210): the sets the rules were tuned on (the blind
+  set was measured three times after rules changed) and the sentence reader is trained on;
+- `heldout` (200): never tuned or trained on; the figures that count are measured here.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+from agents.text import clean_narrative
+from analyst.examples import DATA_FILE
+from analyst.splits import split_of
+
+SIGNAL_LABELS = Path(__file__).resolve().parent / "data" / "signals" / "labels.jsonl"
+BLIND_SPLIT, TUNING_SPLIT, TUNING2_SPLIT, HELDOUT_SPLIT = "blind", "tuning", "tuning2", "heldout"
+BLIND_CSV = SIGNAL_LABELS.parent / "blind" / "complaints.csv"
+BLIND_LABELS = SIGNAL_LABELS.parent / "blind" / "labels.jsonl"
+TUNING_CSV = SIGNAL_LABELS.parent / "tuning" / "complaints.csv"
+TUNING_LABELS = SIGNAL_LABELS.parent / "tuning" / "labels.jsonl"
+TUNING2_CSV = SIGNAL_LABELS.parent / "tuning2" / "complaints.csv"
+TUNING2_LABELS = SIGNAL_LABELS.parent / "tuning2" / "labels.jsonl"
+HELDOUT_CSV = SIGNAL_LABELS.parent / "heldout" / "complaints.csv"
+HELDOUT_LABELS = SIGNAL_LABELS.parent / "heldout" / "labels.jsonl"
+# The signal sets kept apart from the sample, by split name: (their CSV, their labels).
+SIGNAL_SETS = {BLIND_SPLIT: (BLIND_CSV, BLIND_LABELS), TUNING_SPLIT: (TUNING_CSV, TUNING_LABELS),
+               TUNING2_SPLIT: (TUNING2_CSV, TUNING2_LABELS), HELDOUT_SPLIT: (HELDOUT_CSV, HELDOUT_LABELS)}
+# What the sentence reader learns from: every set but the held-out one.
+TRAINING_SETS = ((DATA_FILE, SIGNAL_LABELS), (BLIND_CSV, BLIND_LABELS), (TUNING_CSV, TUNING_LABELS),
+                 (TUNING2_CSV, TUNING2_LABELS))
+
+
+def labelled_quotes(path: Path) -> dict[str, dict[str, str | None]]:
+    """{complaint id: {signal: its quote when present, else None}} of one labels file."""
+    labels: dict[str, dict[str, str | None]] = {}
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                item = json.loads(line)
+                labels.setdefault(str(item["complaint_id"]).strip(), {})[item["signal"]] = \
+                    (item.get("quote") or None) if item["present"] else None
+    return labels
+
+
+def _narratives(path: Path) -> set[str]:
+    with open(path, newline="", encoding="utf-8") as handle:
+        return {clean_narrative(row.get("Consumer complaint narrative")) for row in csv.DictReader(handle)}
+
+
+def training_narratives(splits: tuple[str, ...] | None = None) -> list[tuple[str, dict[str, str | None]]]:
+    """(narrative, labels) of every labelled complaint of TRAINING_SETS; with `splits`, the sample's
+    complaints only of those evaluation splits (the signal sets are never evaluation splits of it).
+    A narrative whose text is also a held-out one is left out: consumers file one letter against
+    several companies, under several Complaint IDs (three held-out narratives repeat ones of the
+    second tuning set word for word)."""
+    held_out = _narratives(HELDOUT_CSV)
+    narratives = []
+    for data, labels_path in TRAINING_SETS:
+        labels = labelled_quotes(labels_path)
+        with open(data, newline="", encoding="utf-8") as handle:
+            for row in csv.DictReader(handle):
+                complaint = (row.get("Complaint ID") or "").strip()
+                text = clean_narrative(row.get("Consumer complaint narrative"))
+                if complaint not in labels or text in held_out or (
+                        splits and data == DATA_FILE and split_of(complaint) not in splits):
+                    continue
+                narratives.append((text, labels[complaint]))
+    return narratives
+
+
+def data_files() -> list[Path]:
+    """The files the sentence reader's training reads (the classifier's artifact fingerprints them)."""
+    return [*(path for pair in TRAINING_SETS for path in pair), HELDOUT_CSV]
