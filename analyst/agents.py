@@ -9,7 +9,7 @@ import re
 from datetime import timedelta
 
 from agents.citations import code_with_words, code_words, signal_words, signals_in_words
-from agents.signals import FLOORS, LEVELS, Signal, detect_signals, raise_to, score
+from agents.signals import FLOORS, LEVELS, POINTS, Signal, detect_signals, raise_to, score
 from agents.text import date_mentions, money_amounts, shorten, split_sentences
 from analyst.classifier import get_classifier
 from analyst.context import (
@@ -94,10 +94,23 @@ def _with_notes(summary: str, notes: list[EvidenceText]) -> str:
 
 
 # --- risk assessor --------------------------------------------------------------------------
+def read_signals(case: dict, evidence: list[EvidenceText]) -> list[Signal]:
+    """The rules' signals (agents.signals), then those only the sentence reader finds
+    (analyst.signal_reader), one per code in the scoring table's order: a rule's finding, which a
+    supervisor can check by hand, is cited when both see a code."""
+    by_code = {signal.code: signal for signal in
+               detect_signals(case, [{"id": item.id, "text": item.text} for item in evidence])}
+    reader = get_classifier().signal_reader
+    for item in evidence:
+        for signal in reader.signals(item.id, item.text or ""):
+            by_code.setdefault(signal.code, signal)
+    return [by_code[code] for code in POINTS if code in by_code]
+
+
 def risk_assessor(context: dict) -> dict:
     case = case_of(context)
     evidence = evidence_of(context)
-    signals = detect_signals(case, [{"id": item.id, "text": item.text} for item in evidence])
+    signals = read_signals(case, evidence)
     level, _points, explanation = score(signals)
     # What a person reads first: the level and what it rests on, in words, with one quotation;
     # the scoring table's codes and points follow in a detail paragraph, each code spelled out.

@@ -2,7 +2,8 @@
 
 TF-IDF over word 1–2-grams + multinomial logistic regression (fixed random_state), trained on
 the CFPB complaint sample shipped in analyst/data/. Sub-product and issue predictions are
-restricted to labels seen with the predicted product, so the three answers stay coherent.
+restricted to labels seen with the predicted product, so the three answers stay coherent. The
+artifact also carries the narrative signals' sentence reader (analyst.signal_reader), trained with it.
 
 Trained once, outside any run (`manage.py train_analyst`, or classifier_train_task when a step
 finds none), into a versioned artifact under settings.ARBITER_ANALYST_DIR named by the data file's
@@ -40,9 +41,12 @@ from agents import taxonomy
 from agents import text as text_module
 from analyst import cues as cues_module
 from analyst import examples as examples_module
+from analyst import signal_reader as reader_module
+from analyst import signal_sets
 from analyst.calibration import fit_issue_calibration, fit_temperature, sharpen, smooth
 from analyst.cues import company_lines, product_cues
 from analyst.examples import DATA_FILE, Example, file_sha256, load_examples
+from analyst.signal_reader import SentenceReader
 from analyst.splits import split_of
 from config.celery import app as celery_app
 from runs.providers import ProviderError
@@ -50,7 +54,7 @@ from runs.providers import ProviderError
 logger = logging.getLogger(__name__)
 
 RANDOM_STATE = 20261101
-MODEL_FORMAT = 8  # bump when the training configuration or the pickled structure changes
+MODEL_FORMAT = 9  # bump when the training configuration or the pickled structure changes
 
 
 @dataclass(frozen=True)
@@ -169,6 +173,7 @@ class ComplaintClassifier:
         self.temperature = 1.0
         self.issue_temperature = 1.0
         self.issue_smoothing = 0.0
+        self.signal_reader: SentenceReader | None = None  # the narrative signals' reader, set by classifier_train
         if calibrate and calibration:
             self.calibrate_on(calibration)
 
@@ -362,15 +367,16 @@ class TrainingResult:
 @lru_cache(maxsize=1)
 def code_version() -> str:
     """MODEL_FORMAT plus a fingerprint of what shapes the trained object besides the complaint data:
-    this module, the example reader, the cues and the taxonomy (code and shipped data), the narrative cleaner, and the
-    library versions the pickle depends on. Any change to one of them names a new artifact, so a
+    this module, the example reader, the cues and the taxonomy (code and shipped data), the narrative cleaner, the
+    sentence reader of the signals with its labelled sets (analyst.signal_sets), and the library versions the pickle depends on. Any change to one of them names a new artifact, so a
     model trained by older code is never loaded by newer code. Computed once per process: it
     describes the code this process imported."""
     digest = hashlib.sha256(f"{MODEL_FORMAT}|sklearn {sklearn.__version__}|numpy {np.__version__}".encode())
     taxonomy_dir = Path(taxonomy.__file__).resolve().parent
     sources = [Path(__file__).resolve(), Path(cues_module.__file__).resolve(), Path(taxonomy.__file__).resolve(),
                Path(examples_module.__file__).resolve(),
-               Path(text_module.__file__).resolve(), *sorted((taxonomy_dir / "data").glob("*"))]
+               Path(text_module.__file__).resolve(), *sorted((taxonomy_dir / "data").glob("*")),
+               Path(reader_module.__file__).resolve(), Path(signal_sets.__file__).resolve(), *signal_sets.data_files()]
     for source in sources:
         if source.is_file():
             digest.update(source.name.encode() + b"\0" + source.read_bytes() + b"\0")
@@ -410,7 +416,9 @@ def load_artifact(artifact: Artifact) -> ComplaintClassifier | None:
     expected = (ARTIFACT_KIND, artifact.data_sha256, artifact.code_version, artifact.scope)
     found = (payload.get("kind"), payload.get("data_sha256"), payload.get("code_version"),
              payload.get("scope")) if isinstance(payload, dict) else None
-    if found != expected or not isinstance(payload.get("model"), ComplaintClassifier):
+    model = payload.get("model") if isinstance(payload, dict) else None
+    if found != expected or not isinstance(model, ComplaintClassifier) \
+            or not isinstance(model.signal_reader, SentenceReader):
         logger.warning("Ignoring classifier artifact %s: not the model of these data and this code.", path)
         return None
     return payload["model"]
@@ -490,6 +498,7 @@ def classifier_train(path: Path = DATA_FILE, *, splits: tuple[str, ...] | None =
             f"(data sha256 {artifact.data_sha256[:16]}…, code version {artifact.code_version})…")
         started = time.perf_counter()
         model = _fit(examples, dev=_examples_of(path, ("dev",))) if splits else _fit(examples)
+        model.signal_reader = SentenceReader(signal_sets.training_narratives(splits))
         seconds = time.perf_counter() - started
         _save_artifact(artifact, model, seconds=seconds)
         artifact.request_path.unlink(missing_ok=True)

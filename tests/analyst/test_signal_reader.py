@@ -1,0 +1,128 @@
+"""The sentence reader of the narrative signals (analyst.signal_reader) beside the rules."""
+
+import csv
+import pickle
+
+from agents.citations import code_words
+from agents.signals import POINTS, detect_signals
+from agents.text import clean_narrative
+from analyst import classifier, signal_sets
+from analyst.agents import read_signals, risk_assessor
+from analyst.context import evidence_of
+from analyst.evaluation import read_rows, read_signal_labels, signal_figures
+from analyst.signal_reader import THRESHOLDS, SentenceReader, _features
+from analyst.splits import split_of
+from tests.agents.test_signals import DETECTED, HELDOUT_FIGURES, assert_target_or_floor
+
+HELDOUT_ROWS = {row["Complaint ID"].strip(): row for row in read_rows(signal_sets.HELDOUT_CSV)}
+HELDOUT = read_signal_labels(signal_sets.HELDOUT_LABELS)
+
+# Rules and the shipped sentence reader together on the held-out set (the reader's thresholds were
+# fixed on the blind set before it was read; analyst/signal_reader.py): (found, labelled, flagged),
+# as `evaluate --split heldout` reports them. Against the rules alone (tests/agents/test_signals.py)
+# the reader finds 23 more signals and raises 19 more false alarms: repeated contact 42 → 53 found
+# (precision 93.3% → 85.5%), money lost 3 → 6 (60.0% → 54.5%), a legal time limit 8 → 11, identity
+# theft 30 → 33 (precision 79.0% → 67.3%), urgency 20 → 21. Still only harassment meets the target.
+HELDOUT_WITH_READER = {
+    "FRAUD-ID": (33, 47, 49),         # recall 70.2%, precision 67.3%
+    "HARASSMENT": (26, 31, 26),
+    "URGENCY": (21, 31, 22),          # recall 67.7%
+    "MONEY-LOSS": (6, 12, 11),        # recall 50.0%, precision 54.5%
+    "TIME-LIMIT": (11, 26, 13),       # recall 42.3%
+    "MISCONDUCT": (49, 75, 56),       # recall 65.3%
+    "REPEAT-CONTACT": (53, 80, 62),   # recall 66.2%
+    "OLDER-AM": (5, 10, 5),           # recall 50.0%, rules only
+    "SCRA": (3, 4, 3),                # recall 75.0%, rules only
+}
+# A narrative of the second tuning set (trained on) whose identity theft no rule words: "someone
+# tried to take out credit cards using my info".
+READER_ONLY = ("2709743", "FRAUD-ID")
+
+
+def narrative(path, complaint_id: str) -> str:
+    with open(path, newline="", encoding="utf-8") as handle:
+        row = next(r for r in csv.DictReader(handle) if r["Complaint ID"].strip() == complaint_id)
+    return row["Consumer complaint narrative"]
+
+
+def test_the_reader_learns_from_every_labelled_set_but_the_held_out_one(shipped_classifier):
+    every = signal_sets.training_narratives()
+    assert len(every) == 191 + 300 + 160 + 210 - 3  # three tuning2 letters repeat held-out ones word for word
+    held_out = {clean_narrative(row["Consumer complaint narrative"]) for row in HELDOUT_ROWS.values()}
+    assert not held_out & {text for text, _ in every}
+    # Scoped for evaluating the sample's test split: that split's narratives are left out.
+    scoped = signal_sets.training_narratives(("train", "dev"))
+    test_side = sum(split_of(cid) == "test" for cid in read_signal_labels())
+    assert len(scoped) == len(every) - test_side and test_side > 0
+    assert classifier.get_classifier().signal_reader.trained_on == len(every)
+
+
+def test_rules_and_reader_on_the_held_out_set_meet_the_target_or_hold_their_floor(shipped_classifier):
+    pairs = []
+    for cid, row in HELDOUT_ROWS.items():
+        evidence = evidence_of({"evidence": [{"id": 1, "text": row["Consumer complaint narrative"]}]})
+        pairs.append(({code: HELDOUT[cid][code] for code in DETECTED}, {s.code for s in read_signals({}, evidence)}))
+    figures = {code: part for code, part in signal_figures(pairs).items() if code in DETECTED}
+    assert_target_or_floor(figures, HELDOUT_WITH_READER)
+    # The reader adds signals; it never takes one the rules found away.
+    for code, (found, _labelled, _flagged) in HELDOUT_FIGURES.items():
+        assert figures[code]["found"] >= found, code
+
+
+def test_a_signal_only_the_reader_finds_cites_a_sentence_of_the_evidence_and_says_it_is_learned(shipped_classifier):
+    complaint, code = READER_ONLY
+    text = narrative(signal_sets.TUNING2_CSV, complaint)
+    context = {"case": {}, "evidence": [{"id": 7, "title": "Complaint narrative", "text": text}]}
+    assert code not in {s.code for s in detect_signals({}, [{"id": 7, "text": clean_narrative(text)}])}
+    signal = next(s for s in read_signals({}, evidence_of(context)) if s.code == code)
+    assert signal.evidence_id == 7 and signal.quote and signal.quote in clean_narrative(text)
+    assert "as the sentence model reads it" in signal.description
+    answer = risk_assessor(context)
+    first = answer["rationale"].split("\n\n")[0]
+    assert answer["risk_level"] in ("high", "critical")  # identity theft's floor holds for a learned reading
+    assert "identity theft, as the sentence model reads it" in first and "FRAUD-ID" not in first
+    assert f"FRAUD-ID +3 ({code_words('FRAUD-ID')}; E7)" in answer["rationale"]
+
+
+def test_when_rule_and_reader_both_see_a_code_the_rule_is_cited(shipped_classifier):
+    text = "Someone opened a credit card in my name without my knowledge. This is identity theft."
+    evidence = evidence_of({"evidence": [{"id": 3, "text": text}]})
+    rule = next(s for s in detect_signals({}, [{"id": 3, "text": text}]) if s.code == "FRAUD-ID")
+    reader = classifier.get_classifier().signal_reader
+    assert any(s.code == "FRAUD-ID" for s in reader.signals(3, text))
+    assert next(s for s in read_signals({}, evidence) if s.code == "FRAUD-ID") == rule
+
+
+def test_the_reader_reads_amounts_as_over_or_under_the_money_lost_line():
+    assert _features("I lost {$5000.00} and $1,200 to fees, then {$50.00}.").split() == [
+        "I", "lost", "amountover", "and", "amountover", "to", "fees,", "then", "amountunder", "."]
+    assert _features("They took $2k, not {$1000.00}.").split() == ["They", "took", "amountover", ",", "not",
+                                                                   "amountunder", "."]
+
+
+def test_a_signal_with_no_positive_sentence_gets_no_model():
+    narratives = [("I lost {$5000.00} to their fee.", {"MONEY-LOSS": "I lost {$5000.00} to their fee."}),
+                  ("I paid {$50.00} for the statement.", {}), ("They called me at work.", {})] * 2
+    reader = SentenceReader(narratives)
+    assert set(reader.models) == {"MONEY-LOSS"}
+    assert set(reader.scores("They took {$7200.00} from me.")) == {"MONEY-LOSS"}
+
+
+def test_an_artifact_without_the_reader_is_not_loaded(shipped_classifier, tmp_path):
+    artifact = classifier.artifact_for()
+    with open(artifact.path, "rb") as handle:
+        payload = pickle.load(handle)  # noqa: S301 - the suite's own artifact
+    payload["model"].signal_reader = None
+    stale = artifact.path.with_name("classifier-stale-test.pkl")
+    try:
+        with open(stale, "wb") as handle:
+            pickle.dump(payload, handle)
+        assert classifier.load_artifact(type(artifact)(path=stale, source=artifact.source,
+                                                       data_sha256=artifact.data_sha256,
+                                                       code_version=artifact.code_version)) is None
+    finally:
+        stale.unlink(missing_ok=True)
+
+
+def test_every_learned_signal_is_one_the_scoring_table_knows_and_not_one_left_to_the_rules():
+    assert set(THRESHOLDS) <= set(POINTS) and not set(THRESHOLDS) & {"OLDER-AM", "SCRA"}
