@@ -421,7 +421,9 @@ def rationale_parts(rationale: str, *, by_agent: bool = True) -> tuple[str, str]
     if len(first) > limit:
         cut = max(first.rfind(". ", 0, limit), first.rfind("; ", 0, limit))
         if cut > limit // 4:
-            first, rest = first[:cut + 1], (first[cut + 1:].strip() + ("\n" + rest if rest else "")).strip()
+            # Cut inside a list ("identity theft; repeated contact; …"): the card says the list goes on.
+            shown = first[:cut + 1] if first[cut] == "." else first[:cut] + " …"
+            first, rest = shown, (first[cut + 1:].strip() + ("\n" + rest if rest else "")).strip()
         else:
             first, rest = first[:limit - 20].rsplit(" ", 1)[0] + " …", text
     return first, rest

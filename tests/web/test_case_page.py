@@ -262,6 +262,10 @@ def test_rationale_parts_fold_an_agent_s_machine_detail_but_keep_a_person_s_word
     short, rest = rationale_parts(long, by_agent=False)
     assert short.endswith("here.") and len(short) <= 600 and rest.startswith("First sentence")
     assert (short + " " + rest).split() == long.split()  # nothing lost between the two parts
+    listed = "Risk high because of: " + "; ".join(f"signal number {n} of the list" for n in range(12)) + "."
+    short, rest = rationale_parts(listed)
+    assert short.endswith("of the list …") and not short.endswith(";") and len(short) <= 300
+    assert rest.startswith("signal number") and (short[:-2] + "; " + rest).split() == listed.split()
 
 
 def test_a_text_file_s_content_is_previewed_escaped_and_a_missing_file_is_no_500(client, analyst):
