@@ -6,9 +6,11 @@ from __future__ import annotations
 import re
 
 from agents.graphs.guards import safe_to_quote
+from agents.signals import detect_signals
 from agents.text import shorten
 from analyst.context import (
     case_of,
+    evidence_of,
     parse_date,
     prior_of,
     today_of,
@@ -74,6 +76,16 @@ def _request_sentence(context: dict) -> str:
     return f"We understand that you are asking for {wanted.rstrip('.')}."
 
 
+def _told_codes(context: dict, case: dict) -> set:
+    """The risk signals the notice may tell the consumer about: those the risk assessor raised AND
+    the rules find in the evidence or the case record. A signal only the sentence reader found is
+    a supervisor's lead, not something to tell the consumer they said."""
+    risk = prior_of(context, "risk_assessor") or {}
+    raised = {s.get("code") for s in risk.get("signals") or [] if isinstance(s, dict)}
+    evidence = [{"id": item.id, "text": item.text} for item in evidence_of(context)]
+    return raised & {signal.code for signal in detect_signals(case, evidence)}
+
+
 def _care_sentences(codes: set) -> list[str]:
     care = []
     if "FRAUD-ID" in codes:
@@ -115,8 +127,7 @@ def notice_drafter(context: dict) -> dict:
     product = str(case.get("product") or (None if unsure else triage_out.get("product")) or "").strip()
     respondent = str(case.get("company") or "").strip().rstrip(".")
     final = str(case.get("status") or "") in SETTLED_STATUSES and str(case.get("resolution") or "").strip()
-    risk = prior_of(context, "risk_assessor") or {}
-    codes = {s.get("code") for s in risk.get("signals") or [] if isinstance(s, dict)}
+    codes = _told_codes(context, case)
 
     name = str(case.get("complainant_name") or "").strip()
     greeting = f"Dear {name}," if name and not re.search(r"redact|xxxx|\[", name, re.IGNORECASE) else "Dear Sir or Madam,"

@@ -7,7 +7,7 @@ from agents.citations import code_words
 from agents.signals import POINTS, detect_signals
 from agents.text import clean_narrative
 from analyst import classifier, signal_sets
-from analyst.agents import read_signals, risk_assessor
+from analyst.agents import notice_drafter, read_signals, risk_assessor
 from analyst.context import evidence_of
 from analyst.evaluation import read_rows, read_signal_labels, signal_figures
 from analyst.signal_reader import THRESHOLDS, SentenceReader, _features
@@ -82,6 +82,21 @@ def test_a_signal_only_the_reader_finds_cites_a_sentence_of_the_evidence_and_say
     assert answer["risk_level"] in ("high", "critical")  # identity theft's floor holds for a learned reading
     assert "identity theft, as the sentence model reads it" in first and "FRAUD-ID" not in first
     assert f"FRAUD-ID +3 ({code_words('FRAUD-ID')}; E7)" in answer["rationale"]
+
+
+def test_a_notice_tells_the_consumer_only_what_the_rules_found(shipped_classifier):
+    """A signal only the sentence reader found is the supervisor's lead: the notice does not tell
+    the consumer "you tell us that accounts … were opened … by someone else" on its strength."""
+    told = "opened or used in your name by someone else"
+    case = {"reference": "CASE-2026-000001", "company": "Acme Bank", "received_at": "2026-11-20", "status": "triaged"}
+    learned = {"case": case, "evidence": [{"id": 7, "text": narrative(signal_sets.TUNING2_CSV, READER_ONLY[0])}]}
+    learned["prior"] = {"risk_assessor": risk_assessor(learned)}
+    assert "FRAUD-ID" in {s["code"] for s in learned["prior"]["risk_assessor"]["signals"]}
+    assert told not in notice_drafter(learned)["body"]
+    ruled = {"case": case, "evidence": [{"id": 3, "text": "Someone opened a credit card in my name without my "
+                                                           "knowledge. This is identity theft."}]}
+    ruled["prior"] = {"risk_assessor": risk_assessor(ruled)}
+    assert told in notice_drafter(ruled)["body"]
 
 
 def test_when_rule_and_reader_both_see_a_code_the_rule_is_cited(shipped_classifier):
