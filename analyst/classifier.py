@@ -367,8 +367,9 @@ class TrainingResult:
 @lru_cache(maxsize=1)
 def code_version() -> str:
     """MODEL_FORMAT plus a fingerprint of what shapes the trained object besides the complaint data:
-    this module, the example reader, the cues and the taxonomy (code and shipped data), the narrative cleaner, the
-    sentence reader of the signals with its labelled sets (analyst.signal_sets), and the library versions the pickle depends on. Any change to one of them names a new artifact, so a
+    this module, the example reader, the cues and the taxonomy (code and shipped data), the narrative
+    cleaner, the signals' sentence reader with its labelled sets (analyst.signal_sets), and the
+    library versions the pickle depends on. Any change to one of them names a new artifact, so a
     model trained by older code is never loaded by newer code. Computed once per process: it
     describes the code this process imported."""
     digest = hashlib.sha256(f"{MODEL_FORMAT}|sklearn {sklearn.__version__}|numpy {np.__version__}".encode())
@@ -421,7 +422,7 @@ def load_artifact(artifact: Artifact) -> ComplaintClassifier | None:
             or not isinstance(model.signal_reader, SentenceReader):
         logger.warning("Ignoring classifier artifact %s: not the model of these data and this code.", path)
         return None
-    return payload["model"]
+    return model
 
 
 def _save_artifact(artifact: Artifact, model: ComplaintClassifier, *, seconds: float) -> None:
@@ -494,7 +495,7 @@ def classifier_train(path: Path = DATA_FILE, *, splits: tuple[str, ...] | None =
         if existing is not None:
             return TrainingResult(artifact=artifact, trained=False, seconds=0.0, examples=existing.trained_on)
         examples = _examples_of(path, splits)
-        say(f"Training the offline analyst's classifier on {len(examples)} complaints "
+        say(f"Training the offline analyst's classifier on {len(examples)} complaints and its signal reader "
             f"(data sha256 {artifact.data_sha256[:16]}…, code version {artifact.code_version})…")
         started = time.perf_counter()
         model = _fit(examples, dev=_examples_of(path, ("dev",))) if splits else _fit(examples)

@@ -52,7 +52,7 @@ def _features(sentence: str) -> str:
     return _AMOUNT.sub(bucket, sentence)
 
 
-def _shows(sentence: str, quote: str | None) -> bool:
+def holds_quote(sentence: str, quote: str | None) -> bool:
     """Whether a sentence holds (part of) the labelled quote: quotes may span sentences."""
     if not quote:
         return False
@@ -70,7 +70,7 @@ class SentenceReader:
             for sentence in split_sentences(text):
                 sentences.append(_features(sentence))
                 for code, column in targets.items():
-                    column.append(int(_shows(sentence, labels.get(code))))
+                    column.append(int(holds_quote(sentence, labels.get(code))))
         self.vectorizer = TfidfVectorizer(lowercase=True, ngram_range=(1, 2), min_df=2, sublinear_tf=True)
         matrix = self.vectorizer.fit_transform(sentences)
         self.models = {code: LogisticRegression(C=4.0, class_weight="balanced", max_iter=2000,

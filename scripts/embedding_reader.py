@@ -38,6 +38,7 @@ def export(out: str) -> None:
     from agents.signals import detect_signals
     from agents.text import clean_narrative, split_sentences
     from analyst import signal_sets
+    from analyst.signal_reader import holds_quote
 
     held_out = {clean_narrative(r["Consumer complaint narrative"])
                 for r in csv.DictReader(open(signal_sets.HELDOUT_CSV, newline="", encoding="utf-8"))}
@@ -53,14 +54,13 @@ def export(out: str) -> None:
             if complaint not in labels or (name != "heldout" and text in held_out):
                 continue
             rules = sorted({s.code for s in detect_signals({}, [{"id": 1, "text": text}])})
-            docs.append({"set": name, "complaint_id": complaint, "sentences": split_sentences(text),
-                         "labels": labels[complaint], "rules": rules})
+            sentences = split_sentences(text)
+            # Which sentences are positive examples, by the shipped reader's own rule.
+            positive = {code: [holds_quote(s, labels[complaint].get(code)) for s in sentences] for code in CODES}
+            docs.append({"set": name, "complaint_id": complaint, "sentences": sentences,
+                         "labels": labels[complaint], "positive": positive, "rules": rules})
     Path(out).write_text(json.dumps(docs), encoding="utf-8")
     print(f"{len(docs)} narratives written to {out}")
-
-
-def _shows(sentence: str, quote: str | None) -> bool:
-    return bool(quote) and (quote in sentence or sentence in quote or quote[:60] in sentence or sentence[:60] in quote)
 
 
 def _best_scores(model, spans, embeddings):
@@ -72,7 +72,7 @@ def _fit(code, docs, spans, embeddings):
     from sklearn.linear_model import LogisticRegression
 
     rows = np.vstack([embeddings[a:b] for a, b in spans])
-    targets = [int(_shows(s, d["labels"].get(code))) for d in docs for s in d["sentences"]]
+    targets = [int(flag) for d in docs for flag in d["positive"][code]]
     return LogisticRegression(C=1.0, class_weight="balanced", max_iter=3000).fit(rows, targets)
 
 

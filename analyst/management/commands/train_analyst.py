@@ -35,7 +35,8 @@ class Command(BaseCommand):
                               f"(data sha256 {artifact.data_sha256[:16]}…, code v{artifact.code_version}; "
                               f"loads in {load_ms:.0f} ms). Nothing to do.")
             return
-        self.stdout.write(f"Trained on {result.examples} complaints in {result.seconds:.1f} s.")
+        self.stdout.write(f"Trained on {result.examples} complaints, and the signals' sentence reader on "
+                          f"{model.signal_reader.trained_on} labelled narratives, in {result.seconds:.1f} s.")
         self.stdout.write(f"Wrote {artifact.path} ({artifact.path.stat().st_size / 1e6:.1f} MB)")
         self.stdout.write(f"  data: {artifact.source} sha256 {artifact.data_sha256}")
         self.stdout.write(f"  code version: v{artifact.code_version}")
