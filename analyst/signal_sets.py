@@ -4,7 +4,8 @@ signal means, each set's SOURCE.md where its narratives come from and how they w
 - the 191 narratives of the classifier's sample (`labels.jsonl` beside RUBRIC.md), split by
   analyst.splits like the sample itself;
 - `blind` (300), `tuning` (160) and `tuning2` (210): the sets the rules were tuned on (the blind
-  set was measured three times after rules changed) and the sentence reader is trained on;
+  set was measured three times after rules changed) and the sentence reader is trained on; the
+  shipped product and issue classifier learns from their CFPB labels too (`classifier_examples`);
 - `heldout` (200): never tuned or trained on; the figures that count are measured here.
 """
 
@@ -15,7 +16,7 @@ import json
 from pathlib import Path
 
 from agents.text import clean_narrative
-from analyst.examples import DATA_FILE
+from analyst.examples import DATA_FILE, Example, load_examples
 from analyst.splits import split_of
 
 SIGNAL_LABELS = Path(__file__).resolve().parent / "data" / "signals" / "labels.jsonl"
@@ -34,6 +35,11 @@ SIGNAL_SETS = {BLIND_SPLIT: (BLIND_CSV, BLIND_LABELS), TUNING_SPLIT: (TUNING_CSV
 # What the sentence reader learns from: every set but the held-out one.
 TRAINING_SETS = ((DATA_FILE, SIGNAL_LABELS), (BLIND_CSV, BLIND_LABELS), (TUNING_CSV, TUNING_LABELS),
                  (TUNING2_CSV, TUNING2_LABELS))
+
+
+# What the shipped classifier learns from besides its sample: the complaints of every set but the
+# held-out one, with their CFPB product and issue labels.
+CLASSIFIER_SETS = (BLIND_CSV, TUNING_CSV, TUNING2_CSV)
 
 
 def labelled_quotes(path: Path) -> dict[str, dict[str, str | None]]:
@@ -72,6 +78,21 @@ def training_narratives(splits: tuple[str, ...] | None = None) -> list[tuple[str
                     continue
                 narratives.append((text, labels[complaint]))
     return narratives
+
+
+def classifier_examples() -> list[Example]:
+    """The complaints of CLASSIFIER_SETS as classifier examples, in file order, without a narrative
+    that is also a held-out one (the held-out figures stay unseen) or one of the sample's (the
+    sample's evaluation splits stay unseen by a model trained on the others) — nor one already taken
+    from an earlier set. They fall into the hash split by their Complaint ID like the sample's rows."""
+    seen = _narratives(HELDOUT_CSV) | _narratives(DATA_FILE)
+    examples = []
+    for path in CLASSIFIER_SETS:
+        for example in load_examples(path):
+            if example.text not in seen:
+                seen.add(example.text)
+                examples.append(example)
+    return examples
 
 
 def data_files() -> list[Path]:

@@ -294,10 +294,15 @@ def test_evaluate_on_a_fixed_held_out_slice_meets_its_minimums_and_leaves_nothin
         call_command("evaluate", CSV, "--split", "test", "--json", str(out))
     figures = json.loads(out.read_text())
     assert figures["complaints"] == 46 and figures["runs"] == {RunStatus.COMPLETED: 46}
-    # Measured on the 46 held-out complaints (train-only classifier; docs/adr/0011): product 45/46 = 97.8%,
-    # macro recall 91.7% over its 6 products (Debt collection 1/2, the rest all right), issue 22/46 = 47.8%.
-    assert figures["product"]["accuracy"] >= 0.97 and figures["product"]["macro_recall"] >= 0.91
-    assert figures["issue"]["accuracy"] >= 0.47 > figures["issue"]["majority_baseline"]
+    # Measured on the 46 held-out complaints (a classifier of the train side only; docs/adr/0011): product
+    # 43/46 = 93.5%, macro recall 89.3% over its 6 products (Debt collection 1/2, credit reporting 8/9,
+    # student loan 29/30, the rest all right), issue 24/46 = 52.2%. Before the classifier also learnt from
+    # the signal sets' complaints (docs/adr/0036) it read 45/46 products and 22/46 issues
+    # here, and 74.5% of products, 31.0% of issues with ECE 0.19 on the 200 held-out narratives that no
+    # model saw (77.0%, 40.0%, ECE 0.085 now): two products of these 46 went for 5 products and 18 issues
+    # of those 200, and the floors below moved with them.
+    assert figures["product"]["accuracy"] >= 0.93 and figures["product"]["macro_recall"] >= 0.89
+    assert figures["issue"]["accuracy"] >= 0.52 > figures["issue"]["majority_baseline"]
     assert figures["notices"]["drafts"] == 46 and figures["notices"]["flags"] == 0
     disputes = figures["disputes"]
     # Disputes on triage exactly where its confidence is low.
@@ -350,12 +355,12 @@ def test_the_evaluation_model_and_the_shipped_model_never_share_a_cache(settings
     with classifier.training_scope(("train",)):
         scoped = classifier.get_classifier()  # evaluation trains its own, in-process
     shipped = classifier.get_classifier()
-    assert scoped.trained_on < shipped.trained_on == 191
+    assert scoped.trained_on < shipped.trained_on == 191 + 628  # the sample and the signal sets (ADR 0036)
     assert sorted(p.name.split("-")[2] for p in tmp_path.glob("*.pkl")) == ["train", f"v{classifier.code_version()}.pkl"]
     classifier.clear_cache()
     with classifier.training_scope(("train",)):
         assert classifier.get_classifier().trained_on == scoped.trained_on  # from its own file
-    assert classifier.get_classifier().trained_on == 191
+    assert classifier.get_classifier().trained_on == 191 + 628
     classifier.clear_cache()
 
 

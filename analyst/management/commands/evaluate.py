@@ -4,7 +4,8 @@ Measures the agents on labelled CFPB-format complaints: each row becomes a throw
 blanked) in a throwaway tenant, inside one transaction that is rolled back — real cases are never
 read or touched. See analyst/evaluation.py for the split and what is measured. `--split heldout`
 evaluates the held-out signal set (analyst/data/signals/heldout/) against its own labels, `--split
-blind`, `tuning` and `tuning2` the sets the signal detectors learn from (analyst.signal_sets); the
+blind`, `tuning` and `tuning2` the sets the signal detectors and the shipped classifier learn from
+(analyst.signal_sets; their triage figures are training figures, and the command says so); the
 CSV may then be left out."""
 
 import json
@@ -25,6 +26,7 @@ from analyst.evaluation import (
     select_rows,
 )
 from analyst.signal_sets import (
+    CLASSIFIER_SETS,
     SIGNAL_LABELS,
     SIGNAL_SETS,
 )
@@ -126,7 +128,8 @@ class Command(BaseCommand):
             if copy is not None:
                 self.stdout.write("SQLite: evaluating on a private copy of the database, so the processes "
                                   "beside this one keep writing.")
-            # A signal set's rows are not in the sample: the shipped classifier has not seen them.
+            # A signal set is analysed with the shipped classifier: it has not seen the held-out set's
+            # rows, and it learnt from the other sets' (said below). The sample trains on its train side.
             scope = None if own_set and path == Path(own_set[0]) else ("train",)
             outcomes = evaluate_rows(chosen, provider=options["provider"], run_seconds=options["run_seconds"],
                                      on_outcome=self.progress(len(chosen)), scope=scope)
@@ -135,6 +138,11 @@ class Command(BaseCommand):
                 connection.settings_dict["NAME"] = original_name
         data = report(outcomes, split=options["split"], provider=provider,
                       threshold=getattr(settings, "ARBITER_TRIAGE_MIN_CONFIDENCE", None), signal_labels=signal_labels)
+        if own_set and path.resolve() in {csv.resolve() for csv in CLASSIFIER_SETS}:
+            data["triage_trained_on_these_complaints"] = True
+            self.stdout.write(f"Note: the shipped classifier learnt product and issue from the {options['split']} "
+                              "set's complaints, so its triage figures here are training figures; --split heldout "
+                              "measures complaints it never saw.")
         for line in format_report(data):
             self.stdout.write(line)
         if options["json_out"]:
