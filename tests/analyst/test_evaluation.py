@@ -183,6 +183,16 @@ def test_evaluate_on_a_signal_set_reads_its_narratives_and_its_labels(tmp_path, 
     first_two = sorted(rows)[:2]
     assert data["narrative_signals"]["signals"][signal]["labelled"] == sum(
         read_signal_labels(labels)[cid][signal] for cid in first_two) == expected
+    # The shipped classifier learnt from these complaints (ADR 0036): the figures say so.
+    assert data["triage_trained_on_these_complaints"] is True
+
+
+def test_evaluate_on_the_held_out_set_measures_complaints_the_classifier_never_saw(tmp_path, case):
+    out, text = tmp_path / "heldout.json", StringIO()
+    with assert_nothing_changed(case, extra={"cases": Case.objects.count}):
+        call_command("evaluate", "--split", "heldout", "--limit", "1", "--json", str(out), stdout=text)
+    assert "triage_trained_on_these_complaints" not in json.loads(out.read_text())
+    assert "training figures" not in text.getvalue()
 
 
 def test_evaluate_reports_the_notice_rubric_and_what_broke_it(monkeypatch, tmp_path, case):
