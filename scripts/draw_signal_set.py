@@ -1,11 +1,12 @@
-"""Draw a set of narratives for the signals: the second tuning set (analyst/data/signals/tuning2/)
-or the held-out set (analyst/data/signals/heldout/); each set's SOURCE.md says why.
+"""Draw a set of narratives for the signals: the second tuning set (analyst/data/signals/tuning2/),
+the held-out set (analyst/data/signals/heldout/) or the second held-out set
+(analyst/data/signals/heldout2/); each set's SOURCE.md says why.
 
 The rule reads structured columns only (Product, Issue, Tags) and orders rows by the sha256 of their
 Complaint ID; no narrative is read to choose a row. Rows already in any earlier set are left out.
 Usage:
 
-    python scripts/draw_signal_set.py tuning2|heldout SOURCE_CSV
+    python scripts/draw_signal_set.py tuning2|heldout|heldout2 SOURCE_CSV
 
 SOURCE_CSV is `complaints_sample.csv` of the public GitHub copy of the CFPB export named in SOURCE.md.
 """
@@ -24,6 +25,8 @@ EARLIER = {
     "tuning2": ("cfpb_complaints.csv", "signals/blind/complaints.csv", "signals/tuning/complaints.csv"),
     "heldout": ("cfpb_complaints.csv", "signals/blind/complaints.csv", "signals/tuning/complaints.csv",
                 "signals/tuning2/complaints.csv"),
+    "heldout2": ("cfpb_complaints.csv", "signals/blind/complaints.csv", "signals/tuning/complaints.csv",
+                 "signals/tuning2/complaints.csv", "signals/heldout/complaints.csv"),
 }
 COLUMNS = ("Date received", "Product", "Sub-product", "Issue", "Sub-issue", "Consumer complaint narrative",
            "Company public response", "Company", "State", "ZIP code", "Tags", "Submitted via", "Date sent to company",
@@ -49,6 +52,7 @@ CREDIT_REPORTING = "Credit reporting, credit repair services, or other personal 
 QUOTAS = {
     "tuning2": (("harm", 40), ("money", 40), ("older", 20), ("credit_reporting", 70), ("any", 40)),
     "heldout": (("harm", 40), ("money", 50), ("older", 20), ("credit_reporting", 50), ("any", 40)),
+    "heldout2": (("harm", 40), ("money", 50), ("older", 20), ("credit_reporting", 50), ("any", 40)),
 }
 
 
