@@ -487,6 +487,23 @@ def signal_figures(pairs: list[tuple[dict[str, bool], set[str]]]) -> dict[str, d
     return figures
 
 
+def label_agreement(first: dict[str, dict[str, bool]], second: dict[str, dict[str, bool]]) -> dict[str, dict]:
+    """How two readings of the same narratives agree, per signal, over the complaints both judged:
+    positives of each, positives in both, the second reading's recall and precision against the
+    first, and Cohen's kappa (agreement beyond what the two readings' rates give by chance)."""
+    figures = {}
+    for code in NARRATIVE_SIGNALS:
+        pairs = [(first[c][code], second[c][code]) for c in first if code in first[c] and code in second.get(c, {})]
+        n, a, b = len(pairs), sum(x for x, _ in pairs), sum(y for _, y in pairs)
+        both = sum(x and y for x, y in pairs)
+        observed = sum(x == y for x, y in pairs) / n if n else None
+        chance = (a * b + (n - a) * (n - b)) / (n * n) if n else None
+        kappa = None if observed is None else 1.0 if chance == 1 else (observed - chance) / (1 - chance)
+        figures[code] = {"complaints": n, "first": a, "second": b, "both": both, "recall": _ratio(both, a),
+                         "precision": _ratio(both, b), "kappa": None if kappa is None else round(kappa, 3)}
+    return figures
+
+
 def narrative_signal_report(outcomes: list[Outcome], labels: dict[str, dict[str, bool]]) -> dict:
     """Per-signal figures of the analyses against the hand labels, with the complaints missed and
     flagged wrongly (ids, to look at on train and dev only)."""

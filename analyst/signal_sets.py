@@ -20,7 +20,7 @@ from analyst.examples import DATA_FILE, Example, load_examples
 from analyst.splits import split_of
 
 SIGNAL_LABELS = Path(__file__).resolve().parent / "data" / "signals" / "labels.jsonl"
-BLIND_SPLIT, TUNING_SPLIT, TUNING2_SPLIT, HELDOUT_SPLIT = "blind", "tuning", "tuning2", "heldout"
+BLIND_SPLIT, TUNING_SPLIT, TUNING2_SPLIT, HELDOUT_SPLIT, HELDOUT2_SPLIT = "blind", "tuning", "tuning2", "heldout", "heldout2"
 BLIND_CSV = SIGNAL_LABELS.parent / "blind" / "complaints.csv"
 BLIND_LABELS = SIGNAL_LABELS.parent / "blind" / "labels.jsonl"
 TUNING_CSV = SIGNAL_LABELS.parent / "tuning" / "complaints.csv"
@@ -29,9 +29,14 @@ TUNING2_CSV = SIGNAL_LABELS.parent / "tuning2" / "complaints.csv"
 TUNING2_LABELS = SIGNAL_LABELS.parent / "tuning2" / "labels.jsonl"
 HELDOUT_CSV = SIGNAL_LABELS.parent / "heldout" / "complaints.csv"
 HELDOUT_LABELS = SIGNAL_LABELS.parent / "heldout" / "labels.jsonl"
+# A second, independent reading of the held-out set (its SOURCE.md: how far two readings agree).
+HELDOUT_SECOND_READING = SIGNAL_LABELS.parent / "heldout" / "labels_second_reading.jsonl"
+HELDOUT2_CSV = SIGNAL_LABELS.parent / "heldout2" / "complaints.csv"
+HELDOUT2_LABELS = SIGNAL_LABELS.parent / "heldout2" / "labels.jsonl"
 # The signal sets kept apart from the sample, by split name: (their CSV, their labels).
 SIGNAL_SETS = {BLIND_SPLIT: (BLIND_CSV, BLIND_LABELS), TUNING_SPLIT: (TUNING_CSV, TUNING_LABELS),
-               TUNING2_SPLIT: (TUNING2_CSV, TUNING2_LABELS), HELDOUT_SPLIT: (HELDOUT_CSV, HELDOUT_LABELS)}
+               TUNING2_SPLIT: (TUNING2_CSV, TUNING2_LABELS), HELDOUT_SPLIT: (HELDOUT_CSV, HELDOUT_LABELS),
+               HELDOUT2_SPLIT: (HELDOUT2_CSV, HELDOUT2_LABELS)}
 # What the sentence reader learns from: every set but the held-out one.
 TRAINING_SETS = ((DATA_FILE, SIGNAL_LABELS), (BLIND_CSV, BLIND_LABELS), (TUNING_CSV, TUNING_LABELS),
                  (TUNING2_CSV, TUNING2_LABELS))
@@ -59,13 +64,18 @@ def _narratives(path: Path) -> set[str]:
         return {clean_narrative(row.get("Consumer complaint narrative")) for row in csv.DictReader(handle)}
 
 
+def _held_out_texts() -> set[str]:
+    """The narratives of both held-out sets: no model learns from a text that is also one of theirs."""
+    return _narratives(HELDOUT_CSV) | _narratives(HELDOUT2_CSV)
+
+
 def training_narratives(splits: tuple[str, ...] | None = None) -> list[tuple[str, dict[str, str | None]]]:
     """(narrative, labels) of every labelled complaint of TRAINING_SETS; with `splits`, the sample's
     complaints only of those evaluation splits (the signal sets are never evaluation splits of it).
     A narrative whose text is also a held-out one is left out: consumers file one letter against
     several companies, under several Complaint IDs (three held-out narratives repeat ones of the
     second tuning set word for word)."""
-    held_out = _narratives(HELDOUT_CSV)
+    held_out = _held_out_texts()
     narratives = []
     for data, labels_path in TRAINING_SETS:
         labels = labelled_quotes(labels_path)
@@ -85,7 +95,7 @@ def classifier_examples() -> list[Example]:
     that is also a held-out one (the held-out figures stay unseen) or one of the sample's (the
     sample's evaluation splits stay unseen by a model trained on the others) — nor one already taken
     from an earlier set. They fall into the hash split by their Complaint ID like the sample's rows."""
-    seen = _narratives(HELDOUT_CSV) | _narratives(DATA_FILE)
+    seen = _held_out_texts() | _narratives(DATA_FILE)
     examples = []
     for path in CLASSIFIER_SETS:
         for example in load_examples(path):
@@ -97,4 +107,4 @@ def classifier_examples() -> list[Example]:
 
 def data_files() -> list[Path]:
     """The files the sentence reader's training reads (the classifier's artifact fingerprints them)."""
-    return [*(path for pair in TRAINING_SETS for path in pair), HELDOUT_CSV]
+    return [*(path for pair in TRAINING_SETS for path in pair), HELDOUT_CSV, HELDOUT2_CSV]
