@@ -27,6 +27,8 @@ from analyst.rubric import RUBRIC_COUNTS, implied_contact
 from analyst.signal_sets import (
     BLIND_CSV,
     BLIND_LABELS,
+    HELDOUT2_CSV,
+    HELDOUT2_LABELS,
     HELDOUT_CSV,
     HELDOUT_LABELS,
     HELDOUT_SECOND_READING,
@@ -47,6 +49,7 @@ BLIND_ROWS = {row["Complaint ID"].strip(): row for row in read_rows(BLIND_CSV)}
 TUNING_ROWS = {row["Complaint ID"].strip(): row for row in read_rows(TUNING_CSV)}
 TUNING2_ROWS = {row["Complaint ID"].strip(): row for row in read_rows(TUNING2_CSV)}
 HELDOUT_ROWS = {row["Complaint ID"].strip(): row for row in read_rows(HELDOUT_CSV)}
+HELDOUT2_ROWS = {row["Complaint ID"].strip(): row for row in read_rows(HELDOUT2_CSV)}
 
 
 @pytest.mark.parametrize(("labels_file", "rows", "complaints"), [
@@ -56,7 +59,8 @@ HELDOUT_ROWS = {row["Complaint ID"].strip(): row for row in read_rows(HELDOUT_CS
     (TUNING2_LABELS, TUNING2_ROWS, 210),  # the second tuning set (analyst/data/signals/tuning2/SOURCE.md)
     (HELDOUT_LABELS, HELDOUT_ROWS, 200),  # the held-out set (analyst/data/signals/heldout/SOURCE.md)
     (HELDOUT_SECOND_READING, HELDOUT_ROWS, 200),  # its second reading
-], ids=["sample", "blind", "tuning", "tuning2", "heldout", "heldout-second-reading"])
+    (HELDOUT2_LABELS, HELDOUT2_ROWS, 193),  # the second held-out set (analyst/data/signals/heldout2/SOURCE.md)
+], ids=["sample", "blind", "tuning", "tuning2", "heldout", "heldout-second-reading", "heldout2"])
 def test_every_complaint_is_labelled_for_every_signal_once_and_each_quote_is_verbatim(labels_file, rows, complaints):
     lines = [json.loads(line) for line in labels_file.read_text(encoding="utf-8").splitlines() if line.strip()]
     pairs = Counter((item["complaint_id"], item["signal"]) for item in lines)
@@ -110,6 +114,15 @@ def test_the_held_out_set_shares_no_complaint_with_any_other_set():
     positives = Counter(code for per in labels.values() for code, present in per.items() if present)
     assert positives == {"FRAUD-ID": 47, "HARASSMENT": 31, "URGENCY": 31, "MONEY-LOSS": 12, "TIME-LIMIT": 26,
                          "MISCONDUCT": 75, "REPEAT-CONTACT": 80, "OLDER-AM": 10, "SCRA": 4, "MONEY-BACK": 28}
+
+
+def test_the_second_held_out_set_shares_no_complaint_with_any_other_set():
+    others = set(ROWS) | set(BLIND_ROWS) | set(TUNING_ROWS) | set(TUNING2_ROWS) | set(HELDOUT_ROWS)
+    assert not set(HELDOUT2_ROWS) & others
+    labels = read_signal_labels(HELDOUT2_LABELS)
+    positives = Counter(code for per in labels.values() for code, present in per.items() if present)
+    assert positives == {"FRAUD-ID": 45, "HARASSMENT": 20, "URGENCY": 21, "MONEY-LOSS": 11, "TIME-LIMIT": 10,
+                         "MISCONDUCT": 54, "REPEAT-CONTACT": 85, "OLDER-AM": 3, "SCRA": 5, "MONEY-BACK": 26}
 
 
 def test_two_readings_of_the_held_out_set_agree_beyond_chance_on_every_signal():
