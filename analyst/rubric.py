@@ -6,7 +6,8 @@ Over a notice (subject and body) and the first paragraphs of the proposals' rati
 - placeholders: an agent's placeholder text (cases.notice_checker.PLACEHOLDERS) in the notice or a
   first paragraph;
 - codes in first paragraphs / codes in notices: an internal code (a signal code, a rule id) where a
-  supervisor or consumer reads first (the case's own reference is not one);
+  supervisor or consumer reads first (the case's own reference is not one, nor a consumer's own words
+  quoted verbatim from the evidence: "RE-INVESTIGATION" written in capitals is theirs);
 - implied contact: a sentence of the notice implying contact that nothing records ("we are working
   with …", "we have contacted …"); a pattern of its own, independent of the checker's, read with the
   CFPB taxonomy's labels left out (the issue "Dealing with your lender or servicer" names a category,
@@ -26,7 +27,7 @@ from functools import lru_cache
 from agents import taxonomy
 from agents.citations import has_internal_code
 from agents.graphs.guards import first_paragraph
-from cases.notice_checker import PLACEHOLDERS, check_notice, misquotes
+from cases.notice_checker import PLACEHOLDERS, check_notice, misquotes, quote_occurs
 
 IMPLIED_CONTACT = re.compile(r"\bwe (?:are|have been|will be) (?:\w+ ){0,3}with\b|\bwith (?:the company|your lender)\b"
                              r"|\bwe have (?:contacted|spoken|asked|called|written)\b", re.IGNORECASE)
@@ -37,6 +38,16 @@ QUOTED = re.compile(r"“([^”]*)”|\"([^\"]*)\"")
 def _taxonomy_labels() -> re.Pattern:
     labels = sorted({*taxonomy.products(), *taxonomy.issues(), *taxonomy.sub_issues()}, key=len, reverse=True)
     return re.compile("|".join(re.escape(label) for label in labels if label), re.IGNORECASE)
+
+
+def ours(text: str, evidence: list[str]) -> str:
+    """`text` without its quotations that occur verbatim in the evidence: the words left are the
+    writer's own. A quotation not in the evidence stays (and is counted as a misquote or an
+    unverified quote besides)."""
+    def keep_unless_verbatim(match: re.Match) -> str:
+        span = match.group(1) if match.group(1) is not None else match.group(2)
+        return " " if span.strip() and quote_occurs(span, evidence) else match.group(0)
+    return QUOTED.sub(keep_unless_verbatim, text or "")
 
 
 def implied_contact(text: str) -> int:
@@ -58,8 +69,8 @@ def notice_rubric(case, notice: dict | None, rationales: list[str], evidence: li
     return {
         "misquotes": len(misquotes(text, evidence)),
         "placeholders": sum(p.lower() in t.lower() for p in PLACEHOLDERS for t in [text, *firsts] if t),
-        "codes in first paragraphs": sum(has_internal_code(first) for first in firsts),
-        "codes in notices": int(has_internal_code(text.replace(case.reference, ""))) if notice else 0,
+        "codes in first paragraphs": sum(has_internal_code(ours(first, evidence)) for first in firsts),
+        "codes in notices": int(has_internal_code(ours(text.replace(case.reference, ""), evidence))) if notice else 0,
         "implied contact": implied_contact(text),
         "unverified quotes": len(misquotes("".join(f"“{q}”" for q in quoted_in_firsts), evidence)),
         "checker flags": len(check_notice(case=case, recipient=case.complainant_email, subject=subject,

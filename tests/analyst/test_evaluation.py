@@ -10,6 +10,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from agents import taxonomy
+from agents.citations import has_internal_code
 from agents.text import clean_narrative
 from analyst.evaluation import (
     NARRATIVE_SIGNALS,
@@ -23,7 +24,7 @@ from analyst.evaluation import (
     select_rows,
     signal_figures,
 )
-from analyst.rubric import RUBRIC_COUNTS, implied_contact
+from analyst.rubric import RUBRIC_COUNTS, implied_contact, ours
 from analyst.signal_sets import (
     BLIND_CSV,
     BLIND_LABELS,
@@ -262,6 +263,18 @@ def test_a_taxonomy_label_is_no_claim_of_contact_but_the_sentence_around_it_can_
     assert implied_contact("Thank you for your complaint about dealing with your lender or servicer.") == 0
     assert implied_contact("We are working with your lender on dealing with your lender or servicer.") == 1
     assert implied_contact("We have contacted the company.") == 1
+
+
+def test_a_consumers_capitals_quoted_verbatim_are_not_an_internal_code():
+    """Read on the second held-out set (complaint 3289306): a rationale quoting "PLEASE CONDUCT A
+    RE-INVESTIGATION" was counted as a code in a first paragraph. Quoted verbatim, they are the
+    consumer's words; the same words outside quotation marks, or quoted but not in the evidence, count."""
+    evidence = ["THE DISPUTED ACCOUNT DOES NOT BELONG TO ME, PLEASE CONDUCT A RE-INVESTIGATION INTO THIS MATTER."]
+    first = "Risk high because of: identity theft. The evidence says: “PLEASE CONDUCT A RE-INVESTIGATION INTO THIS MATTER.”"
+    assert not has_internal_code(ours(first, evidence))
+    assert has_internal_code(ours("Risk high: FRAUD-ID. The evidence says: “PLEASE CONDUCT A RE-INVESTIGATION”", evidence))
+    assert has_internal_code(ours("The evidence says: “ACK-15 applies”", evidence))  # not the consumer's words
+    assert has_internal_code(ours("We will RE-INVESTIGATE.", evidence))
 
 
 def test_a_failed_run_s_progress_line_says_why(analyst, monkeypatch):
