@@ -102,7 +102,24 @@ _IDENTITY_THEFT = re.compile(
     r"|\b(?:do not|don't|dont) know who (?:they|these people|this company) (?:are|is)\b"
     r"|\bunauthori[sz]ed use of (?:my|our) (?:social|ssn|identity|personal|name|card|information)"
     r"|\b(?:debit|credit|bank) card fraud\b"
-    r"|\b(?:card|wallet|purse)\b[^.]{0,20}\b(?:lost|stolen)\b[^.]{0,30}\b(?:used|ran|charged|maxed)\b", _I)
+    r"|\b(?:card|wallet|purse)\b[^.]{0,20}\b(?:lost|stolen)\b[^.]{0,30}\b(?:used|ran|charged|maxed)\b"
+    # the first held-out set: someone using the consumer's identity, accounts the consumer has "no clue about",
+    # no ties or contract with the creditor, a charge "that I didn't authorize"
+    r"|\bsomeone (?:else )?(?:is|was|has been|had been|may be|might be) using (?:my|our) (?:social|ssn|identity|name"
+    r"|info\w*|personal)|\b(?:accounts?|debts?|loans?|collections?)\b[^.]{0,20}\b(?:i|we) (?:have|had) no (?:clue"
+    r"|idea|knowledge) (?:about|of)\b|\bno (?:ties|contract|dealings|relationship) (?:with|or contract with)\b"
+    r"|\bthat (?:i|we) (?:did not|didn't|never) authori[sz]e\b"
+    # and the blind and second tuning sets read again: "ID theft", "in not mine", "not associated with me", an
+    # account or inquiry "without my knowledge", credit sought on or under the consumer's name or with their
+    # info, fraudulent transactions, no contract with the creditor, never taken out a loan
+    r"|\bid theft\b|\bin not mine\b|\bnot associated with me\b|\busing (?:my|our) (?:personal )?info(?:rmation)?\b"
+    r"|\b(?:accounts?|inquir\w*|loans?|cards?)\b[^.]{0,50}\bwithout (?:my|our) (?:knowledge|consent|permission)\b"
+    r"|\b(?:applied for|get|got|open\w*|take out|took out)\b[^.]{0,40}\b(?:on|under) my name\b"
+    r"|\bunauth\w*ri[sz]ed? (?:hard |credit )?(?:inquir\w*|pulls?)\b|\bfraudulent transactions?\b"
+    r"|\btransactions (?:are|were) fraudulent\b|\bfraud accounts?\b|\bwhich are frauds?\b"
+    r"|\bnever (?:taken|took) out (?:a |an |any )?(?:loans?|cards?|accounts?)\b"
+    r"|\b(?:did not|didn't|never) apply for (?:anything|credit|employment)\b"
+    r"|\b(?:do not|don't|dont) (?:nor have i had|have) (?:a|an|any) (?:contract|account) with\b", _I)
 # Not identity theft: the consumer's own address or name misreported, or a charge said not to be fraud.
 _NOT_IDENTITY_THEFT = re.compile(
     r"\b(?:address|addresses|name|personal information|phone number|employer)\b[^.]{0,30}"
@@ -113,7 +130,7 @@ _NOT_IDENTITY_THEFT = re.compile(
 # defrauded me"). An account opened "fraudulently" by nobody named stays identity theft.
 _COMPANY_FRAUD = re.compile(
     r"\b(?:they|you|the (?:bank|company|servicer|lender|collector|creditor|dealer(?:ship)?|school|seller|agency))\b"
-    r"[^.]{0,30}?\b(?:fraudulently (?:charg|bill|report|add|tak|keep|kept|withh)\w*|committ\w* fraud|defraud\w*)", _I)
+    r"[^.]{0,30}?\b(?:fraudulently (?:charg|bill|report|add|tak|keep|kept|withh|obtain)\w*|committ\w* fraud|defraud\w*)", _I)
 # "Fraud" on its own, in a narrative that reports identity theft, is the thief's, not the company's.
 # A fraud alert or a fraud department is no accusation.
 _MISCONDUCT_FRAUD = re.compile(r"\b(?:fraud(?! alerts?\b| department| dept\b| team| unit| claims?\b)|fraudulent(?:ly)?"
@@ -134,7 +151,15 @@ _MISCONDUCT = re.compile(
     r"|(?:did not|didn't|failed to|refus\w* to|weren't|wasn't|not) (?:follow|comply with|abide by|staying compliant to"
     r"|honou?r|obey|adhere to|respect)"
     r"\b[^.]{0,60}\b(?:regulations?|laws?|court[- ]order\w*|act)\b"
-    r"|fail\w* to [^.]{0,30}\b(?:legally|lawfully|federally) required|(?:only )?a fake\b)", _I)
+    r"|fail\w* to [^.]{0,30}\b(?:legally|lawfully|federally) required|(?:only )?a fake\b"
+    # the first held-out set: "falsely reporting", "how is it legal", stealing from the consumer, "baited and
+    # switched", "lie after lie", a duty "required by law" failed, conduct "not ... legally", "is a violation"
+    r"|falsely (?:report|claim|stat|represent|accus|charg|advertis)\w*|how (?:is|can|could) (?:it|this|that|they)\b"
+    r"[^.]{0,30}\blegal\b|is (?:this|that|it) (?:even )?legal\b|(?:is|are|was|were|been) stealing|st(?:ole|eal|ealing)"
+    r" (?:from (?:me|us)|my money)|bait\w* and switch\w*|lie after lie|(?:that|this|it) was (?:a )?lies?\b"
+    r"|distort\w* the facts|fail\w*\b[^.]{0,60}\brequired by (?:the )?law|not (?:\w+ ){0,4}(?:legally|lawfully)\b"
+    r"|not (?:\w+ ){0,4}in accordance with the law|should by law|is a (?:clear |direct )?violation\b"
+    r"|under false pretn?[ec]n[cs]es|prey(?:s|ing)? on)", _I)
 # Not an accusation: a hedge ("may be misleading") or a report that only misstates the consumer's history.
 _NOT_MISCONDUCT = re.compile(
     r"\b(?:may|might|could) be (?:misleading|deceptive|inaccurate)\b"
@@ -174,7 +199,13 @@ _HARASSMENT = re.compile(
     r" (?:a|per|each|every) day\b"
     r"|\b(?:\d+\+?|three|four|five|six|several|multiple|a half dozen|half a dozen|dozens of) (?:phone )?calls (?:a|per|each"
     r"|every) day\b"
-    r"|\babusive (?:debt )?collections? (?:activit\w*|practices?|tactics?|calls?)\b|\bat (?:my|his|her|our) place of employment\b", _I)
+    r"|\babusive (?:debt )?collections? (?:activit\w*|practices?|tactics?|calls?)\b|\bat (?:my|his|her|our) place of employment\b"
+    # the first held-out set: aggressive behaviour or collection, pressure and threats about the debt, pursuit at
+    # the place of employment, calls many times in a day
+    r"|\baggressive (?:behaviou?r|collection|tactics|calls|manner)\b|\bpressuri[sz]\w*"
+    r"|\bthreaten\w* (?:me |us )?(?:about|over) (?:the|this|a|my) debt\b"
+    r"|\b(?:pursue|contact|call|visit|show up)\w*\b[^.]{0,40}\b(?:place of employment|workplace)\b"
+    r"|\b(?:\d+|xxxx)(?:-\d+)? ?tim ?es (?:in |a |per )(?:xxxx |one |a )?day\b", _I)
 _URGENCY = re.compile(
     r"fore?clos\w*|\bevict\w*|\bgarnish\w*|\brepossess\w*|\brepo(?:'d| agent| status| man)?\b|\bsheriff(?:'s)? sale\b"
     r"|\b(?:trustee|foreclosure) sale\b|\blawsuit (?:against|on) (?:me|us)\b|\bsued (?:me|us)\b|\b(?:am|was|were|being|been) sued\b"
@@ -192,7 +223,17 @@ _URGENCY = re.compile(
     r"|\b(?:served|received|got|handed)\b[^.]{0,30}\bsummons\b|\bserve (?:process|papers)\b|\bprocess server\b"
     r"|(?<!\bi )\b(?:took|has taken|have taken|threaten\w*(?: me| us)?(?: with)?) legal action\b"
     r"|\blawsuit (?:was )?filed against (?:me|us)\b|\bfiled a lawsuit against (?:me|us)\b"
-    r"|\b(?:took|taken|take|taking) (?:me|us) to (?:\w+ )?court\b|\b(?:no|nor|without a) place to (?:stay|live)\b", _I)
+    r"|\b(?:took|taken|take|taking) (?:me|us) to (?:\w+ )?court\b|\b(?:no|nor|without a) place to (?:stay|live)\b"
+    # the first held-out set: a suit or claim filed, threatened or decided in other words, papers to be served, a
+    # sale or auction date set for the home
+    r"|\bsue(?:d)? (?:my|me|us)\b|\b(?:filed|file) (?:a |an )?(?:claim|suit|complaint|case)\b[^.]{0,20}\bagainst (?:me|us)\b"
+    r"|\b(?:filed|file) (?:a |an )?(?:claim|suit) (?:against (?:me|us)|in small claims)\b"
+    r"|\bthreaten\w* (?:me |us )?with (?:a |an )?(?:legal actions?|lawsuits?|suits?|court)\b"
+    r"|\b(?:seek\w*|entered|obtain\w*|file\w*)\b[^.]{0,30}\bjudg(?:e)?ments?\b|\bjudg(?:e)?ment for the plaintiff"
+    r"|\babstract judg\w*|\bis in court\b|\bgoing through\b[^.]{0,30}\bcourts?\b|\bfiled a motion\b"
+    r"|\bfile\w* a xxxx against (?:me|us)\b|\b(?:vehicle|car|truck)\b[^.]{0,20}\breprocess\w*"
+    r"|\b(?:be|being|get|got) served(?: with)? (?:papers|a summons|court papers)\b|\bjudge order\w*"
+    r"|\b(?:sale|auction) date\b|\bsold at (?:an |the )?auction\b", _I)
 _LOSS_CONTEXT = re.compile(
     r"\brefund\w*|\boverpa(?:id|yment|yments)\b|\bovercharg\w*|\breimburs\w*|\bwithdr(?:awn|ew)\b|\bdebited\b"
     r"|\bclaw\w* back\b|\blost\b|\bstole\w*\b|\bcharg(?:ed|ing|es) (?:me|us|my)\b|\bcharged\b|\bfees?\b"
@@ -206,7 +247,11 @@ _LOSS_CONTEXT = re.compile(
     # the second tuning set: money taken, drained or embezzled, a card charged again and again
     r"|\bripped (?:me|us) off\b|\bwiped (?:out|of|clean)\b|\bdrained\b|\bembezzl\w*|\bcharge[ds]? (?:\w+ ){0,2}times\b"
     r"|\b(?:illegally|wrongfully|unlawfully|improperly) (?:took|taken|withdrew|charged|debited|transferred)\b"
-    r"|\bfake accounts?\b", _I)
+    r"|\bfake accounts?\b"
+    # the first held-out and the blind set: money wired or transferred out, taken out of an account, scammed out of
+    # the consumer, fraudulent charges, funds held, a sum "due me"
+    r"|\bwired\b|\b(?:wire|cash|domestic|bank) transfer\w*|\btaken out of (?:my|our)\b|\bscammed (?:me |us )?out of\b"
+    r"|\bfraudulent charges\b|\bholding (?:my|our) (?:funds|money)\b|\bdue me\b", _I)
 # How far (characters) an amount may stand from the words of loss to be the sum lost: a sentence
 # that mentions a refund and, elsewhere, a tax bill or a monthly payment has lost neither.
 LOSS_WINDOW = 150
@@ -235,7 +280,20 @@ _TIME_LIMIT = re.compile(
     r"|\b(?:verified|investigated|removed|deleted|responded)\b[^.]{0,10}\b(?:in|within) (?:30|45|thirty|forty[- ]five) days\b"
     r"|\b(?:30|45|thirty) days to (?:submit|send|request|dispute|validat\w*)\b|\bwith (?:\d+|twenty|thirty) days to"
     r" (?:respond|answer|appear)\b|\b(?:reporting|legal) (?:period|limit|time)s? of (?:seven|7|ten|10) years\b"
-    r"|\b(?:removed|deleted)\b[^.]{0,20}\b(?:due to|because of) (?:the |its )?age\b|\bbankruptcy\b[^.]{0,80}\b(?:10|ten) years\b", _I)
+    r"|\b(?:removed|deleted)\b[^.]{0,20}\b(?:due to|because of) (?:the |its )?age\b|\bbankruptcy\b[^.]{0,80}\b(?:10|ten) years\b"
+    # the first held-out set: a statute misspelt, the days a company had or has by law, a window of days to
+    # dispute or file, a day requirement, the 30/60-day investigation time frame
+    r"|\bstatue of limitations?\b|\b(?:had|have|has) (?:30|45|60|thirty|forty[- ]five|sixty) days (?:from|to)\b"
+    r"|\bwithin (?:\d+|thirty|sixty|ninety) (?:calendar |business )?days (?:of|prior to|before|after)\b"
+    r"|\b\d+[- ]day requirement\b|\b30/60[- ]day\b|\btime[- ]?frame\b[^.]{0,30}\b(?:law|fcra|investigat\w*)\b"
+    r"|\b(?:investigat\w*|re-?investigat\w*)\b[^.]{0,30}\btime[- ]?frame\b"
+    r"|\bwithin the (?:legally |lawfully )?(?:mandated|required|allowed|permitted|specified) (?:time|window|period"
+    r"|time ?frame|time range)\b|\bwithin the (?:\w+ )?window specified by\b|\blegally (?:mandated|required|allowed"
+    r"|permitted) (?:time|time ?frame|time range|period)\b|\bdays required by (?:reg\w*|law|the fcra)\b"
+    r"|\b(?:\d+|\(\s?\d+\s?\)) business days after\b|\bwithin (?:\d+|three|four|five) (?:business )?days upon receipt\b"
+    r"|\b(?:over|more than) (?:\(\s?)?(?:7|seven|10|ten|1[1-9]|twelve)(?:\s?\))? years old\b"
+    r"|\b(?:responsibility|required|obligat\w*|duty) to [^.]{0,40}\bin a timely manner\b"
+    r"|\bwithin (?:\d+|three|six|twelve) months after\b|\bexemption\b[^.]{0,60}\bexpired\b", _I)
 # A loan granted or a sum that only would be owed is not money lost.
 _NOT_A_LOSS = re.compile(r"\b(?:would (?:have )?(?:owe|paid)|granted|approved for|awarded|(?:was|were|been|got) refunded"
                          r"|refunded (?:this|the) amount|seek\w*\b(?:[^.]|\.\d){0,40}\bin damages)\b", _I)
@@ -312,7 +370,27 @@ _REPEAT_PHRASE = re.compile(
     r"|\b(?:constant|continuous|repeated\w*)\b[^.]{0,20}\battempts\b|\bconstantly (?:battling|fighting|disputing)\b"
     r"|\brepeatedly (?:stat\w*|explain\w*|remind\w*)|\bcomplain\w*\b[^.]{0,40}\b(?:several|multiple|numerous|many)"
     r" (?:platforms|places|agencies|times)\b|\btried (?:several|multiple|numerous|many) (?:phone )?numbers\b"
-    r"|\breach(?:ed)? out (?:to \w+ (?:\w+ )?)?(?:multiple|several|numerous|many|countless) times\b", _I)
+    r"|\breach(?:ed)? out (?:to \w+ (?:\w+ )?)?(?:multiple|several|numerous|many|countless) times\b"
+    # the first held-out set: contact that goes on ("have been calling them for a month", "keep sending in proof",
+    # "continues to send"), contact made again ("recontacted", "communicated repeatedly"), many contacts said
+    # some other way ("a number of complaints", "my previous complaints", "calling my parents a lot")
+    r"|\b(?:have|has) been (?:calling|writing|emailing|e-mailing|contacting|disputing|faxing|mailing)\b"
+    r"|\b(?:keeps?|kept) (?:on )?(?:sending|writing|emailing|disputing|faxing|mailing|requesting|getting (?:calls|letters))\b"
+    r"|\bcontinues to (?:call|send|write|contact|email|mail|dispute)\b|\bre-?contact(?:ed|ing)\b|\bre-?disput\w*"
+    r"|\b(?:communicated|contacted|called|wrote|disputed|requested|explained)\b[^.!?]{0,40}\brepeatedly\b"
+    r"|\b(?:a number of|a lot of|a tremendous amount of|tons of|a series of) (?:\w+,? ){0,4}(?:calls|letters|complaints"
+    r"|disputes|emails|correspondence)\b|\b(?:my|our) (?:previous|prior|past|earlier) (?:complaints|disputes|letters)\b"
+    r"|\bcall(?:s|ed|ing)? (?:me|us|my \w+) (?:a lot|all the time|nonstop|weekly|every week)\b"
+    r"|\b(?:mailed|sent|wrote|called|contacted|disputed)\b[^.!?]{0,60}\b(?:continuously|continually|constantly)\b"
+    r"|\b(?:i|we) (?:have )?again (?:reported|called|contacted|wrote|sent|disputed|asked|requested|emailed|mailed)\b"
+    r"|\b(?:every ?time|each time) (?:i|we) (?:follow\w* up|write|wrote|ask|asked|reach out)\b"
+    r"|\b(?:reached out|called|contacted|wrote|asked|emailed)\b[^.!?]{0,50}\bcountless times\b"
+    r"|\b(?:multiple|numerous|several|repeated) (?:previous |prior )?(?:written |certified )?(?:requests|letters|disputes)\b"
+    r"|\b(?:[3-9]|three|four|five|six|seven|eight|nine|ten) (?:different|separate) times\b"
+    r"|\b(?:tried|attempted|reached out|called|contacted|requested|asked|wrote|emailed|disputed)\b[^.!?]{0,50}"
+    r"\b(?:several|multiple|numerous|many|countless|[3-9]|\d\d) times?\b|\brepeatedly (?:attempt\w*|tried)\b"
+    r"|\b(?:numerous|multiple|several|[3-9]\+|\d\d\+) (?:\([^)]{0,20}\) )?(?:phone )?(?:calls|call ?backs)\b"
+    r"|\bcontinue to (?:call|write|contact|send)\b", _I)
 _SERVICEMEMBER = re.compile(
     r"\b(?:servicemember|service member|active[- ]duty|veteran|military|deployed|deployment|\bscra\b"
     r"|servicemembers civil relief act|u\.?s\.? (?:army|navy|air force|marine corps|coast guard)"
@@ -320,7 +398,8 @@ _SERVICEMEMBER = re.compile(
     # VA benefits and loans ("VA" alone is also Virginia), orders and postings, the services' people
     r"|va (?:loans?|home loans?|mortgage|benefits?|disability|compensation)\b|veterans affairs|gi bill\b"
     r"|dd[- ]?214\b|pcs (?:orders|move|moving)\b|permanent change of station|stationed (?:at|in|overseas|abroad)\b"
-    r"|armed forces|g\.i\.(?=\s|$)|gi bill\b|soldier\b|sailor\b|(?:a|the|us|u\.s\.) marines?\b|tricare\b|enlist(?:ed|ing)\b)", _I)
+    r"|armed forces|g\.i\.(?=\s|$)|gi bill\b|soldier\b|sailor\b|(?:a|the|us|u\.s\.) marines?\b|tricare\b|enlist(?:ed|ing)\b"
+    r"|(?:my|to) new command\b|duty station\b)", _I)
 _OLDER = re.compile(
     r"\b(?:i am|i'm|im|i turned|aged?|at age|at the age of)\s+(?P<age>\d{2})\b(?:\s+years? old)?"
     r"|\b(?P<age2>\d{2})[- ]years?[- ]old (?:me|myself|senior|widow\w*|retiree)\b"
@@ -331,7 +410,10 @@ _OLDER = re.compile(
     r"|\b(?:i am|i'm|im|i was|i have|i've|we are|we're) (?:now |recently |fully |been |semi-)?retired\b"
     r"|\bin retirement\b|\b(?:on|live on|living on) (?:a |my |our )?(?:fixed|retirement) income\b"
     r"|\bsocial security (?:income|benefits?|checks?|payments?|retirement|deposits?)\b|\bmedicare\b"
-    r"|\b(?:my|our) pension\b|\b(?:live|living) off (?:of )?(?:my |our )?(?:ssd|ssi|social security)\b", _I)
+    r"|\b(?:my|our) pension\b|\b(?:live|living) off (?:of )?(?:my |our )?(?:ssd|ssi|social security)\b"
+    # the first held-out set: retirees, retirement income, living on Social Security or "ss income"
+    r"|\bretirees\b|\bretire(?:d|ment)? income\b|\b(?:live|living|lives) (?:on|in|off) (?:my |our )?social security\b"
+    r"|\bss income\b|\bsocial security garnishment\b", _I)
 
 
 @dataclass(frozen=True)

