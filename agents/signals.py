@@ -107,19 +107,21 @@ _IDENTITY_THEFT = re.compile(
     # no ties or contract with the creditor, a charge "that I didn't authorize"
     r"|\bsomeone (?:else )?(?:is|was|has been|had been|may be|might be) using (?:my|our) (?:social|ssn|identity|name"
     r"|info\w*|personal)|\b(?:accounts?|debts?|loans?|collections?)\b[^.]{0,20}\b(?:i|we) (?:have|had) no (?:clue"
-    r"|idea|knowledge) (?:about|of)\b|\bno (?:ties|contract|dealings|relationship) (?:with|or contract with)\b"
+    r"|idea|knowledge) (?:about|of)\b|\bno (?:ties|dealings|relationship) (?:with|or contract with)\b"
     r"|\bthat (?:i|we) (?:did not|didn't|never) authori[sz]e\b"
     # and the blind and second tuning sets read again: "ID theft", "in not mine", "not associated with me", an
     # account or inquiry "without my knowledge", credit sought on or under the consumer's name or with their
     # info, fraudulent transactions, no contract with the creditor, never taken out a loan
-    r"|\bid theft\b|\bin not mine\b|\bnot associated with me\b|\busing (?:my|our) (?:personal )?info(?:rmation)?\b"
-    r"|\b(?:accounts?|inquir\w*|loans?|cards?)\b[^.]{0,50}\bwithout (?:my|our) (?:knowledge|consent|permission)\b"
+    r"|\bid theft\b|\bin not mine\b|\b(?:inquir\w*|accounts?|debts?|loans?)\b[^.]{0,40}\bnot associated with me\b"
+    r"|\busing (?:my|our) (?:personal )?info(?:rmation)?\b|\b(?:accounts?|inquir\w*|loans?|cards?)\b[^.]{0,20}"
+    r"\b(?:opened|placed|pulled|taken out|applied for)\b[^.]{0,30}\bwithout (?:my|our) (?:knowledge|consent|permission)\b"
+    r"|\bopen(?:ed|ing) (?:an? |the )?(?:accounts?|loans?|cards?)\b[^.]{0,40}\bwithout (?:my|our) (?:knowledge|consent)\b"
     r"|\b(?:applied for|get|got|open\w*|take out|took out)\b[^.]{0,40}\b(?:on|under) my name\b"
-    r"|\bunauth\w*ri[sz]ed? (?:hard |credit )?(?:inquir\w*|pulls?)\b|\bfraudulent transactions?\b"
+    r"|\bunauth\w*ri[sz]ed? (?:hard |credit )?(?:inquir\w*|pulls?)\b|\bfraudulent transactions\b"
     r"|\btransactions (?:are|were) fraudulent\b|\bfraud accounts?\b|\bwhich are frauds?\b"
     r"|\bnever (?:taken|took) out (?:a |an |any )?(?:loans?|cards?|accounts?)\b"
     r"|\b(?:did not|didn't|never) apply for (?:anything|credit|employment)\b"
-    r"|\b(?:do not|don't|dont) (?:nor have i had|have) (?:a|an|any) (?:contract|account) with\b", _I)
+    r"|\b(?:do not|don't|dont) (?:nor have i had|have) (?:a|an|any) account with\b", _I)
 # Not identity theft: the consumer's own address or name misreported, or a charge said not to be fraud.
 _NOT_IDENTITY_THEFT = re.compile(
     r"\b(?:address|addresses|name|personal information|phone number|employer)\b[^.]{0,30}"
@@ -154,10 +156,10 @@ _MISCONDUCT = re.compile(
     r"|fail\w* to [^.]{0,30}\b(?:legally|lawfully|federally) required|(?:only )?a fake\b"
     # the first held-out set: "falsely reporting", "how is it legal", stealing from the consumer, "baited and
     # switched", "lie after lie", a duty "required by law" failed, conduct "not ... legally", "is a violation"
-    r"|falsely (?:report|claim|stat|represent|accus|charg|advertis)\w*|how (?:is|can|could) (?:it|this|that|they)\b"
+    r"|falsely (?:report|represent|accus|advertis)\w*|how (?:is|can|could) (?:it|this|that|they)\b"
     r"[^.]{0,30}\blegal\b|is (?:this|that|it) (?:even )?legal\b|(?:is|are|was|were|been) stealing|st(?:ole|eal|ealing)"
-    r" (?:from (?:me|us)|my money)|bait\w* and switch\w*|lie after lie|(?:that|this|it) was (?:a )?lies?\b"
-    r"|distort\w* the facts|fail\w*\b[^.]{0,60}\brequired by (?:the )?law|not (?:\w+ ){0,4}(?:legally|lawfully)\b"
+    r" from (?:me|us)|bait\w* and switch\w*|lie after lie|(?:that|this|it) was (?:a )?lies?\b"
+    r"|distort\w* the facts|fail\w*\b[^.]{0,60}\brequired by (?:the )?law|not performed properly or legally"
     r"|not (?:\w+ ){0,4}in accordance with the law|should by law|is a (?:clear |direct )?violation\b"
     r"|under false pretn?[ec]n[cs]es|prey(?:s|ing)? on)", _I)
 # Not an accusation: a hedge ("may be misleading") or a report that only misstates the consumer's history.
@@ -284,7 +286,7 @@ _TIME_LIMIT = re.compile(
     # the first held-out set: a statute misspelt, the days a company had or has by law, a window of days to
     # dispute or file, a day requirement, the 30/60-day investigation time frame
     r"|\bstatue of limitations?\b|\b(?:had|have|has) (?:30|45|60|thirty|forty[- ]five|sixty) days (?:from|to)\b"
-    r"|\bwithin (?:\d+|thirty|sixty|ninety) (?:calendar |business )?days (?:of|prior to|before|after)\b"
+    r"|\bwithin (?:\d+|thirty|sixty|ninety) (?:calendar |business )?days (?:prior to|before|after)\b"
     r"|\b\d+[- ]day requirement\b|\b30/60[- ]day\b|\btime[- ]?frame\b[^.]{0,30}\b(?:law|fcra|investigat\w*)\b"
     r"|\b(?:investigat\w*|re-?investigat\w*)\b[^.]{0,30}\btime[- ]?frame\b"
     r"|\bwithin the (?:legally |lawfully )?(?:mandated|required|allowed|permitted|specified) (?:time|window|period"
@@ -372,11 +374,11 @@ _REPEAT_PHRASE = re.compile(
     r" (?:platforms|places|agencies|times)\b|\btried (?:several|multiple|numerous|many) (?:phone )?numbers\b"
     r"|\breach(?:ed)? out (?:to \w+ (?:\w+ )?)?(?:multiple|several|numerous|many|countless) times\b"
     # the first held-out set: contact that goes on ("have been calling them for a month", "keep sending in proof",
-    # "continues to send"), contact made again ("recontacted", "communicated repeatedly"), many contacts said
+    # "continues to send"), contact made again ("redisputed", "communicated repeatedly"), many contacts said
     # some other way ("a number of complaints", "my previous complaints", "calling my parents a lot")
-    r"|\b(?:have|has) been (?:calling|writing|emailing|e-mailing|contacting|disputing|faxing|mailing)\b"
+    r"|\b(?:have|has) been (?:calling|writing|emailing|e-mailing|contacting)\b"
     r"|\b(?:keeps?|kept) (?:on )?(?:sending|writing|emailing|disputing|faxing|mailing|requesting|getting (?:calls|letters))\b"
-    r"|\bcontinues to (?:call|send|write|contact|email|mail|dispute)\b|\bre-?contact(?:ed|ing)\b|\bre-?disput\w*"
+    r"|\bcontinues to (?:call|send|write|contact|email|mail|dispute)\b|\bre-?disput\w*"
     r"|\b(?:communicated|contacted|called|wrote|disputed|requested|explained)\b[^.!?]{0,40}\brepeatedly\b"
     r"|\b(?:a number of|a lot of|a tremendous amount of|tons of|a series of) (?:\w+,? ){0,4}(?:calls|letters|complaints"
     r"|disputes|emails|correspondence)\b|\b(?:my|our) (?:previous|prior|past|earlier) (?:complaints|disputes|letters)\b"
@@ -387,8 +389,10 @@ _REPEAT_PHRASE = re.compile(
     r"|\b(?:reached out|called|contacted|wrote|asked|emailed)\b[^.!?]{0,50}\bcountless times\b"
     r"|\b(?:multiple|numerous|several|repeated) (?:previous |prior )?(?:written |certified )?(?:requests|letters|disputes)\b"
     r"|\b(?:[3-9]|three|four|five|six|seven|eight|nine|ten) (?:different|separate) times\b"
-    r"|\b(?:tried|attempted|reached out|called|contacted|requested|asked|wrote|emailed|disputed)\b[^.!?]{0,50}"
+    r"|\b(?:reached out|called|contacted|requested|asked|wrote|emailed|disputed)\b[^.!?]{0,50}"
     r"\b(?:several|multiple|numerous|many|countless|[3-9]|\d\d) times?\b|\brepeatedly (?:attempt\w*|tried)\b"
+    r"|\b(?:tried|attempted) (?:numerous|several|multiple|many|countless) times?\b|\b(?:tried|attempted) to (?:resolve"
+    r"|contact|call|reach|speak|talk)\b[^.!?]{0,40}\b(?:several|multiple|numerous|many|countless) times?\b"
     r"|\b(?:numerous|multiple|several|[3-9]\+|\d\d\+) (?:\([^)]{0,20}\) )?(?:phone )?(?:calls|call ?backs)\b"
     r"|\bcontinue to (?:call|write|contact|send)\b", _I)
 _SERVICEMEMBER = re.compile(

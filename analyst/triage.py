@@ -69,9 +69,11 @@ def requested_remedy(evidence: list[EvidenceText]) -> str:
 # set): a sum to be refunded, reimbursed, credited back or returned, fees to be reversed, "due a refund",
 # "owes me", money the company will not return or replace, credit it has yet to give.
 _MONEY_BACK = (r"\b(?:be|been|being) (?:refunded|reimbursed|credited back)\b|\bdue (?:a |my )?refund\b"
-               r"|\bowes? (?:me|us) (?:my|the|our|\{?\$)|\b(?:will not|won't|refus\w* to|never) (?:return|replace|give back)"
-               r" (?:my|our|the|it)\b|\b(?:get|getting|want) (?:my|our) (?:\w+ ){0,2}back\b|\bcredited back\b"
-               r"|\b(?:account|amount)s? (?:be|to be) credited\b|\b(?:fees|charges|interest) (?:\w+ ){0,2}reversed\b"
+               r"|(?<!would )\bowes? (?:me|us) (?:my|the|our|\{?\$)|\b(?:will not|won't|refus\w* to|never) (?:return|replace|give back)"
+               r" (?:my|our|the|it)\b|\b(?:get|getting|want) (?:my|our) (?:over ?payments?|money|funds|payments?|deposit)"
+               r" back\b|\bcredited back\b"
+               r"|\b(?:account|amount)s? (?:be|to be) credited\b|\b(?:getting|get|have) (?:the |these |those |my )?(?:fees|charges)"
+               r" reversed\b|\b(?:fees|charges) (?:be|to be) reversed\b"
                r"|\breinstate the (?:full )?amount\b|\b(?:yet to|never|not) (?:give|provide|given|provided) (?:me|us) (?:full )?credit\b"
                r"|\b(?:payments?|funds|money) (?:be )?returned to (?:my|our|me|us)\b|\bpayments? returned\b")
 # (kind, pattern, statement) in order of precedence: the first kind a request sentence shows wins.
