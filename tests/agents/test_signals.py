@@ -18,6 +18,8 @@ from analyst.evaluation import (
 from analyst.signal_sets import (
     BLIND_CSV,
     BLIND_LABELS,
+    HELDOUT2_CSV,
+    HELDOUT2_LABELS,
     HELDOUT_CSV,
     HELDOUT_LABELS,
     TUNING2_CSV,
@@ -37,6 +39,8 @@ TUNING2_ROWS = {row["Complaint ID"].strip(): row for row in read_rows(TUNING2_CS
 TUNING2 = read_signal_labels(TUNING2_LABELS)
 HELDOUT_ROWS = {row["Complaint ID"].strip(): row for row in read_rows(HELDOUT_CSV)}
 HELDOUT = read_signal_labels(HELDOUT_LABELS)
+HELDOUT2_ROWS = {row["Complaint ID"].strip(): row for row in read_rows(HELDOUT2_CSV)}
+HELDOUT2 = read_signal_labels(HELDOUT2_LABELS)
 DETECTED = ("FRAUD-ID", "HARASSMENT", "URGENCY", "MONEY-LOSS", "TIME-LIMIT", "MISCONDUCT", "REPEAT-CONTACT",
             "OLDER-AM", "SCRA")  # MONEY-BACK is triage's (analyst/triage.py), measured by `evaluate`
 
@@ -67,14 +71,16 @@ TEST_FIGURES = {
 # after the rules were widened on the second tuning set, raised REPEAT-CONTACT from 46 to 49 found with no
 # more false alarms; FRAUD-ID (68 found, 7 flagged wrongly) and MISCONDUCT (90 found, 38 flagged wrongly) took
 # one false alarm more each and went back to their earlier rules, so their figures are the second reading's.
+# The fifth addendum widened the rules on the blind set's misses too (with the first held-out set's): these
+# are tuning figures now, and every widening that added a false alarm on any labelled set was taken back.
 BLIND_FIGURES = {
-    "FRAUD-ID": (68, 101, 74),        # recall 67.3%: below the target
-    "HARASSMENT": (3, 4, 4),          # recall and precision 75%: below the target
-    "URGENCY": (9, 13, 10),           # recall 69.2%: below the target
-    "MONEY-LOSS": (4, 21, 8),         # recall 19.0%, precision 50%: below the target
-    "TIME-LIMIT": (37, 49, 39),       # recall 75.5%: below the target
-    "MISCONDUCT": (89, 107, 126),     # recall 83.2%, precision 70.6%
-    "REPEAT-CONTACT": (49, 79, 50),   # recall 62.0%: below the target
+    "FRAUD-ID": (83, 101, 89),        # recall 82.2%, precision 93.3% (68 of 74 flagged before the fifth addendum)
+    "HARASSMENT": (4, 4, 5),          # precision 80% (3 of 4 before)
+    "URGENCY": (12, 13, 13),          # (9 of 10 before)
+    "MONEY-LOSS": (13, 21, 17),       # recall 61.9%: below the target (4 of 8 before)
+    "TIME-LIMIT": (46, 49, 48),       # (37 of 39 before)
+    "MISCONDUCT": (89, 107, 119),     # recall 83.2%, precision 74.8% (89 of 126 before)
+    "REPEAT-CONTACT": (61, 79, 62),   # recall 77.2%: below the target (49 of 50 before)
     "OLDER-AM": (1, 2, 1),            # recall 50%: below the target
     "SCRA": (4, 5, 4),
 }
@@ -104,33 +110,51 @@ TUNING_FIGURES = {
 # were widened on this set too (to 42/46 and 55/55 here), but the blind reading gave them one more false alarm
 # each, which their blind floors forbid, so both keep main's rules and main's figures here.
 TUNING2_FIGURES = {
-    "FRAUD-ID": (27, 46, 34),         # recall 58.7%: below the target
-    "HARASSMENT": (13, 14, 13),
-    "URGENCY": (18, 20, 19),
+    "FRAUD-ID": (35, 46, 42),         # recall 76.1%: below the target (27 of 34 before the fifth addendum)
+    "HARASSMENT": (14, 14, 14),
+    "URGENCY": (19, 20, 20),
     "MONEY-LOSS": (7, 7, 12),         # precision 58.3%: below the target
-    "TIME-LIMIT": (14, 18, 14),       # recall 77.8%: below the target
-    "MISCONDUCT": (42, 55, 50),       # recall 76.4%: below the target
+    "TIME-LIMIT": (15, 18, 15),       # recall 83.3%
+    "MISCONDUCT": (44, 55, 51),       # recall 80.0%, precision 86.3%
     "REPEAT-CONTACT": (59, 60, 63),
     "OLDER-AM": (1, 2, 1),            # recall 50%: below the target
     "SCRA": (4, 4, 4),
 }
 
 
-# The held-out set (200 narratives of 2016–2019, drawn by a scripted rule and labelled before any
-# detector ran on them; analyst/data/signals/heldout/SOURCE.md): the rules' single reading, never
-# tuned on. Only harassment meets the target; every other signal falls short on recall, with
-# precision at 79–100% (money lost 60%). The offline analyst adds the sentence reader's signals
-# (tests/analyst/test_signal_reader.py holds those figures).
+# The first held-out set (200 narratives of 2016–2019, drawn by a scripted rule and labelled before any
+# detector ran on them; analyst/data/signals/heldout/SOURCE.md). Read once untouched: FRAUD-ID 30/47 (30 of 38
+# flagged), HARASSMENT 26/31 (26/26), URGENCY 20/31 (20/21), MONEY-LOSS 3/12 (3/5), TIME-LIMIT 8/26 (8/9),
+# MISCONDUCT 49/75 (49/56), REPEAT-CONTACT 42/80 (42/45), OLDER-AM 5/10 (5/5), SCRA 3/4 (3/3). Since the second
+# held-out set took its place, the rules were widened on its misses (ADR 0032, fifth addendum): tuning figures.
 HELDOUT_FIGURES = {
-    "FRAUD-ID": (30, 47, 38),         # recall 63.8%
-    "HARASSMENT": (26, 31, 26),
-    "URGENCY": (20, 31, 21),          # recall 64.5%
-    "MONEY-LOSS": (3, 12, 5),         # recall 25.0%, precision 60.0%
-    "TIME-LIMIT": (8, 26, 9),         # recall 30.8%
-    "MISCONDUCT": (49, 75, 56),       # recall 65.3%
-    "REPEAT-CONTACT": (42, 80, 45),   # recall 52.5%
-    "OLDER-AM": (5, 10, 5),           # recall 50.0%
-    "SCRA": (3, 4, 3),                # recall 75.0%
+    "FRAUD-ID": (35, 47, 43),         # recall 74.5%: below the target
+    "HARASSMENT": (30, 31, 30),
+    "URGENCY": (30, 31, 31),
+    "MONEY-LOSS": (7, 12, 9),         # recall 58.3%: below the target
+    "TIME-LIMIT": (19, 26, 20),       # recall 73.1%: below the target
+    "MISCONDUCT": (63, 75, 69),       # recall 84.0%, precision 91.3%
+    "REPEAT-CONTACT": (64, 80, 67),   # recall 80.0%, precision 95.5%
+    "OLDER-AM": (10, 10, 10),
+    "SCRA": (4, 4, 4),
+}
+
+
+# The second held-out set (193 narratives, drawn and labelled before any detector ran on them, never tuned or
+# trained on; analyst/data/signals/heldout2/SOURCE.md): the rules alone. Before the fifth addendum's widening
+# they read FRAUD-ID 30/45 (30 of 36 flagged), MONEY-LOSS 3/11 (3/4), TIME-LIMIT 2/10 (2/2), MISCONDUCT 36/54
+# (36/44), REPEAT-CONTACT 49/85 (49/52), the rest as now. The offline analyst adds the sentence reader's
+# signals (tests/analyst/test_signal_reader.py holds those figures).
+HELDOUT2_FIGURES = {
+    "FRAUD-ID": (31, 45, 38),         # recall 68.9%
+    "HARASSMENT": (12, 20, 13),       # recall 60.0%
+    "URGENCY": (16, 21, 20),          # recall 76.2%
+    "MONEY-LOSS": (4, 11, 5),         # recall 36.4%
+    "TIME-LIMIT": (3, 10, 4),         # recall 30.0%
+    "MISCONDUCT": (37, 54, 45),       # recall 68.5%
+    "REPEAT-CONTACT": (54, 85, 58),   # recall 63.5%
+    "OLDER-AM": (1, 3, 2),            # recall 33.3%, precision 50%
+    "SCRA": (4, 5, 5),                # recall 80%, precision 80%
 }
 
 
@@ -173,6 +197,13 @@ def test_each_signal_on_the_held_out_set_meets_the_target_or_holds_its_floor():
     figures = {code: part for code, part in signal_figures(pairs).items() if code in DETECTED}
     assert sum(part["complaints"] for part in figures.values()) == 200 * len(DETECTED)
     assert_target_or_floor(figures, HELDOUT_FIGURES)
+
+
+def test_each_signal_on_the_second_held_out_set_meets_the_target_or_holds_its_floor():
+    pairs = [({code: HELDOUT2[cid][code] for code in DETECTED}, raised(cid, HELDOUT2_ROWS)) for cid in HELDOUT2_ROWS]
+    figures = {code: part for code, part in signal_figures(pairs).items() if code in DETECTED}
+    assert sum(part["complaints"] for part in figures.values()) == 193 * len(DETECTED)
+    assert_target_or_floor(figures, HELDOUT2_FIGURES)
 
 
 def test_each_signal_on_the_tuning_set_meets_the_target_or_holds_its_floor():

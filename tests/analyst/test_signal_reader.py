@@ -12,31 +12,32 @@ from analyst.context import evidence_of
 from analyst.evaluation import read_rows, read_signal_labels, signal_figures
 from analyst.signal_reader import THRESHOLDS, SentenceReader, _features
 from analyst.splits import split_of
-from tests.agents.test_signals import DETECTED, HELDOUT_FIGURES, assert_target_or_floor
+from tests.agents.test_signals import DETECTED, HELDOUT2_FIGURES, assert_target_or_floor
 
-HELDOUT_ROWS = {row["Complaint ID"].strip(): row for row in read_rows(signal_sets.HELDOUT_CSV)}
-HELDOUT = read_signal_labels(signal_sets.HELDOUT_LABELS)
+HELDOUT2_ROWS = {row["Complaint ID"].strip(): row for row in read_rows(signal_sets.HELDOUT2_CSV)}
+HELDOUT2 = read_signal_labels(signal_sets.HELDOUT2_LABELS)
 
-# Rules and the shipped sentence reader together on the held-out set (the reader's thresholds were
-# fixed on the blind set before it was read; analyst/signal_reader.py): (found, labelled, flagged),
-# as `evaluate --split heldout` reports them. Against the rules alone (tests/agents/test_signals.py)
-# the reader finds 23 more signals and raises 19 more false alarms: repeated contact 42 → 53 found
-# (precision 93.3% → 85.5%), money lost 3 → 6 (60.0% → 54.5%), a legal time limit 8 → 11, identity
-# theft 30 → 33 (precision 79.0% → 67.3%), urgency 20 → 21. Still only harassment meets the target.
-HELDOUT_WITH_READER = {
-    "FRAUD-ID": (33, 47, 49),         # recall 70.2%, precision 67.3%
-    "HARASSMENT": (26, 31, 26),
-    "URGENCY": (21, 31, 22),          # recall 67.7%
-    "MONEY-LOSS": (6, 12, 11),        # recall 50.0%, precision 54.5%
-    "TIME-LIMIT": (11, 26, 13),       # recall 42.3%
-    "MISCONDUCT": (49, 75, 56),       # recall 65.3%
-    "REPEAT-CONTACT": (53, 80, 62),   # recall 66.2%
-    "OLDER-AM": (5, 10, 5),           # recall 50.0%, rules only
-    "SCRA": (3, 4, 3),                # recall 75.0%, rules only
+# Rules and the shipped sentence reader together on the second held-out set, which nothing was tuned or
+# trained on (the reader learns from every other labelled set, the first held-out set included; its thresholds
+# were fixed on the blind set): (found, labelled, flagged), as `evaluate --split heldout2` reports them. Before the
+# fifth addendum (ADR 0032: the rules widened, the reader trained on the first held-out set too) the pair read
+# FRAUD-ID 37/45 (37 of 48 flagged), HARASSMENT 13/20 (13/14), MONEY-LOSS 6/11 (6/14), TIME-LIMIT 4/10 (4/5),
+# MISCONDUCT 37/54 (37/45), REPEAT-CONTACT 60/85 (60/69), the rest as now. Identity theft, repeated contact and
+# servicemembers meet the target.
+HELDOUT2_WITH_READER = {
+    "FRAUD-ID": (38, 45, 51),         # recall 84.4%, precision 74.5%
+    "HARASSMENT": (12, 20, 13),       # recall 60.0%
+    "URGENCY": (16, 21, 20),          # recall 76.2%
+    "MONEY-LOSS": (8, 11, 14),        # recall 72.7%, precision 57.1%
+    "TIME-LIMIT": (6, 10, 8),         # recall 60.0%
+    "MISCONDUCT": (38, 54, 48),       # recall 70.4%
+    "REPEAT-CONTACT": (68, 85, 78),   # recall 80.0%, precision 87.2%
+    "OLDER-AM": (1, 3, 2),            # rules only
+    "SCRA": (4, 5, 5),                # rules only
 }
-# A narrative of the second tuning set (trained on) whose identity theft no rule words: "someone
-# tried to take out credit cards using my info".
-READER_ONLY = ("2709743", "FRAUD-ID")
+# A narrative of the second tuning set (trained on) whose identity theft no rule words: "This collection that
+# wasn't even supposed to be mine".
+READER_ONLY = ("3172646", "FRAUD-ID")
 
 
 def narrative(path, complaint_id: str) -> str:
@@ -45,10 +46,12 @@ def narrative(path, complaint_id: str) -> str:
     return row["Consumer complaint narrative"]
 
 
-def test_the_reader_learns_from_every_labelled_set_but_the_held_out_one(shipped_classifier):
+def test_the_reader_learns_from_every_labelled_set_but_the_second_held_out_one(shipped_classifier):
     every = signal_sets.training_narratives()
-    assert len(every) == 191 + 300 + 160 + 210 - 3  # three tuning2 letters repeat held-out ones word for word
-    held_out = {clean_narrative(row["Consumer complaint narrative"]) for row in HELDOUT_ROWS.values()}
+    # One consumer's letter, filed under several Complaint IDs, is two of the second held-out set's narratives
+    # and repeats word for word in the second tuning set (twice) and the first held-out set: those three go.
+    assert len(every) == 191 + 300 + 160 + 210 + 200 - 3
+    held_out = {clean_narrative(row["Consumer complaint narrative"]) for row in HELDOUT2_ROWS.values()}
     assert not held_out & {text for text, _ in every}
     # Scoped for evaluating the sample's test split: that split's narratives are left out.
     scoped = signal_sets.training_narratives(("train", "dev"))
@@ -57,15 +60,15 @@ def test_the_reader_learns_from_every_labelled_set_but_the_held_out_one(shipped_
     assert classifier.get_classifier().signal_reader.trained_on == len(every)
 
 
-def test_rules_and_reader_on_the_held_out_set_meet_the_target_or_hold_their_floor(shipped_classifier):
+def test_rules_and_reader_on_the_second_held_out_set_meet_the_target_or_hold_their_floor(shipped_classifier):
     pairs = []
-    for cid, row in HELDOUT_ROWS.items():
+    for cid, row in HELDOUT2_ROWS.items():
         evidence = evidence_of({"evidence": [{"id": 1, "text": row["Consumer complaint narrative"]}]})
-        pairs.append(({code: HELDOUT[cid][code] for code in DETECTED}, {s.code for s in read_signals({}, evidence)}))
+        pairs.append(({code: HELDOUT2[cid][code] for code in DETECTED}, {s.code for s in read_signals({}, evidence)}))
     figures = {code: part for code, part in signal_figures(pairs).items() if code in DETECTED}
-    assert_target_or_floor(figures, HELDOUT_WITH_READER)
+    assert_target_or_floor(figures, HELDOUT2_WITH_READER)
     # The reader adds signals; it never takes one the rules found away.
-    for code, (found, _labelled, _flagged) in HELDOUT_FIGURES.items():
+    for code, (found, _labelled, _flagged) in HELDOUT2_FIGURES.items():
         assert figures[code]["found"] >= found, code
 
 
