@@ -187,7 +187,7 @@ def test_evaluate_refuses_signal_labels_it_cannot_read_and_changes_nothing(tmp_p
 
 def test_evaluate_needs_a_csv_unless_the_split_is_blind(case):
     with assert_nothing_changed(case, extra={"cases": Case.objects.count}):
-        with pytest.raises(CommandError, match="may be left out only with --split blind"):
+        with pytest.raises(CommandError, match="may be left out only with --split heldout2, heldout, blind"):
             call_command("evaluate")
 
 
@@ -225,10 +225,11 @@ def test_evaluate_on_a_signal_set_reads_its_narratives_and_its_labels(tmp_path, 
     assert data["triage_trained_on_these_complaints"] is True
 
 
-def test_evaluate_on_the_held_out_set_measures_complaints_the_classifier_never_saw(tmp_path, case):
-    out, text = tmp_path / "heldout.json", StringIO()
+@pytest.mark.parametrize("split", ["heldout", "heldout2"])
+def test_evaluate_on_a_held_out_set_measures_complaints_the_classifier_never_saw(tmp_path, case, split):
+    out, text = tmp_path / f"{split}.json", StringIO()
     with assert_nothing_changed(case, extra={"cases": Case.objects.count}):
-        call_command("evaluate", "--split", "heldout", "--limit", "1", "--json", str(out), stdout=text)
+        call_command("evaluate", "--split", split, "--limit", "1", "--json", str(out), stdout=text)
     assert "triage_trained_on_these_complaints" not in json.loads(out.read_text())
     assert "training figures" not in text.getvalue()
 

@@ -82,6 +82,20 @@ def no_training(monkeypatch):
 
 
 # --- the command ------------------------------------------------------------------------------
+@pytest.mark.django_db
+def test_evaluate_on_a_signal_set_trains_the_shipped_classifier_first_when_none_is_there(empty_dir, fits):
+    """Before, every analysis of `evaluate --split heldout2` on a fresh checkout waited for a worker to
+    train the classifier and failed after four attempts: evaluation is an offline command and trains
+    the shipped model itself, saying so, as it trains the scoped one for the sample."""
+    out = StringIO()
+    call_command("evaluate", "--split", "heldout2", "--limit", "1", stdout=out)
+    assert fits == [TRAINED_ON] and classifier.artifact_for().path.is_file()
+    assert "Training the offline analyst's classifier" in out.getvalue()
+    assert " run completed in " in out.getvalue(), out.getvalue()
+    call_command("evaluate", "--split", "heldout2", "--limit", "1", stdout=StringIO())
+    assert fits == [TRAINED_ON]  # trained once
+
+
 def test_train_analyst_trains_once_and_a_second_call_is_a_no_op(empty_dir, fits):
     first = StringIO()
     call_command("train_analyst", stdout=first)
