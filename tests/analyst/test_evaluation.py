@@ -99,31 +99,22 @@ def test_the_tuning_set_shares_no_complaint_with_the_sample_or_the_blind_set():
                          "MISCONDUCT": 57, "REPEAT-CONTACT": 47, "OLDER-AM": 3, "SCRA": 1, "MONEY-BACK": 4}
 
 
-def test_the_second_tuning_set_shares_no_complaint_with_any_other_set():
-    others = set(ROWS) | set(BLIND_ROWS) | set(TUNING_ROWS)
-    assert not set(TUNING2_ROWS) & others
-    labels = read_signal_labels(TUNING2_LABELS)
-    positives = Counter(code for per in labels.values() for code, present in per.items() if present)
-    assert positives == {"FRAUD-ID": 46, "HARASSMENT": 14, "URGENCY": 20, "MONEY-LOSS": 7, "TIME-LIMIT": 18,
-                         "MISCONDUCT": 55, "REPEAT-CONTACT": 60, "OLDER-AM": 2, "SCRA": 4, "MONEY-BACK": 12}
-
-
-def test_the_held_out_set_shares_no_complaint_with_any_other_set():
-    others = set(ROWS) | set(BLIND_ROWS) | set(TUNING_ROWS) | set(TUNING2_ROWS)
-    assert not set(HELDOUT_ROWS) & others
-    labels = read_signal_labels(HELDOUT_LABELS)
-    positives = Counter(code for per in labels.values() for code, present in per.items() if present)
-    assert positives == {"FRAUD-ID": 47, "HARASSMENT": 31, "URGENCY": 31, "MONEY-LOSS": 12, "TIME-LIMIT": 26,
-                         "MISCONDUCT": 75, "REPEAT-CONTACT": 80, "OLDER-AM": 10, "SCRA": 4, "MONEY-BACK": 28}
-
-
-def test_the_second_held_out_set_shares_no_complaint_with_any_other_set():
-    others = set(ROWS) | set(BLIND_ROWS) | set(TUNING_ROWS) | set(TUNING2_ROWS) | set(HELDOUT_ROWS)
-    assert not set(HELDOUT2_ROWS) & others
-    labels = read_signal_labels(HELDOUT2_LABELS)
-    positives = Counter(code for per in labels.values() for code, present in per.items() if present)
-    assert positives == {"FRAUD-ID": 45, "HARASSMENT": 20, "URGENCY": 21, "MONEY-LOSS": 11, "TIME-LIMIT": 10,
-                         "MISCONDUCT": 54, "REPEAT-CONTACT": 85, "OLDER-AM": 3, "SCRA": 5, "MONEY-BACK": 26}
+@pytest.mark.parametrize(("rows", "earlier", "labels_file", "positives"), [
+    (TUNING2_ROWS, (ROWS, BLIND_ROWS, TUNING_ROWS), TUNING2_LABELS,
+     {"FRAUD-ID": 46, "HARASSMENT": 14, "URGENCY": 20, "MONEY-LOSS": 7, "TIME-LIMIT": 18, "MISCONDUCT": 55,
+      "REPEAT-CONTACT": 60, "OLDER-AM": 2, "SCRA": 4, "MONEY-BACK": 12}),
+    (HELDOUT_ROWS, (ROWS, BLIND_ROWS, TUNING_ROWS, TUNING2_ROWS), HELDOUT_LABELS,
+     {"FRAUD-ID": 47, "HARASSMENT": 31, "URGENCY": 31, "MONEY-LOSS": 12, "TIME-LIMIT": 26, "MISCONDUCT": 75,
+      "REPEAT-CONTACT": 80, "OLDER-AM": 10, "SCRA": 4, "MONEY-BACK": 28}),
+    (HELDOUT2_ROWS, (ROWS, BLIND_ROWS, TUNING_ROWS, TUNING2_ROWS, HELDOUT_ROWS), HELDOUT2_LABELS,
+     {"FRAUD-ID": 45, "HARASSMENT": 20, "URGENCY": 21, "MONEY-LOSS": 11, "TIME-LIMIT": 10, "MISCONDUCT": 54,
+      "REPEAT-CONTACT": 85, "OLDER-AM": 3, "SCRA": 5, "MONEY-BACK": 26}),
+], ids=["tuning2", "heldout", "heldout2"])
+def test_a_later_set_shares_no_complaint_with_an_earlier_one_and_has_its_positives(rows, earlier, labels_file,
+                                                                                   positives):
+    assert not set(rows) & set().union(*earlier)
+    labels = read_signal_labels(labels_file)
+    assert Counter(code for per in labels.values() for code, present in per.items() if present) == positives
 
 
 def test_two_readings_of_the_held_out_set_agree_beyond_chance_on_every_signal():
