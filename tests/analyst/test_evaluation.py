@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from collections import Counter
 from io import StringIO
+from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -126,6 +128,27 @@ def test_two_readings_of_the_held_out_set_agree_beyond_chance_on_every_signal():
         "TIME-LIMIT": (26, 22, 22), "MISCONDUCT": (75, 67, 67), "REPEAT-CONTACT": (80, 72, 71),
         "OLDER-AM": (10, 10, 9), "SCRA": (4, 4, 4), "MONEY-BACK": (28, 31, 28)}
     assert all(part["complaints"] == 200 and part["kappa"] >= 0.89 for part in figures.values())
+
+
+def _label_agreement_script():
+    spec = importlib.util.spec_from_file_location("label_agreement_script",
+                                                  Path(__file__).resolve().parents[2] / "scripts" / "label_agreement.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_agreement_script_prints_the_table_or_says_what_is_wrong_with_its_input(tmp_path, capsys):
+    script = _label_agreement_script()
+    assert script.main([str(HELDOUT_LABELS), str(HELDOUT_SECOND_READING)]) == 0
+    assert "REPEAT-CONTACT   200     80      72    71" in capsys.readouterr().out
+    assert script.main([str(tmp_path / "missing.jsonl"), str(HELDOUT_LABELS)]) == 2
+    assert "Could not read a labels file" in capsys.readouterr().err
+    (tmp_path / "notes.txt").write_text("not json\n")
+    assert script.main([str(tmp_path / "notes.txt"), str(HELDOUT_LABELS)]) == 2
+    assert "Not a labels file" in capsys.readouterr().err
+    assert script.main([str(HELDOUT_LABELS), str(HELDOUT2_LABELS)]) == 2
+    assert "no complaint and signal in common" in capsys.readouterr().err
 
 
 def test_agreement_is_counted_over_the_complaints_both_readings_judged():
