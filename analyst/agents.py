@@ -418,13 +418,18 @@ def _adjudication_text(*, step, why, classified, respondent, request, level, ris
     signals = [s for s in risk.get("signals") or [] if isinstance(s, dict) and s.get("code")]
     words = list(dict.fromkeys(signal_words(s) for s in signals))
     quote = next((str(s["quote"]) for s in signals if s.get("quote")), "")
+    # With no signal to quote, the consumer's request is quoted — beside the request it shows, not
+    # after "no risk signal was found", where it would read as the evidence for that.
+    asked_in_words = ""
     if not quote and isinstance(request, dict) and request.get("kind") not in (None, "none"):
-        quote = str(request.get("quote") or "")
+        asked_in_words = str(request.get("quote") or "")
     asks = request_statement(request) if isinstance(request, dict) and request.get("kind") != "other" else ""
     first = [f"{'Recommended next step: ' + step if step else 'No next step recommended'} — {why}.",
              f"Classified as {classified}, against {respondent}."]
     if asks:
         first.append(f"The consumer asks for {asked_for(request.get('kind'), asks)}.".replace("..", "."))
+    if asked_in_words:
+        first.append(f"{'In their words' if asks else 'The consumer writes'}: “{asked_in_words}”")
     first.append(f"Risk {level}" + (f" because of: {signals_in_words(words)}." if words else ": no risk signal was found."))
     if quote:
         first.append(f"The evidence says: “{quote}”")

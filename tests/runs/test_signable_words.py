@@ -268,3 +268,20 @@ def test_a_request_to_stop_contact_reads_as_a_sentence_in_the_rationale_as_in_th
     assert offline["adjudication"]["summary"].count("The consumer asks for the calls and collection contact to stop.") == 1
     assert "asks for stop" not in offline["adjudication"]["summary"]
     assert "We understand that you are asking for the calls and collection contact to stop." in offline["notice"]["body"]
+
+
+def test_with_no_signal_the_request_is_quoted_beside_the_request_not_after_no_risk(analyst):
+    """Read on the second held-out set: "Risk low: no risk signal was found. The evidence says: “… I
+    want them deleted from my credit file”" read as if the quotation were the evidence for "no risk".
+    The consumer's request, quoted, now follows the request it shows."""
+    wanted = "Please delete these two late payments from my credit report because they were paid on time."
+    row = {**_rows(1)[0], "Consumer complaint narrative": "My car loan statements show two late payments in "
+           "March and April. I paid both months on the due date and have the bank records. " + wanted}
+    case = _case(analyst, row, late=False)
+    case_services.case_transition(actor=analyst, case=case, transition="triage")
+    drive(services.run_start(actor=analyst, case=case))
+    [rationale] = Proposal.objects.filter(case=case, kind="status_transition").values_list("rationale", flat=True)
+    first, _rest = first_paragraph(rationale)
+    assert f"The consumer asks for removal of the disputed items. In their words: “{wanted}” Risk low: no risk " \
+           "signal was found." in first, first
+    assert "The evidence says" not in first
