@@ -144,12 +144,14 @@ def test_a_walk_of_every_list_during_100_concurrent_updates_skips_and_repeats_no
     assert len(expected) == len(rows)
     tickets: queue.Queue = queue.Queue()
     done, errors = [], []
+    landed = threading.Event()
 
     def updater():
         try:
             while (index := tickets.get()) is not None:
                 walked.touch(analyst, rows[index % len(rows)], index)
                 done.append(index)
+                landed.set()
         except Exception as exc:  # the assertion below names it
             errors.append(exc)
         finally:
@@ -165,6 +167,10 @@ def test_a_walk_of_every_list_during_100_concurrent_updates_skips_and_repeats_no
             index = next(issued, None)
             if index is not None:
                 tickets.put((index * 7) % 100)  # spread over every row, in no list order
+        # The walk goes on to its next page only once an update has landed (a wait of the first page
+        # alone): a walk quicker than the updaters' first commit tested nothing — seen once in CI,
+        # "no update landed during the walk".
+        landed.wait(timeout=60)
 
     try:
         seen = _walk(client, walked, ordering, between_pages=release_updates)
