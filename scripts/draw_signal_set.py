@@ -1,12 +1,13 @@
 """Draw a set of narratives for the signals: the second tuning set (analyst/data/signals/tuning2/),
-the held-out set (analyst/data/signals/heldout/) or the second held-out set
-(analyst/data/signals/heldout2/); each set's SOURCE.md says why.
+the held-out set (analyst/data/signals/heldout/), the second held-out set
+(analyst/data/signals/heldout2/) or the third (analyst/data/signals/heldout3/); each set's SOURCE.md
+says why.
 
 The rule reads structured columns only (Product, Issue, Tags) and orders rows by the sha256 of their
 Complaint ID; no narrative is read to choose a row. Rows already in any earlier set are left out.
 Usage:
 
-    python scripts/draw_signal_set.py tuning2|heldout|heldout2 SOURCE_CSV
+    python scripts/draw_signal_set.py tuning2|heldout|heldout2|heldout3 SOURCE_CSV
 
 SOURCE_CSV is `complaints_sample.csv` of the public GitHub copy of the CFPB export named in SOURCE.md.
 """
@@ -27,6 +28,8 @@ EARLIER = {
                 "signals/tuning2/complaints.csv"),
     "heldout2": ("cfpb_complaints.csv", "signals/blind/complaints.csv", "signals/tuning/complaints.csv",
                  "signals/tuning2/complaints.csv", "signals/heldout/complaints.csv"),
+    "heldout3": ("cfpb_complaints.csv", "signals/blind/complaints.csv", "signals/tuning/complaints.csv",
+                 "signals/tuning2/complaints.csv", "signals/heldout/complaints.csv", "signals/heldout2/complaints.csv"),
 }
 COLUMNS = ("Date received", "Product", "Sub-product", "Issue", "Sub-issue", "Consumer complaint narrative",
            "Company public response", "Company", "State", "ZIP code", "Tags", "Submitted via", "Date sent to company",
@@ -53,6 +56,8 @@ QUOTAS = {
     "tuning2": (("harm", 40), ("money", 40), ("older", 20), ("credit_reporting", 70), ("any", 40)),
     "heldout": (("harm", 40), ("money", 50), ("older", 20), ("credit_reporting", 50), ("any", 40)),
     "heldout2": (("harm", 40), ("money", 50), ("older", 20), ("credit_reporting", 50), ("any", 40)),
+    # The copy had no row of the harm issues or tagged "Older American" left: "any" makes up the 200.
+    "heldout3": (("harm", 40), ("money", 50), ("older", 20), ("credit_reporting", 50), ("any", 108)),
 }
 
 
