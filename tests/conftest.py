@@ -15,22 +15,39 @@ from tests.factories import TenantFactory, UserFactory, make_case
 pytest_plugins = ["tests.longest_first"]  # the slow phase starts its longest tests first
 
 
+# The fixtures that open the database to a test (pytest-django blocks it for every other test).
+DATABASE_FIXTURES = frozenset({"db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback",
+                               "live_server"})
+
+
+def uses_the_database(item) -> bool:
+    return item.get_closest_marker("django_db") is not None or bool(
+        DATABASE_FIXTURES.intersection(getattr(item, "fixturenames", ())))
+
+
 def pytest_collection_modifyitems(config, items):
-    """PostgreSQL-only tests are skipped, visibly, when the suite runs on SQLite; tests that do not
-    depend on the suite's database engine (`engine_independent`: their processes run on a SQLite
-    database of their own, or on none) run once, in the SQLite pass, and are skipped, visibly, in the
-    PostgreSQL pass, where they would repeat the same work on the same SQLite."""
+    """PostgreSQL-only tests are skipped, visibly, when the suite runs on SQLite. In the PostgreSQL
+    pass two kinds of test are skipped, visibly, because they would repeat the SQLite pass's work
+    exactly; they run once, in the SQLite pass:
+    - `engine_independent` tests: their processes run on a SQLite database of their own, or on none;
+    - tests that are not `slow` and use no database (no `django_db` mark, no database fixture):
+      pytest-django refuses them any query, and they start no process, so the engine cannot change
+      their result (the classifier's training, the signal rules, the import and code shape...)."""
     is_postgres = os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://"))
-    if is_postgres:
-        skip = pytest.mark.skip(reason="does not depend on the database engine (its processes use a SQLite "
-                                       "database of their own, or none): runs once, in the SQLite pass")
-        marker = "engine_independent"
-    else:
+    if not is_postgres:
         skip = pytest.mark.skip(reason="needs PostgreSQL: set DATABASE_URL=postgres://... (.ci/run does)")
-        marker = "postgres"
+        for item in items:
+            if "postgres" in item.keywords:
+                item.add_marker(skip)
+        return
+    independent = pytest.mark.skip(reason="does not depend on the database engine (its processes use a SQLite "
+                                          "database of their own, or none): runs once, in the SQLite pass")
+    no_database = pytest.mark.skip(reason="uses no database and starts no process: runs once, in the SQLite pass")
     for item in items:
-        if marker in item.keywords:
-            item.add_marker(skip)
+        if "engine_independent" in item.keywords:
+            item.add_marker(independent)
+        elif not ({"slow", "postgres"} & set(item.keywords)) and not uses_the_database(item):
+            item.add_marker(no_database)
 
 
 @pytest.fixture(scope="session")

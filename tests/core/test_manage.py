@@ -5,9 +5,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow  # starts manage.py
+@pytest.mark.engine_independent  # fails on the missing setting before any database is opened
 def test_a_missing_secret_key_is_one_line_not_a_traceback():
     env = {key: value for key, value in os.environ.items() if key not in ("DEBUG", "SECRET_KEY")}
     env["DJANGO_SETTINGS_MODULE"] = "config.settings"
