@@ -64,7 +64,15 @@ IDENTITY_THEFT = re.compile(
     r"|\btransactions (?:are|were) fraudulent\b|\bfraud accounts?\b|\bwhich are frauds?\b"
     r"|\bnever (?:taken|took) out (?:a |an |any )?(?:loans?|cards?|accounts?)\b"
     r"|\b(?:did not|didn't|never) apply for (?:anything|credit|employment)\b"
-    r"|\b(?:do not|don't|dont) (?:nor have i had|have) (?:a|an|any) account with\b", _I)
+    r"|\b(?:do not|don't|dont) (?:nor have i had|have) (?:a|an|any) account with\b"
+    # the second held-out set: information that "does not belong me", a card or ID stolen, fraud on the consumer's
+    # accounts, a card fraudulently used, the police department, an identity taken, unrecognised debts, an account
+    # that is a relative's
+    r"|\b(?:does|do|did)(?: not|n't) (?:even )?belong (?:to )?(?:me|us)\b"
+    r"|\b(?:card|wallet|purse|id) (?:was|were|had been) stolen\b|\bfraud (?:taking place|occurr\w*|committed) on\b"
+    r"|\bfraudulently used\b|\bpolice department\b"
+    r"|\bident\w* (?:was|has been|had been) taken\b|\bunrecogni[sz]ed (?:debts?|accounts?|inquir\w*|charges?)\b"
+    r"|\bbelongs? to my (?:father|mother|son|daughter|brother|sister|ex)\b", _I)
 # Not identity theft: the consumer's own address or name misreported, or a charge said not to be fraud.
 NOT_IDENTITY_THEFT = re.compile(
     r"\b(?:address|addresses|name|personal information|phone number|employer)\b[^.]{0,30}"
@@ -104,7 +112,11 @@ MISCONDUCT = re.compile(
     r" from (?:me|us)|bait\w* and switch\w*|lie after lie|(?:that|this|it) was (?:a )?lies?\b"
     r"|distort\w* the facts|fail\w*\b[^.]{0,60}\brequired by (?:the )?law|not performed properly or legally"
     r"|not (?:\w+ ){0,4}in accordance with the law|should by law|is a (?:clear |direct )?violation\b"
-    r"|under false pretn?[ec]n[cs]es|prey(?:s|ing)? on)", _I)
+    r"|under false pretn?[ec]n[cs]es|prey(?:s|ing)? on"
+    # the second held-out set: a company falsifying, a felony, disingenuous or deceitful statements, tricked,
+    # "lieing", privacy violated, not in compliance, the law disregarded
+    r"|(?:is|are|was|were|been|keeps?) falsifying|felony|committed a crime|disingenuous|deceit\w*|trick(?:ed|ery)|lieing"
+    r"|violated my privacy|not in compliance|disregard\w* (?:the|federal|state) laws?)", _I)
 # Not an accusation: a hedge ("may be misleading") or a report that only misstates the consumer's history.
 NOT_MISCONDUCT = re.compile(
     r"\b(?:may|might|could) be (?:misleading|deceptive|inaccurate)\b"
@@ -150,7 +162,12 @@ HARASSMENT = re.compile(
     r"|\baggressive (?:behaviou?r|collection|tactics|calls|manner)\b|\bpressuri[sz]\w*"
     r"|\bthreaten\w* (?:me |us )?(?:about|over) (?:the|this|a|my) debt\b"
     r"|\b(?:pursue|contact|call|visit|show up)\w*\b[^.]{0,40}\b(?:place of employment|workplace)\b"
-    r"|\b(?:\d+|xxxx)(?:-\d+)? ?tim ?es (?:in |a |per )(?:xxxx |one |a )?day\b", _I)
+    r"|\b(?:\d+|xxxx)(?:-\d+)? ?tim ?es (?:in |a |per )(?:xxxx |one |a )?day\b"
+    # the second held-out set: calls on a daily basis, calls that are a nuisance or never stop, terrorising, cursing
+    r"|\bcall\w*\b[^.]{0,60}\bon a daily basis\b|\bcalls? (?:have |has )?(?:become )?(?:such )?a nuisance\b"
+    r"|\bterrori[sz]\w*|\bcuss(?:ed|ing)\b"
+    r"|\bcalls (?:are|were|have been|keep coming) (?:nonstop|non-stop|constant|endless|relentless|incessant)\b"
+    r"|\bcall\w* (?:me|us)\b[^.]{0,40}\bevery ?day\b", _I)
 URGENCY = re.compile(
     r"fore?clos\w*|\bevict\w*|\bgarnish\w*|\brepossess\w*|\brepo(?:'d| agent| status| man)?\b|\bsheriff(?:'s)? sale\b"
     r"|\b(?:trustee|foreclosure) sale\b|\blawsuit (?:against|on) (?:me|us)\b|\bsued (?:me|us)\b|\b(?:am|was|were|being|been) sued\b"
@@ -178,7 +195,11 @@ URGENCY = re.compile(
     r"|\babstract judg\w*|\bis in court\b|\bgoing through\b[^.]{0,30}\bcourts?\b|\bfiled a motion\b"
     r"|\bfile\w* a xxxx against (?:me|us)\b|\b(?:vehicle|car|truck)\b[^.]{0,20}\breprocess\w*"
     r"|\b(?:be|being|get|got) served(?: with)? (?:papers|a summons|court papers)\b|\bjudge order\w*"
-    r"|\b(?:sale|auction) date\b|\bsold at (?:an |the )?auction\b", _I)
+    r"|\b(?:sale|auction) date\b|\bsold at (?:an |the )?auction\b"
+    # the second held-out set: a car "repoed", a lien or a tax sale on the home, a tax refund taken, a lawsuit
+    # threatened
+    r"|\brepoed\b|\blien on (?:our|my|the) (?:property|home|house)\b|\btaxes have been sold\b"
+    r"|\b(?:took|taken|take|taking)\b[^.]{0,40}\bfrom (?:my|our) (?:\w+ )?tax refund\b|\bthreaten\w* (?:a )?(?:lawsuit|suit)\b", _I)
 LOSS_CONTEXT = re.compile(
     r"\brefund\w*|\boverpa(?:id|yment|yments)\b|\bovercharg\w*|\breimburs\w*|\bwithdr(?:awn|ew)\b|\bdebited\b"
     r"|\bclaw\w* back\b|\blost\b|\bstole\w*\b|\bcharg(?:ed|ing|es) (?:me|us|my)\b|\bcharged\b|\bfees?\b"
@@ -196,7 +217,9 @@ LOSS_CONTEXT = re.compile(
     # the first held-out and the blind set: money wired or transferred out, taken out of an account, scammed out of
     # the consumer, fraudulent charges, funds held, a sum "due me"
     r"|\bwired\b|\b(?:wire|cash|domestic|bank) transfer\w*|\btaken out of (?:my|our)\b|\bscammed (?:me |us )?out of\b"
-    r"|\bfraudulent charges\b|\bholding (?:my|our) (?:funds|money)\b|\bdue me\b", _I)
+    r"|\bfraudulent charges\b|\bholding (?:my|our) (?:funds|money)\b|\bdue me\b"
+    # the second held-out set: an account overdrawn, a charge made, payments put through one after another
+    r"|\boverdrawn\b|\bcharge was made\b|\bconsecutive payments\b", _I)
 # How far (characters) an amount may stand from the words of loss to be the sum lost: a sentence
 # that mentions a refund and, elsewhere, a tax bill or a monthly payment has lost neither.
 LOSS_WINDOW = 150
@@ -238,7 +261,13 @@ TIME_LIMIT = re.compile(
     r"|\b(?:\d+|\(\s?\d+\s?\)) business days after\b|\bwithin (?:\d+|three|four|five) (?:business )?days upon receipt\b"
     r"|\b(?:over|more than) (?:\(\s?)?(?:7|seven|10|ten|1[1-9]|twelve)(?:\s?\))? years old\b"
     r"|\b(?:responsibility|required|obligat\w*|duty) to [^.]{0,40}\bin a timely manner\b"
-    r"|\bwithin (?:\d+|three|six|twelve) months after\b|\bexemption\b[^.]{0,60}\bexpired\b", _I)
+    r"|\bwithin (?:\d+|three|six|twelve) months after\b|\bexemption\b[^.]{0,60}\bexpired\b"
+    # the second held-out set: the 30 days to respond written as one word, days to cure a default, a waiting
+    # period set by law, a duty to act within a number of days, business days to return a cheque
+    r"|\b(?:30|45|thirty)[- ]day[- ]to[- ](?:respond|investigate|reply)\b|\bdays to cure\b"
+    r"|\bwaiting period\b[^.]{0,30}\b(?:mandated|required|expired)\b"
+    r"|\b(?:required|obligated|supposed) to\b[^.]{0,30}\bwithin (?:\d+|xxxx|thirty) (?:business )?days\b"
+    r"|\b(?:\d+|two|three|five) business days to (?:return|respond|dispute|cancel)\b", _I)
 # A loan granted or a sum that only would be owed is not money lost.
 NOT_A_LOSS = re.compile(r"\b(?:would (?:have )?(?:owe|paid)|granted|approved for|awarded|(?:was|were|been|got) refunded"
                          r"|refunded (?:this|the) amount|seek\w*\b(?:[^.]|\.\d){0,40}\bin damages)\b", _I)
@@ -337,7 +366,22 @@ REPEAT_PHRASE = re.compile(
     r"|\b(?:tried|attempted) (?:numerous|several|multiple|many|countless) times?\b|\b(?:tried|attempted) to (?:resolve"
     r"|contact|call|reach|speak|talk)\b[^.!?]{0,40}\b(?:several|multiple|numerous|many|countless) times?\b"
     r"|\b(?:numerous|multiple|several|[3-9]\+|\d\d\+) (?:\([^)]{0,20}\) )?(?:phone )?(?:calls|call ?backs)\b"
-    r"|\bcontinue to (?:call|write|contact|send)\b", _I)
+    r"|\bcontinue to (?:call|write|contact|send)\b"
+    # the second held-out set: calls almost daily, a request made 4-5 times, many different attempts, ignored every
+    # time, disputing or submitting once again, a company that keeps hanging up, contact with three individuals
+    # or several times, denied four times, contact constantly or several times a day
+    r"|\b(?:called|contacted|emailed)\b[^.]{0,40}\b(?:almost|nearly) (?:daily|every day)\b"
+    r"|\bthis (?:request|dispute) (?:\d+(?:-\d+)?|three|four|five|several|multiple|numerous) times\b"
+    r"|\b(?:many|multiple|several|numerous) different (?:attempts|calls|times|people|departments|representatives)\b"
+    r"|\b(?:ignored|denied|refused|rejected) (?:every|each) time\b"
+    r"|\bonce again (?:disput\w*|submit\w*|sen[dt]\w*|request\w*)|\bsubmitted\b[^.]{0,60}\bonce again\b"
+    r"|\bkeeps? hanging up\b|\bwith (?:three|four|five|[3-9]) individuals\b"
+    r"|\bin contact with\b[^.]{0,30}\b(?:several|multiple|numerous|many) times\b"
+    r"|\b(?:denied|rejected|refused)\b[^.]{0,20}\b(?:three|four|five|[3-9]) times\b|\bcall\w* (?:me |us )?repeated\w*ly\b"
+    r"|\b(?:[2-9]|two|three) or more times (?:a|per|each) day\b"
+    r"|\b(?:multiple|several|many|numerous) times (?:a|per|each) (?:day|week)\b"
+    r"|\bcontact\w* (?:me |us )?(?:constantly|continuously|continually|nonstop)\b"
+    r"|\b(?:contacted|called|wrote to|emailed)\b[^.]{0,40}\bon (?:numerous|multiple|several) occasion\b", _I)
 SERVICEMEMBER = re.compile(
     r"\b(?:servicemember|service member|active[- ]duty|veteran|military|deployed|deployment|\bscra\b"
     r"|servicemembers civil relief act|u\.?s\.? (?:army|navy|air force|marine corps|coast guard)"

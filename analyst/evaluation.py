@@ -7,17 +7,17 @@ Every complaint goes to one side by a deterministic hash of its Complaint ID
 only while evaluating the sample (`classifier.training_scope`), thresholds and rules are tuned on dev, and
 the figures reported are those of the test side, which the tuning never looked at. The signal sets'
 rows are not in the sample: they are analysed with the shipped classifier, which learns from the sample
-and from the blind and both tuning sets' complaints (ADR 0036), never from either held-out set's.
+and from the blind and both tuning sets' complaints (ADR 0036), never from a held-out set's.
 
 The signal sets
 ===============
-`--split heldout2` measures the narrative signals on 193 further CFPB narratives
-(`analyst/data/signals/heldout2/`, source and selection in its SOURCE.md), hand-labelled and
+`--split heldout3` measures the narrative signals on 200 further CFPB narratives
+(`analyst/data/signals/heldout3/`, source and selection in its SOURCE.md), hand-labelled and
 committed before any detector ran on them; no rule is tuned and the sentence reader is not trained
-on them. Every row of that file is evaluated (no hash split). `--split heldout`, `blind`, `tuning`
-and `tuning2` do the same for the 200, 300, 160 and 210 narratives the rules were tuned on and the
-sentence reader learns from (analyst.signal_sets); the first held-out set was the untouched one until
-the second was labelled.
+on them. Every row of that file is evaluated (no hash split). `--split heldout2`, `heldout`, `blind`,
+`tuning` and `tuning2` do the same for the 193, 200, 300, 160 and 210 narratives the rules were tuned
+on and the sentence reader learns from (analyst.signal_sets); each held-out set was the untouched one
+until the next was labelled.
 
 Throwaway cases
 ===============

@@ -10,8 +10,8 @@ that signal is a negative one). A narrative shows a signal when one of its sente
 least the signal's threshold; the signal then cites that sentence, as a rule does.
 
 Trained with the offline classifier (analyst.classifier keeps both in one artifact, trained outside
-any run) on the 191 labelled sample narratives, the blind and both tuning sets and the first held-out
-set — never on the second held-out set (analyst/data/signals/heldout2/), on which it is measured.
+any run) on the 191 labelled sample narratives, the blind and both tuning sets and the first and
+second held-out sets — never on the third (analyst/data/signals/heldout3/), on which it is measured.
 Amounts are read as "over $1,000" or not, the line the money-lost rule draws.
 
 Thresholds were fixed on the blind set before the held-out set was read, with the reader trained

@@ -9,7 +9,10 @@ signal means, each set's SOURCE.md where its narratives come from and how they w
 - `heldout` (200): the first held-out set, measured twice and read twice (its labels have a second,
   independent reading); since the second held-out set was labelled, the rules are tuned on it and
   the sentence reader learns from it too — the classifier does not;
-- `heldout2` (193): never tuned or trained on; the signal figures that count are measured here.
+- `heldout2` (193): the second held-out set, measured once (three of ten signals met the target
+  there); since the third was labelled, the rules are tuned on it and the reader learns from it —
+  the classifier does not;
+- `heldout3` (200): never tuned or trained on; the signal figures that count are measured here.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from analyst.splits import split_of
 
 SIGNAL_LABELS = Path(__file__).resolve().parent / "data" / "signals" / "labels.jsonl"
 BLIND_SPLIT, TUNING_SPLIT, TUNING2_SPLIT = "blind", "tuning", "tuning2"
-HELDOUT_SPLIT, HELDOUT2_SPLIT = "heldout", "heldout2"
+HELDOUT_SPLIT, HELDOUT2_SPLIT, HELDOUT3_SPLIT = "heldout", "heldout2", "heldout3"
 BLIND_CSV = SIGNAL_LABELS.parent / "blind" / "complaints.csv"
 BLIND_LABELS = SIGNAL_LABELS.parent / "blind" / "labels.jsonl"
 TUNING_CSV = SIGNAL_LABELS.parent / "tuning" / "complaints.csv"
@@ -37,17 +40,19 @@ HELDOUT_LABELS = SIGNAL_LABELS.parent / "heldout" / "labels.jsonl"
 HELDOUT_SECOND_READING = SIGNAL_LABELS.parent / "heldout" / "labels_second_reading.jsonl"
 HELDOUT2_CSV = SIGNAL_LABELS.parent / "heldout2" / "complaints.csv"
 HELDOUT2_LABELS = SIGNAL_LABELS.parent / "heldout2" / "labels.jsonl"
+HELDOUT3_CSV = SIGNAL_LABELS.parent / "heldout3" / "complaints.csv"
+HELDOUT3_LABELS = SIGNAL_LABELS.parent / "heldout3" / "labels.jsonl"
 # The signal sets kept apart from the sample, by split name: (their CSV, their labels).
 SIGNAL_SETS = {BLIND_SPLIT: (BLIND_CSV, BLIND_LABELS), TUNING_SPLIT: (TUNING_CSV, TUNING_LABELS),
                TUNING2_SPLIT: (TUNING2_CSV, TUNING2_LABELS), HELDOUT_SPLIT: (HELDOUT_CSV, HELDOUT_LABELS),
-               HELDOUT2_SPLIT: (HELDOUT2_CSV, HELDOUT2_LABELS)}
-# What the sentence reader learns from: every set but the second held-out one.
+               HELDOUT2_SPLIT: (HELDOUT2_CSV, HELDOUT2_LABELS), HELDOUT3_SPLIT: (HELDOUT3_CSV, HELDOUT3_LABELS)}
+# What the sentence reader learns from: every set but the third held-out one.
 TRAINING_SETS = ((DATA_FILE, SIGNAL_LABELS), (BLIND_CSV, BLIND_LABELS), (TUNING_CSV, TUNING_LABELS),
-                 (TUNING2_CSV, TUNING2_LABELS), (HELDOUT_CSV, HELDOUT_LABELS))
+                 (TUNING2_CSV, TUNING2_LABELS), (HELDOUT_CSV, HELDOUT_LABELS), (HELDOUT2_CSV, HELDOUT2_LABELS))
 
 
 # What the shipped classifier learns from besides its sample: the blind and both tuning sets'
-# complaints, with their CFPB product and issue labels (never either held-out set's).
+# complaints, with their CFPB product and issue labels (never a held-out set's).
 CLASSIFIER_SETS = (BLIND_CSV, TUNING_CSV, TUNING2_CSV)
 
 
@@ -76,10 +81,10 @@ def _never_trained_on(*paths: Path) -> set[str]:
 def training_narratives(splits: tuple[str, ...] | None = None) -> list[tuple[str, dict[str, str | None]]]:
     """(narrative, labels) of every labelled complaint of TRAINING_SETS; with `splits`, the sample's
     complaints only of those evaluation splits (the signal sets are never evaluation splits of it).
-    A narrative whose text is also one of the second held-out set's is left out: consumers file one
+    A narrative whose text is also one of the third held-out set's is left out: consumers file one
     letter against several companies, under several Complaint IDs (two of its narratives repeat one
-    of the first held-out set and of the second tuning set word for word)."""
-    held_out = _never_trained_on(HELDOUT2_CSV)
+    of each earlier held-out set and of the second tuning set word for word)."""
+    held_out = _never_trained_on(HELDOUT3_CSV)
     narratives = []
     for data, labels_path in TRAINING_SETS:
         labels = labelled_quotes(labels_path)
@@ -96,10 +101,10 @@ def training_narratives(splits: tuple[str, ...] | None = None) -> list[tuple[str
 
 def classifier_examples() -> list[Example]:
     """The complaints of CLASSIFIER_SETS as classifier examples, in file order, without a narrative
-    that is also one of either held-out set (their triage figures stay unseen) or of the sample (the
+    that is also one of any held-out set (their triage figures stay unseen) or of the sample (the
     sample's evaluation splits stay unseen by a model trained on the others) — nor one already taken
     from an earlier set. They fall into the hash split by their Complaint ID like the sample's rows."""
-    seen = _never_trained_on(HELDOUT_CSV, HELDOUT2_CSV, DATA_FILE)
+    seen = _never_trained_on(HELDOUT_CSV, HELDOUT2_CSV, HELDOUT3_CSV, DATA_FILE)
     examples = []
     for path in CLASSIFIER_SETS:
         for example in load_examples(path):
@@ -111,4 +116,4 @@ def classifier_examples() -> list[Example]:
 
 def data_files() -> list[Path]:
     """The files the sentence reader's training reads (the classifier's artifact fingerprints them)."""
-    return [*(path for pair in TRAINING_SETS for path in pair), HELDOUT2_CSV]
+    return [*(path for pair in TRAINING_SETS for path in pair), HELDOUT3_CSV]

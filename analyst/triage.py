@@ -75,7 +75,14 @@ _MONEY_BACK = (r"\b(?:be|been|being) (?:refunded|reimbursed|credited back)\b|\bd
                r"|\b(?:account|amount)s? (?:be|to be) credited\b|\b(?:getting|get|have) (?:the |these |those |my )?(?:fees|charges)"
                r" reversed\b|\b(?:fees|charges) (?:be|to be) reversed\b"
                r"|\breinstate the (?:full )?amount\b|\b(?:yet to|never|not) (?:give|provide|given|provided) (?:me|us) (?:full )?credit\b"
-               r"|\b(?:payments?|funds|money) (?:be )?returned to (?:my|our|me|us)\b|\bpayments? returned\b")
+               r"|\b(?:payments?|funds|money) (?:be )?returned to (?:my|our|me|us)\b|\bpayments? returned\b"
+               # the second held-out set: money put back, "want back the difference", "my monies", funds not
+               # released or retrieved, a deposit to be returned, a claim or credit refused, a sum kept
+               r"|\bput (?:the )?money back\b|\b(?:would like|want) back\b|\bwant (?:my|our) monies\b"
+               r"|\b(?:no|not) release (?:of )?(?:the |my |our )?funds\b"
+               r"|\b(?:will not|won't|refus\w* to) (?:retrieve|recover|return) (?:my|our|the) (?:money|funds)\b"
+               r"|\breturn (?:my|our) (?:security )?deposit\b|\b(?:will not|won't|refus\w* to) give (?:me|us) (?:any )?credit\b"
+               r"|\brefus\w* to honou?r (?:my|our|the) claim\b|\bkeeping (?:my|our) \{?\$")
 # (kind, pattern, statement) in order of precedence: the first kind a request sentence shows wins.
 REQUEST_KINDS = (
     ("stop_contact", re.compile(r"\bstop (?:the |all |these )?(?:calls?|calling|contact\w*|harass\w*|collect\w*)"

@@ -20,6 +20,8 @@ from analyst.signal_sets import (
     BLIND_LABELS,
     HELDOUT2_CSV,
     HELDOUT2_LABELS,
+    HELDOUT3_CSV,
+    HELDOUT3_LABELS,
     HELDOUT_CSV,
     HELDOUT_LABELS,
     TUNING2_CSV,
@@ -41,6 +43,8 @@ HELDOUT_ROWS = {row["Complaint ID"].strip(): row for row in read_rows(HELDOUT_CS
 HELDOUT = read_signal_labels(HELDOUT_LABELS)
 HELDOUT2_ROWS = {row["Complaint ID"].strip(): row for row in read_rows(HELDOUT2_CSV)}
 HELDOUT2 = read_signal_labels(HELDOUT2_LABELS)
+HELDOUT3_ROWS = {row["Complaint ID"].strip(): row for row in read_rows(HELDOUT3_CSV)}
+HELDOUT3 = read_signal_labels(HELDOUT3_LABELS)
 DETECTED = ("FRAUD-ID", "HARASSMENT", "URGENCY", "MONEY-LOSS", "TIME-LIMIT", "MISCONDUCT", "REPEAT-CONTACT",
             "OLDER-AM", "SCRA")  # MONEY-BACK is triage's (analyst/triage.py), measured by `evaluate`
 
@@ -140,21 +144,38 @@ HELDOUT_FIGURES = {
 }
 
 
-# The second held-out set (193 narratives, drawn and labelled before any detector ran on them, never tuned or
-# trained on; analyst/data/signals/heldout2/SOURCE.md): the rules alone. Before the fifth addendum's widening
-# they read FRAUD-ID 30/45 (30 of 36 flagged), MONEY-LOSS 3/11 (3/4), TIME-LIMIT 2/10 (2/2), MISCONDUCT 36/54
-# (36/44), REPEAT-CONTACT 49/85 (49/52), the rest as now. The offline analyst adds the sentence reader's
-# signals (tests/analyst/test_signal_reader.py holds those figures).
+# The second held-out set (193 narratives, drawn and labelled before any detector ran on them; analyst/data/
+# signals/heldout2/SOURCE.md): the rules alone. Read once untouched (after the fifth addendum): FRAUD-ID 31/45
+# (31 of 38 flagged), HARASSMENT 12/20 (12/13), URGENCY 16/21 (16/20), MONEY-LOSS 4/11 (4/5), TIME-LIMIT 3/10
+# (3/4), MISCONDUCT 37/54 (37/45), REPEAT-CONTACT 54/85 (54/58), OLDER-AM 1/3 (1/2), SCRA 4/5 (4/5). Since the
+# third held-out set took its place, the rules were widened on its misses (ADR 0032, sixth addendum): tuning
+# figures now, and no widening added a false alarm on any labelled set (four went).
 HELDOUT2_FIGURES = {
-    "FRAUD-ID": (31, 45, 38),         # recall 68.9%
-    "HARASSMENT": (12, 20, 13),       # recall 60.0%
-    "URGENCY": (16, 21, 20),          # recall 76.2%
-    "MONEY-LOSS": (4, 11, 5),         # recall 36.4%
-    "TIME-LIMIT": (3, 10, 4),         # recall 30.0%
-    "MISCONDUCT": (37, 54, 45),       # recall 68.5%
-    "REPEAT-CONTACT": (54, 85, 58),   # recall 63.5%
+    "FRAUD-ID": (40, 45, 47),         # recall 88.9%, precision 85.1%
+    "HARASSMENT": (18, 20, 19),       # recall 90.0%
+    "URGENCY": (20, 21, 24),          # recall 95.2%, precision 83.3%
+    "MONEY-LOSS": (7, 11, 8),         # recall 63.6%
+    "TIME-LIMIT": (8, 10, 9),         # recall 80.0%, precision 88.9%
+    "MISCONDUCT": (46, 54, 50),       # recall 85.2%, precision 92.0%
+    "REPEAT-CONTACT": (68, 85, 72),   # recall 80.0%, precision 94.4%
     "OLDER-AM": (1, 3, 2),            # recall 33.3%, precision 50%
     "SCRA": (4, 5, 5),                # recall 80%, precision 80%
+}
+# The third held-out set (200 narratives, drawn and labelled before any detector ran on them, never tuned or
+# trained on; analyst/data/signals/heldout3/SOURCE.md): the rules alone. Before the sixth addendum's widening
+# they read FRAUD-ID 45/63 (45 of 56 flagged), URGENCY 8/10 (8/11), MISCONDUCT 30/46 (30/47), the rest as now.
+# The set has no harm-issue row: one harassment, no servicemember, four older consumers (SOURCE.md). The
+# offline analyst adds the sentence reader's signals (tests/analyst/test_signal_reader.py holds those figures).
+HELDOUT3_FIGURES = {
+    "FRAUD-ID": (46, 63, 57),         # recall 73.0%
+    "HARASSMENT": (1, 1, 2),          # precision 50%
+    "URGENCY": (8, 10, 12),           # recall 80%, precision 66.7%
+    "MONEY-LOSS": (3, 10, 4),         # recall 30.0%
+    "TIME-LIMIT": (9, 18, 9),         # recall 50.0%, precision 100%
+    "MISCONDUCT": (31, 46, 47),       # recall 67.4%, precision 66.0%
+    "REPEAT-CONTACT": (32, 49, 35),   # recall 65.3%, precision 91.4%
+    "OLDER-AM": (0, 4, 0),            # recall 0%
+    "SCRA": (0, 0, 1),                # no servicemember; one false flag
 }
 
 
@@ -204,6 +225,13 @@ def test_each_signal_on_the_second_held_out_set_meets_the_target_or_holds_its_fl
     figures = {code: part for code, part in signal_figures(pairs).items() if code in DETECTED}
     assert sum(part["complaints"] for part in figures.values()) == 193 * len(DETECTED)
     assert_target_or_floor(figures, HELDOUT2_FIGURES)
+
+
+def test_each_signal_on_the_third_held_out_set_meets_the_target_or_holds_its_floor():
+    pairs = [({code: HELDOUT3[cid][code] for code in DETECTED}, raised(cid, HELDOUT3_ROWS)) for cid in HELDOUT3_ROWS]
+    figures = {code: part for code, part in signal_figures(pairs).items() if code in DETECTED}
+    assert sum(part["complaints"] for part in figures.values()) == 200 * len(DETECTED)
+    assert_target_or_floor(figures, HELDOUT3_FIGURES)
 
 
 def test_each_signal_on_the_tuning_set_meets_the_target_or_holds_its_floor():

@@ -32,6 +32,8 @@ from analyst.signal_sets import (
     BLIND_LABELS,
     HELDOUT2_CSV,
     HELDOUT2_LABELS,
+    HELDOUT3_CSV,
+    HELDOUT3_LABELS,
     HELDOUT_CSV,
     HELDOUT_LABELS,
     HELDOUT_SECOND_READING,
@@ -53,6 +55,7 @@ TUNING_ROWS = {row["Complaint ID"].strip(): row for row in read_rows(TUNING_CSV)
 TUNING2_ROWS = {row["Complaint ID"].strip(): row for row in read_rows(TUNING2_CSV)}
 HELDOUT_ROWS = {row["Complaint ID"].strip(): row for row in read_rows(HELDOUT_CSV)}
 HELDOUT2_ROWS = {row["Complaint ID"].strip(): row for row in read_rows(HELDOUT2_CSV)}
+HELDOUT3_ROWS = {row["Complaint ID"].strip(): row for row in read_rows(HELDOUT3_CSV)}
 
 
 @pytest.mark.parametrize(("labels_file", "rows", "complaints"), [
@@ -63,7 +66,8 @@ HELDOUT2_ROWS = {row["Complaint ID"].strip(): row for row in read_rows(HELDOUT2_
     (HELDOUT_LABELS, HELDOUT_ROWS, 200),  # the held-out set (analyst/data/signals/heldout/SOURCE.md)
     (HELDOUT_SECOND_READING, HELDOUT_ROWS, 200),  # its second reading
     (HELDOUT2_LABELS, HELDOUT2_ROWS, 193),  # the second held-out set (analyst/data/signals/heldout2/SOURCE.md)
-], ids=["sample", "blind", "tuning", "tuning2", "heldout", "heldout-second-reading", "heldout2"])
+    (HELDOUT3_LABELS, HELDOUT3_ROWS, 200),  # the third held-out set (analyst/data/signals/heldout3/SOURCE.md)
+], ids=["sample", "blind", "tuning", "tuning2", "heldout", "heldout-second-reading", "heldout2", "heldout3"])
 def test_every_complaint_is_labelled_for_every_signal_once_and_each_quote_is_verbatim(labels_file, rows, complaints):
     lines = [json.loads(line) for line in labels_file.read_text(encoding="utf-8").splitlines() if line.strip()]
     pairs = Counter((item["complaint_id"], item["signal"]) for item in lines)
@@ -111,7 +115,11 @@ def test_the_tuning_set_shares_no_complaint_with_the_sample_or_the_blind_set():
     (HELDOUT2_ROWS, (ROWS, BLIND_ROWS, TUNING_ROWS, TUNING2_ROWS, HELDOUT_ROWS), HELDOUT2_LABELS,
      {"FRAUD-ID": 45, "HARASSMENT": 20, "URGENCY": 21, "MONEY-LOSS": 11, "TIME-LIMIT": 10, "MISCONDUCT": 54,
       "REPEAT-CONTACT": 85, "OLDER-AM": 3, "SCRA": 5, "MONEY-BACK": 26}),
-], ids=["tuning2", "heldout", "heldout2"])
+    # no servicemember in the third (SOURCE.md: no harm-issue row was left to draw)
+    (HELDOUT3_ROWS, (ROWS, BLIND_ROWS, TUNING_ROWS, TUNING2_ROWS, HELDOUT_ROWS, HELDOUT2_ROWS), HELDOUT3_LABELS,
+     {"FRAUD-ID": 63, "HARASSMENT": 1, "URGENCY": 10, "MONEY-LOSS": 10, "TIME-LIMIT": 18, "MISCONDUCT": 46,
+      "REPEAT-CONTACT": 49, "OLDER-AM": 4, "MONEY-BACK": 22}),
+], ids=["tuning2", "heldout", "heldout2", "heldout3"])
 def test_a_later_set_shares_no_complaint_with_an_earlier_one_and_has_its_positives(rows, earlier, labels_file,
                                                                                    positives):
     assert not set(rows) & set().union(*earlier)
@@ -201,7 +209,7 @@ def test_evaluate_refuses_signal_labels_it_cannot_read_and_changes_nothing(tmp_p
 
 def test_evaluate_needs_a_csv_unless_the_split_is_blind(case):
     with assert_nothing_changed(case, extra={"cases": Case.objects.count}):
-        with pytest.raises(CommandError, match="may be left out only with --split heldout2, heldout, blind"):
+        with pytest.raises(CommandError, match="may be left out only with --split heldout3, heldout2, heldout, blind"):
             call_command("evaluate")
 
 
@@ -239,7 +247,7 @@ def test_evaluate_on_a_signal_set_reads_its_narratives_and_its_labels(tmp_path, 
     assert data["triage_trained_on_these_complaints"] is True
 
 
-@pytest.mark.parametrize("split", ["heldout", "heldout2"])
+@pytest.mark.parametrize("split", ["heldout", "heldout2", "heldout3"])
 def test_evaluate_on_a_held_out_set_measures_complaints_the_classifier_never_saw(tmp_path, case, split):
     out, text = tmp_path / f"{split}.json", StringIO()
     with assert_nothing_changed(case, extra={"cases": Case.objects.count}):

@@ -15,6 +15,10 @@ from analyst.evaluation import (
 from analyst.signal_sets import (
     BLIND_CSV,
     BLIND_LABELS,
+    HELDOUT2_CSV,
+    HELDOUT2_LABELS,
+    HELDOUT3_CSV,
+    HELDOUT3_LABELS,
     HELDOUT_CSV,
     HELDOUT_LABELS,
     SIGNAL_LABELS,
@@ -79,13 +83,17 @@ def test_a_refund_the_company_gave_or_started_is_not_money_back(text):
 # third addendum): blind 7/25 (7 of 12 flagged), second tuning set 8/12 (8/11), first tuning set 3/4 (3/4),
 # old sample 10/18 (10/12). The fifth addendum read more ways of asking money back from the first held-out and
 # the blind sets' misses (blind 9/25, 9 of 14 flagged before; first held-out set 15/28, 15 of 15; sample 15/18,
-# 15 of 17): every set is tuned on now; the second held-out set (`evaluate --split heldout2`) is the measure.
+# 15 of 17). The second held-out set, measured untouched once at 16/26 (16 of 20 flagged), was read for the
+# sixth (its misses: money put back, "my monies", a deposit or claim refused, a sum kept); the third held-out set
+# (`evaluate --split heldout3`) is the measure now, held here as a floor like the others.
 MONEY_BACK_FIGURES = [
     ("blind", BLIND_CSV, BLIND_LABELS, (16, 25, 20)),
     ("tuning2", TUNING2_CSV, TUNING2_LABELS, (11, 12, 13)),
     ("tuning", TUNING_CSV, TUNING_LABELS, (3, 4, 4)),
     ("sample", taxonomy.DATA_FILE, SIGNAL_LABELS, (16, 18, 18)),
     ("heldout", HELDOUT_CSV, HELDOUT_LABELS, (23, 28, 23)),
+    ("heldout2", HELDOUT2_CSV, HELDOUT2_LABELS, (25, 26, 29)),
+    ("heldout3", HELDOUT3_CSV, HELDOUT3_LABELS, (11, 22, 16)),  # recall 50%, precision 68.8%: untouched
 ]
 
 

@@ -3,6 +3,8 @@
 import csv
 import pickle
 
+import pytest
+
 from agents.citations import code_words
 from agents.signals import POINTS, detect_signals
 from agents.text import clean_narrative
@@ -12,28 +14,45 @@ from analyst.context import evidence_of
 from analyst.evaluation import read_rows, read_signal_labels, signal_figures
 from analyst.signal_reader import THRESHOLDS, SentenceReader, _features
 from analyst.splits import split_of
-from tests.agents.test_signals import DETECTED, HELDOUT2_FIGURES, assert_target_or_floor
+from tests.agents.test_signals import DETECTED, HELDOUT2_FIGURES, HELDOUT3_FIGURES, assert_target_or_floor
 
 HELDOUT2_ROWS = {row["Complaint ID"].strip(): row for row in read_rows(signal_sets.HELDOUT2_CSV)}
 HELDOUT2 = read_signal_labels(signal_sets.HELDOUT2_LABELS)
+HELDOUT3_ROWS = {row["Complaint ID"].strip(): row for row in read_rows(signal_sets.HELDOUT3_CSV)}
+HELDOUT3 = read_signal_labels(signal_sets.HELDOUT3_LABELS)
 
-# Rules and the shipped sentence reader together on the second held-out set, which nothing was tuned or
-# trained on (the reader learns from every other labelled set, the first held-out set included; its thresholds
-# were fixed on the blind set): (found, labelled, flagged), as `evaluate --split heldout2` reports them. Before the
-# fifth addendum (ADR 0032: the rules widened, the reader trained on the first held-out set too) the pair read
-# FRAUD-ID 37/45 (37 of 48 flagged), HARASSMENT 13/20 (13/14), MONEY-LOSS 6/11 (6/14), TIME-LIMIT 4/10 (4/5),
-# MISCONDUCT 37/54 (37/45), REPEAT-CONTACT 60/85 (60/69), the rest as now. Identity theft, repeated contact and
-# servicemembers meet the target.
+# Rules and the shipped sentence reader together on the third held-out set, which nothing was tuned or trained
+# on (the reader learns from every other labelled set, both earlier held-out sets included; its thresholds were
+# fixed on the blind set): (found, labelled, flagged), as `evaluate --split heldout3` reports them. Before the
+# sixth addendum (ADR 0032: the rules widened on the second held-out set's misses, the reader trained on it too)
+# the pair read FRAUD-ID 51/63 (51 of 72 flagged), HARASSMENT 1/1 (1/2), URGENCY 8/10 (8/11), MONEY-LOSS 4/10
+# (4/7), TIME-LIMIT 10/18 (10/13), MISCONDUCT 35/46 (35/52), REPEAT-CONTACT 38/49 (38/52), the rest as now:
+# identity theft and time-critical harm met the target; one more false alarm took the second below it. The set
+# is too thin to measure harassment, servicemembers and older consumers.
+HELDOUT3_WITH_READER = {
+    "FRAUD-ID": (53, 63, 70),         # recall 84.1%, precision 75.7%
+    "HARASSMENT": (1, 1, 3),          # precision 33.3%, on one labelled narrative
+    "URGENCY": (8, 10, 12),           # recall 80.0%, precision 66.7%
+    "MONEY-LOSS": (5, 10, 8),         # recall 50.0%
+    "TIME-LIMIT": (11, 18, 14),       # recall 61.1%, precision 78.6%
+    "MISCONDUCT": (35, 46, 51),       # recall 76.1%, precision 68.6%
+    "REPEAT-CONTACT": (39, 49, 53),   # recall 79.6%, precision 73.6%
+    "OLDER-AM": (0, 4, 0),            # rules only
+    "SCRA": (0, 0, 1),                # rules only
+}
+# The same on the second held-out set: measured untouched once (FRAUD-ID 38/45 of 51 flagged, HARASSMENT 12/20
+# of 13, URGENCY 16/21 of 20, MONEY-LOSS 8/11 of 14, TIME-LIMIT 6/10 of 8, MISCONDUCT 38/54 of 48, REPEAT-CONTACT
+# 68/85 of 78, OLDER-AM 1/3 of 2, SCRA 4/5 of 5); the reader learns from it now, so these are training figures.
 HELDOUT2_WITH_READER = {
-    "FRAUD-ID": (38, 45, 51),         # recall 84.4%, precision 74.5%
-    "HARASSMENT": (12, 20, 13),       # recall 60.0%
-    "URGENCY": (16, 21, 20),          # recall 76.2%
-    "MONEY-LOSS": (8, 11, 14),        # recall 72.7%, precision 57.1%
-    "TIME-LIMIT": (6, 10, 8),         # recall 60.0%
-    "MISCONDUCT": (38, 54, 48),       # recall 70.4%
-    "REPEAT-CONTACT": (68, 85, 78),   # recall 80.0%, precision 87.2%
-    "OLDER-AM": (1, 3, 2),            # rules only
-    "SCRA": (4, 5, 5),                # rules only
+    "FRAUD-ID": (45, 45, 53),
+    "HARASSMENT": (20, 20, 21),
+    "URGENCY": (21, 21, 26),
+    "MONEY-LOSS": (9, 11, 11),
+    "TIME-LIMIT": (10, 10, 12),
+    "MISCONDUCT": (54, 54, 58),
+    "REPEAT-CONTACT": (85, 85, 89),
+    "OLDER-AM": (1, 3, 2),
+    "SCRA": (4, 5, 5),
 }
 # A narrative of the second tuning set (trained on) whose identity theft no rule words: "This collection that
 # wasn't even supposed to be mine".
@@ -46,12 +65,13 @@ def narrative(path, complaint_id: str) -> str:
     return row["Consumer complaint narrative"]
 
 
-def test_the_reader_learns_from_every_labelled_set_but_the_second_held_out_one(shipped_classifier):
+def test_the_reader_learns_from_every_labelled_set_but_the_third_held_out_one(shipped_classifier):
     every = signal_sets.training_narratives()
-    # One consumer's letter, filed under several Complaint IDs, is two of the second held-out set's narratives
-    # and repeats word for word in the second tuning set (twice) and the first held-out set: those three go.
-    assert len(every) == 191 + 300 + 160 + 210 + 200 - 3
-    held_out = {clean_narrative(row["Consumer complaint narrative"]) for row in HELDOUT2_ROWS.values()}
+    # One consumer's letter, filed under several Complaint IDs, is two of the third held-out set's narratives
+    # and repeats word for word in the second tuning set (twice), the first held-out set (once) and the second
+    # (twice); an identity-theft template letter is two of its narratives and one of the sample's: those six go.
+    assert len(every) == 191 + 300 + 160 + 210 + 200 + 193 - 6
+    held_out = {clean_narrative(row["Consumer complaint narrative"]) for row in HELDOUT3_ROWS.values()}
     assert not held_out & {text for text, _ in every}
     # Scoped for evaluating the sample's test split: that split's narratives are left out.
     scoped = signal_sets.training_narratives(("train", "dev"))
@@ -60,15 +80,20 @@ def test_the_reader_learns_from_every_labelled_set_but_the_second_held_out_one(s
     assert classifier.get_classifier().signal_reader.trained_on == len(every)
 
 
-def test_rules_and_reader_on_the_second_held_out_set_meet_the_target_or_hold_their_floor(shipped_classifier):
+@pytest.mark.parametrize(("rows", "labels", "with_reader", "rules_alone"), [
+    (HELDOUT3_ROWS, HELDOUT3, HELDOUT3_WITH_READER, HELDOUT3_FIGURES),
+    (HELDOUT2_ROWS, HELDOUT2, HELDOUT2_WITH_READER, HELDOUT2_FIGURES),
+], ids=["third held-out set", "second held-out set"])
+def test_rules_and_reader_on_a_held_out_set_meet_the_target_or_hold_their_floor(shipped_classifier, rows, labels,
+                                                                                 with_reader, rules_alone):
     pairs = []
-    for cid, row in HELDOUT2_ROWS.items():
+    for cid, row in rows.items():
         evidence = evidence_of({"evidence": [{"id": 1, "text": row["Consumer complaint narrative"]}]})
-        pairs.append(({code: HELDOUT2[cid][code] for code in DETECTED}, {s.code for s in read_signals({}, evidence)}))
+        pairs.append(({code: labels[cid][code] for code in DETECTED}, {s.code for s in read_signals({}, evidence)}))
     figures = {code: part for code, part in signal_figures(pairs).items() if code in DETECTED}
-    assert_target_or_floor(figures, HELDOUT2_WITH_READER)
+    assert_target_or_floor(figures, with_reader)
     # The reader adds signals; it never takes one the rules found away.
-    for code, (found, _labelled, _flagged) in HELDOUT2_FIGURES.items():
+    for code, (found, _labelled, _flagged) in rules_alone.items():
         assert figures[code]["found"] >= found, code
 
 

@@ -1,10 +1,10 @@
-"""manage.py evaluate [<labelled.csv>] [--provider NAME] [--json OUT] [--limit N] [--split test|dev|train|all|heldout2|heldout|blind|tuning|tuning2]
+"""manage.py evaluate [<labelled.csv>] [--provider NAME] [--json OUT] [--limit N] [--split test|dev|train|all|heldout3|heldout2|heldout|blind|tuning|tuning2]
 
 Measures the agents on labelled CFPB-format complaints: each row becomes a throwaway case (labels
 blanked) in a throwaway tenant, inside one transaction that is rolled back — real cases are never
-read or touched. See analyst/evaluation.py for the split and what is measured. `--split heldout2`
-evaluates the second held-out signal set (analyst/data/signals/heldout2/), which nothing is tuned or
-trained on, against its own labels; `--split heldout`, `blind`, `tuning` and `tuning2` the sets the
+read or touched. See analyst/evaluation.py for the split and what is measured. `--split heldout3`
+evaluates the third held-out signal set (analyst/data/signals/heldout3/), which nothing is tuned or
+trained on, against its own labels; `--split heldout2`, `heldout`, `blind`, `tuning` and `tuning2` the sets the
 signal detectors learn from (analyst.signal_sets; the shipped classifier learns from the last three
 too: their triage figures are training figures, and the command says so); the CSV may then be left
 out."""
@@ -63,7 +63,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("csv", nargs="?",
                             help="A CFPB-format CSV with Product, Issue, Tags and narratives "
-                                 "(default with --split heldout2, heldout, blind, tuning or tuning2: that signal set).")
+                                 "(default with --split heldout3, heldout2, heldout, blind, tuning or tuning2: that signal set).")
         parser.add_argument("--provider", help="Model provider (default: ARBITER_MODEL_PROVIDER).")
         parser.add_argument("--json", dest="json_out", help="Also write the figures as JSON to this file.")
         parser.add_argument("--limit", type=int, help="Evaluate at most N complaints (after the split).")
@@ -75,8 +75,8 @@ class Command(BaseCommand):
                                  "or that set's labels.jsonl with a signal set's --split).")
         parser.add_argument("--split", default="test", choices=("train", "dev", "test", "all", *SIGNAL_SETS),
                             help="Which side of the fixed hash split to evaluate (default: test, the held-out side); "
-                                 "heldout2: every row of the second held-out signal set, never tuned or trained on; "
-                                 "heldout, blind, tuning, tuning2: every row of a set the signal detectors learn "
+                                 "heldout3: every row of the third held-out signal set, never tuned or trained on; "
+                                 "heldout2, heldout, blind, tuning, tuning2: every row of a set the signal detectors learn "
                                  "from.")
 
     def progress(self, total: int):
@@ -97,7 +97,7 @@ class Command(BaseCommand):
         own_set = SIGNAL_SETS.get(options["split"])  # (csv, labels) of a signal set
         if not options["csv"] and not own_set:
             raise CommandError("Give the path of a CFPB-format CSV "
-                               "(it may be left out only with --split heldout2, heldout, blind, tuning or tuning2).")
+                               "(it may be left out only with --split heldout3, heldout2, heldout, blind, tuning or tuning2).")
         path = Path(options["csv"] or own_set[0])
         if not path.is_file():
             raise CommandError(f"No file {path}: give the path of a CFPB-format CSV.")
@@ -130,7 +130,7 @@ class Command(BaseCommand):
             if copy is not None:
                 self.stdout.write("SQLite: evaluating on a private copy of the database, so the processes "
                                   "beside this one keep writing.")
-            # A signal set is analysed with the shipped classifier: it has not seen either held-out set's
+            # A signal set is analysed with the shipped classifier: it has not seen a held-out set's
             # rows, and it learnt from the other sets' (said below). The sample trains on its train side.
             scope = None if own_set and path == Path(own_set[0]) else ("train",)
             outcomes = evaluate_rows(chosen, provider=options["provider"], run_seconds=options["run_seconds"],
@@ -143,7 +143,7 @@ class Command(BaseCommand):
         if own_set and path.resolve() in {csv.resolve() for csv in CLASSIFIER_SETS}:
             data["triage_trained_on_these_complaints"] = True
             self.stdout.write(f"Note: the shipped classifier learnt product and issue from the {options['split']} "
-                              "set's complaints, so its triage figures here are training figures; --split heldout2 "
+                              "set's complaints, so its triage figures here are training figures; --split heldout3 "
                               "measures complaints it never saw.")
         for line in format_report(data):
             self.stdout.write(line)
