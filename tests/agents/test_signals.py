@@ -206,46 +206,19 @@ def test_each_signal_on_the_test_split_meets_the_target_or_holds_its_floor():
     assert_target_or_floor(figures_on(("test",)), TEST_FIGURES)
 
 
-def test_each_signal_on_the_blind_set_meets_the_target_or_holds_its_floor():
-    pairs = [({code: BLIND[cid][code] for code in DETECTED}, raised(cid, BLIND_ROWS)) for cid in BLIND_ROWS]
+@pytest.mark.parametrize(("rows", "labels", "complaints", "expected"), [
+    (BLIND_ROWS, BLIND, 300, BLIND_FIGURES),
+    (TUNING_ROWS, TUNING, 160, TUNING_FIGURES),
+    (TUNING2_ROWS, TUNING2, 210, TUNING2_FIGURES),
+    (HELDOUT_ROWS, HELDOUT, 200, HELDOUT_FIGURES),
+    (HELDOUT2_ROWS, HELDOUT2, 193, HELDOUT2_FIGURES),
+    (HELDOUT3_ROWS, HELDOUT3, 200, HELDOUT3_FIGURES),
+], ids=["blind", "tuning", "tuning2", "heldout", "heldout2", "heldout3"])
+def test_each_signal_on_a_labelled_set_meets_the_target_or_holds_its_floor(rows, labels, complaints, expected):
+    pairs = [({code: labels[cid][code] for code in DETECTED}, raised(cid, rows)) for cid in rows]
     figures = {code: part for code, part in signal_figures(pairs).items() if code in DETECTED}
-    assert sum(part["complaints"] for part in figures.values()) == 300 * len(DETECTED)
-    assert_target_or_floor(figures, BLIND_FIGURES)
-
-
-def test_each_signal_on_the_held_out_set_meets_the_target_or_holds_its_floor():
-    pairs = [({code: HELDOUT[cid][code] for code in DETECTED}, raised(cid, HELDOUT_ROWS)) for cid in HELDOUT_ROWS]
-    figures = {code: part for code, part in signal_figures(pairs).items() if code in DETECTED}
-    assert sum(part["complaints"] for part in figures.values()) == 200 * len(DETECTED)
-    assert_target_or_floor(figures, HELDOUT_FIGURES)
-
-
-def test_each_signal_on_the_second_held_out_set_meets_the_target_or_holds_its_floor():
-    pairs = [({code: HELDOUT2[cid][code] for code in DETECTED}, raised(cid, HELDOUT2_ROWS)) for cid in HELDOUT2_ROWS]
-    figures = {code: part for code, part in signal_figures(pairs).items() if code in DETECTED}
-    assert sum(part["complaints"] for part in figures.values()) == 193 * len(DETECTED)
-    assert_target_or_floor(figures, HELDOUT2_FIGURES)
-
-
-def test_each_signal_on_the_third_held_out_set_meets_the_target_or_holds_its_floor():
-    pairs = [({code: HELDOUT3[cid][code] for code in DETECTED}, raised(cid, HELDOUT3_ROWS)) for cid in HELDOUT3_ROWS]
-    figures = {code: part for code, part in signal_figures(pairs).items() if code in DETECTED}
-    assert sum(part["complaints"] for part in figures.values()) == 200 * len(DETECTED)
-    assert_target_or_floor(figures, HELDOUT3_FIGURES)
-
-
-def test_each_signal_on_the_tuning_set_meets_the_target_or_holds_its_floor():
-    pairs = [({code: TUNING[cid][code] for code in DETECTED}, raised(cid, TUNING_ROWS)) for cid in TUNING_ROWS]
-    figures = {code: part for code, part in signal_figures(pairs).items() if code in DETECTED}
-    assert sum(part["complaints"] for part in figures.values()) == 160 * len(DETECTED)
-    assert_target_or_floor(figures, TUNING_FIGURES)
-
-
-def test_each_signal_on_the_second_tuning_set_meets_the_target_or_holds_its_floor():
-    pairs = [({code: TUNING2[cid][code] for code in DETECTED}, raised(cid, TUNING2_ROWS)) for cid in TUNING2_ROWS]
-    figures = {code: part for code, part in signal_figures(pairs).items() if code in DETECTED}
-    assert sum(part["complaints"] for part in figures.values()) == 210 * len(DETECTED)
-    assert_target_or_floor(figures, TUNING2_FIGURES)
+    assert sum(part["complaints"] for part in figures.values()) == complaints * len(DETECTED)
+    assert_target_or_floor(figures, expected)
 
 
 def test_over_every_split_each_signal_keeps_its_figures():
