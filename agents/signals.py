@@ -39,7 +39,8 @@ the case record win over the narrative).
 | 4–5          | high     |
 | 6 or more    | critical |
 
-The rules are measured against hand labels of the CFPB sample (analyst/data/signals: RUBRIC.md
+The patterns each rule reads a sentence with are in agents/signal_patterns.py. The rules are
+measured against hand labels of the CFPB sample and six further sets (analyst/data/signals: RUBRIC.md
 says what each signal means; `manage.py evaluate` reports recall and precision per signal).
 
 The level is then raised to the highest floor of the signals present. Steps are two points wide,
