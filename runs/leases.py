@@ -134,19 +134,28 @@ def throttled_heartbeat(run_id: int, worker_id: str):
 class _Heartbeats:
     """One daemon thread per process renews the heartbeat of every step running longer than a
     heartbeat interval (a slow model call), on its own database connection. Short steps never
-    wake it: their commit is their heartbeat."""
+    wake it: their commit is their heartbeat.
+
+    The interval is read by the thread that registers a step, and kept with it: the heartbeat thread
+    itself reads no setting while it waits. Django's settings object is not safe to read from one
+    thread while another changes it (an override in a test replaces its wrapped object, and a read in
+    between finds none), and this thread outlives every step it beats for."""
+
+    IDLE_WAIT = 0.25  # seconds between looks when no step is registered (the shortest wait with one)
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._active: dict[int, list] = {}  # token -> [run_id, worker_id, last renewal (monotonic)]
+        # token -> [run_id, worker_id, last renewal (monotonic), interval (s)]
+        self._active: dict[int, list] = {}
         self._next = 0
         self._thread: threading.Thread | None = None
         self._wake = threading.Event()
 
     def register(self, run_id: int, worker_id: str) -> int:
+        interval = float(settings.ARBITER_RUN_HEARTBEAT_SECONDS)
         with self._lock:
             self._next += 1
-            self._active[self._next] = [run_id, worker_id, time.monotonic()]
+            self._active[self._next] = [run_id, worker_id, time.monotonic(), interval]
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._loop, name="run-heartbeats", daemon=True)
                 self._thread.start()
@@ -156,20 +165,21 @@ class _Heartbeats:
         with self._lock:
             self._active.pop(token, None)
 
-    def _due(self) -> list[tuple[int, int, str]]:
-        interval = settings.ARBITER_RUN_HEARTBEAT_SECONDS
+    def _wait_seconds(self) -> float:
+        with self._lock:
+            intervals = [entry[3] for entry in self._active.values()]
+        return max(min(intervals) / 4, 0.25) if intervals else self.IDLE_WAIT
+
+    def _due(self) -> list[tuple[int, int, str, float]]:
         now = time.monotonic()
         with self._lock:
-            return [(token, run_id, worker_id) for token, (run_id, worker_id, last) in self._active.items()
-                    if now - last >= interval]
+            return [(token, run_id, worker_id, interval)
+                    for token, (run_id, worker_id, last, interval) in self._active.items() if now - last >= interval]
 
     def _loop(self) -> None:
         while True:
-            self._wake.wait(max(settings.ARBITER_RUN_HEARTBEAT_SECONDS / 4, 0.25))
-            due = self._due()
-            if not due:
-                continue
-            for token, run_id, worker_id in due:
+            self._wake.wait(self._wait_seconds())
+            for token, run_id, worker_id, interval in self._due():
                 try:
                     lease_renew(run_id, worker_id)
                 except LeaseLost:
@@ -182,8 +192,7 @@ class _Heartbeats:
                     continue
                 except DatabaseError as exc:  # busy (SQLite's one writer) or away: the step finds out at its commit
                     logger.warning("heartbeat for run %s not written (%s); the next try follows in %s s", run_id,
-                                   str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
-                                   settings.ARBITER_RUN_HEARTBEAT_SECONDS)
+                                   str(exc).splitlines()[0] if str(exc) else type(exc).__name__, interval)
                     connection.close()
                 except Exception:
                     logger.exception("heartbeat for run %s failed", run_id)

@@ -3,6 +3,7 @@ away (SQLite's single writer under `evaluate`, an outage), a traceback only for 
 one line for a lease lost, after which that step gets no more beats."""
 
 import logging
+import threading
 import time
 
 import pytest
@@ -64,3 +65,22 @@ def test_a_lost_lease_is_one_line_and_the_step_gets_no_more_beats(fast_heartbeat
     mine = [r for r in caplog.records if "454545" in r.getMessage()]
     assert len(mine) == 1 and calls == [454545]
     assert "no more heartbeats for this step" in mine[0].getMessage()
+
+
+def test_the_heartbeat_thread_reads_no_setting_while_no_step_needs_it(monkeypatch):
+    """Django's settings are not safe to read while another thread overrides them (a test's override
+    replaces the wrapped object; a read in between finds None): once a CI run's heartbeat thread,
+    left waiting from an earlier test, died of it. The interval is read by the step that registers."""
+    with leases.heartbeat_scope(1, "w-idle"):
+        pass  # the thread is started, and nothing is registered any more
+    thread = next(t for t in threading.enumerate() if t.name == "run-heartbeats")
+
+    class Unreadable:
+        def __getattr__(self, name):
+            raise AssertionError(f"the heartbeat thread read settings.{name}")
+
+    died = []
+    monkeypatch.setattr(threading, "excepthook", died.append)
+    monkeypatch.setattr(leases, "settings", Unreadable())
+    time.sleep(0.8)  # three idle waits
+    assert thread.is_alive() and died == []
