@@ -117,6 +117,8 @@ def case_tags(case: dict) -> set[str]:
 # A letter's opening ("Dear Consumer Financial Protection Bureau,", "To whom it may concern:") is
 # left out of a quotation when the sentence goes on after it: the quote is about the complaint.
 _SALUTATION = re.compile(r"^(?:dear\b[^,:]{0,80}|to whom it may concern|hello|hi)\s*[,:]\s*(?=\S)", re.IGNORECASE)
+_INNER_SALUTATION = re.compile(r"(?<=\S)\s+Dear (?:Mr|Mrs|Ms|Miss|Dr|Sir|Madam|Sirs|XXXX|[A-Z][a-z]+)\b[^,:.]{0,60}"
+                               r"\.?[^,:]{0,40}[,:]\s*(?=\S)")
 # A window cut out of a long sentence does not end on a dangling word or a comma ("…, and”).
 _DANGLING_END = re.compile(r"(?:[\s,;:(\-]|\b(?:and|or|but|nor|so|to|of|the|a|an|that|which|who|with|in|on|"
                            r"for|by|from|as|at|because|while|if|my|their|his|her|its|our|your)\b)+$", re.IGNORECASE)
@@ -130,6 +132,14 @@ def quote_of(sentence: str, match: re.Match | None = None) -> str:
     opening = _SALUTATION.match(sentence)
     if opening and (match is None or centre >= opening.end()):
         sentence, centre = sentence[opening.end():], max(0, centre - opening.end())
+    # A letter pasted whole: its heading ("To : … Re : …") and its salutation ("Dear Mr. XXXX :") run into
+    # one sentence. Only the side of the salutation that holds the match is quoted.
+    inner = _INNER_SALUTATION.search(sentence)
+    if inner:
+        if centre >= inner.end():
+            sentence, centre = sentence[inner.end():], centre - inner.end()
+        elif centre < inner.start():
+            sentence = sentence[:inner.start()].rstrip()
     if len(sentence) <= MAX_QUOTE:
         return sentence
     start = max(0, centre - MAX_QUOTE // 3)

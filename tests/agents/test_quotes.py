@@ -34,3 +34,22 @@ def test_a_salutation_opening_the_sentence_is_left_out_of_the_quote():
     # The match inside the salutation itself keeps the whole sentence (the quote must hold the match).
     sentence = "Dear fraud department, please help."
     assert quote_of(sentence, re.search("fraud", sentence)) == sentence
+
+
+LETTER = ("To : XXXX XXXX XXXX Complaint Resolution Manager Re : {$350000.00} wire transfer to XXXX XXXX XXXX "
+          "XX/XX/2018 Dear Mr. XXXX : My name is XXXX XXXX, and I am the sender of the above referenced wire "
+          "transfer to BB & T Bank.")
+
+
+def test_a_pasted_letter_s_heading_and_body_are_quoted_apart_at_its_salutation():
+    """A real narrative (second held-out set): the heading and the salutation of a pasted letter run into
+    one sentence; the quote keeps the side of "Dear Mr. XXXX :" that holds the match."""
+    heading = quote_of(LETTER, re.search("wire transfer", LETTER))
+    assert heading == ("To : XXXX XXXX XXXX Complaint Resolution Manager Re : {$350000.00} wire transfer to XXXX "
+                       "XXXX XXXX XX/XX/2018")
+    body = quote_of(LETTER, re.search("sender", LETTER))
+    assert body == "My name is XXXX XXXX, and I am the sender of the above referenced wire transfer to BB & T Bank."
+    assert heading in LETTER and body in LETTER
+    # "dear" inside a sentence that is no salutation changes nothing
+    sentence = "My dear mother, who is 80, was charged twice."
+    assert quote_of(sentence, re.search("charged", sentence)) == sentence
