@@ -18,6 +18,8 @@
 PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
+UV_VERSION := 0.13.9
+UV := $(VENV)/bin/uv
 # The stamp is named after pyproject.toml's content: `make install` is a no-op until it changes.
 PYPROJECT_HASH := $(shell cat pyproject.toml | sha256sum | cut -c1-16)
 STAMP := $(VENV)/.installed-$(PYPROJECT_HASH)
@@ -34,12 +36,16 @@ PORT ?= 8000
 
 install: $(STAMP)
 
-# What running needs (pyproject's dependencies), with pip's progress shown; the test tools come
-# with `make test` (install-dev). Each stamp is named after pyproject.toml's content.
+# What running needs (pyproject's dependencies), with the installer's progress shown; the test tools
+# come with `make test` (install-dev). Each stamp is named after pyproject.toml's content. The
+# installer is uv (pinned here, put into the venv by pip): it resolves the same versions as pip
+# from the same pyproject.toml and installs them in a fraction of pip's time (ADR 0035,
+# addendum "the installer": install-dev 63 s with pip, 20 s with uv, bytecode compiled by both).
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@echo "Installing what Arbiter needs to run into $(VENV) (first time: a few minutes)…"
-	$(PY) -m pip install --disable-pip-version-check --progress-bar on -e .
+	$(PY) -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+	@echo "Installing what Arbiter needs to run into $(VENV)…"
+	$(UV) pip install --python $(PY) --compile-bytecode -e .
 	rm -f $(VENV)/.installed-[0-9a-f]*
 	touch $(STAMP)
 
@@ -47,7 +53,7 @@ install-dev: $(DEV_STAMP)
 
 $(DEV_STAMP): $(STAMP)
 	@echo "Installing the test tools into $(VENV)…"
-	$(PY) -m pip install --disable-pip-version-check --progress-bar on -e '.[dev]'
+	$(UV) pip install --python $(PY) --compile-bytecode -e '.[dev]'
 	rm -f $(VENV)/.installed-dev-*
 	touch $(DEV_STAMP)
 
