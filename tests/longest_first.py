@@ -1,4 +1,5 @@
-"""The slow phase starts its longest tests first; the first phase starts its browser tests first.
+"""The slow phase starts its longest tests first; the first phase starts its browser tests first;
+the tests of one xdist_group are kept together and checked to be grouped.
 
 `make test`'s second phase is a few dozen tests on two xdist workers, from a few seconds to a few
 minutes each. `--dist loadgroup` hands them out in collection order and keeps two or three queued on
@@ -43,7 +44,52 @@ def pytest_collection_modifyitems(config, items):
     if cache is None:
         return
     seconds = cache.get(CACHE_KEY, {})
-    items.sort(key=lambda item: -seconds.get(item.nodeid, math.inf))  # stable: ties keep pytest's order
+    # The tests of one xdist_group run on one worker in this order (--dist loadgroup), and may rely on
+    # it (a test that reuses what the one before it left): each is sorted by its group's longest time.
+    groups: dict[str, float] = {}
+    for item in items:
+        if (group := _group(item)) is not None:
+            groups[group] = max(groups.get(group, -math.inf), seconds.get(item.nodeid, math.inf))
+
+    def longest(item) -> float:
+        group = _group(item)
+        return groups[group] if group is not None else seconds.get(item.nodeid, math.inf)
+
+    items.sort(key=lambda item: -longest(item))  # stable: ties keep pytest's order
+
+
+def _group(item) -> str | None:
+    mark = item.get_closest_marker("xdist_group")
+    if mark is None:
+        return None
+    return mark.args[0] if mark.args else mark.kwargs.get("name")
+
+
+def ungrouped(items) -> list[str]:
+    """The tests carrying an xdist_group mark that xdist did not group: under --dist loadgroup it
+    tags each one's node id with "@<group>" on the worker, and schedules by that tag. pytest 9.2's
+    node ids dropped the tag silently (pytest-dev/pytest-xdist#1386): the groups were spread over
+    the workers, and a test relying on its group ran beside, or before, the one it needs."""
+    return [item.nodeid for item in items
+            if _group(item) is not None and item.nodeid.rfind("@") <= item.nodeid.rfind("]")]  # xdist's own test
+
+
+_UNGROUPED = pytest.StashKey[set]()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session):
+    """On an xdist worker under --dist loadgroup, note the tests xdist failed to group."""
+    if getattr(session.config.option, "loadgroup", False):
+        session.config.stash[_UNGROUPED] = set(ungrouped(session.items))
+
+
+def pytest_runtest_setup(item):
+    """Each of them fails, saying why, instead of running where it may meet what its group keeps apart."""
+    if item.nodeid in item.config.stash.get(_UNGROUPED, set()):
+        pytest.fail("pytest-xdist's --dist loadgroup did not group this test (no '@<group>' on its node id): "
+                    "check the pytest version pinned in pyproject.toml (pytest-dev/pytest-xdist#1386)",
+                    pytrace=False)
 
 
 class SlowTimes:

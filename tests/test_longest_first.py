@@ -17,8 +17,11 @@ class Cache(dict):
         self[key] = value
 
 
-def _item(nodeid, *, slow=True):
-    return SimpleNamespace(nodeid=nodeid, get_closest_marker=lambda name: object() if slow and name == "slow" else None)
+def _item(nodeid, *, slow=True, group=None):
+    marks = {"slow": SimpleNamespace(args=(), kwargs={})} if slow else {}
+    if group is not None:
+        marks["xdist_group"] = SimpleNamespace(args=(group,), kwargs={})
+    return SimpleNamespace(nodeid=nodeid, get_closest_marker=marks.get)
 
 
 def _order(items, cache):
@@ -30,6 +33,20 @@ def test_a_slow_run_starts_with_the_tests_never_timed_then_the_longest():
     cache = Cache({longest_first.CACHE_KEY: {"a": 3.0, "b": 60.0, "d": 20.0}})
     items = [_item("a"), _item("b"), _item("c"), _item("d"), _item("e")]
     assert _order(items, cache) == ["c", "e", "b", "d", "a"]
+
+
+def test_the_tests_of_one_xdist_group_stay_in_pytests_order_at_their_longest_member_s_place():
+    # "g2" reuses what "g1" left (tests/ops/test_run_local.py): it must not be started before it, even
+    # when it took longer last time; the group goes where its longest test would.
+    cache = Cache({longest_first.CACHE_KEY: {"a": 3.0, "b": 60.0, "g1": 10.0, "g2": 40.0, "d": 20.0}})
+    items = [_item("a"), _item("g1", group="g"), _item("b"), _item("g2", group="g"), _item("d")]
+    assert _order(items, cache) == ["b", "g1", "g2", "d", "a"]
+
+
+def test_a_group_xdist_did_not_tag_is_named():
+    items = [_item("t.py::a@g", group="g"), _item("t.py::b[x@y]", group="g"), _item("t.py::c[x@y]@g", group="g"),
+             _item("t.py::d"), _item("t.py::e[p@q]")]
+    assert longest_first.ungrouped(items) == ["t.py::b[x@y]"]
 
 
 def test_a_run_with_a_test_not_marked_slow_keeps_pytests_order():

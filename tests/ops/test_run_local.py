@@ -163,6 +163,9 @@ def var_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("run_local_var")
 
 
+# The two tests share one var/ folder, the second reusing the database the first left: one group runs
+# on one xdist worker, in this order (tests/longest_first.py keeps it).
+@pytest.mark.xdist_group("make_run_var")
 @pytest.mark.engine_independent  # make run on a SQLite database of its own
 def test_make_run_serves_pages_runs_tasks_in_the_worker_and_stops_cleanly(var_dir):
     launcher = Launcher(var_dir, _free_port())
@@ -199,6 +202,7 @@ def test_make_run_serves_pages_runs_tasks_in_the_worker_and_stops_cleanly(var_di
         launcher.stop()
 
 
+@pytest.mark.xdist_group("make_run_var")
 @pytest.mark.engine_independent  # make run on a SQLite database of its own
 def test_a_second_run_reuses_the_database_and_a_dying_child_stops_everything(var_dir):
     if not (var_dir / "arbiter.sqlite3").exists():
