@@ -28,10 +28,6 @@ DEV_STAMP := $(VENV)/.installed-dev-$(PYPROJECT_HASH)
 # phase (tests not marked slow) runs twice as many as there are cores: its browser tests, started
 # first, mostly wait on a page while the others use the CPU (tests/longest_first.py).
 TEST_WORKERS ?= auto
-# The PostgreSQL pass's slow phase waits more than it computes (database and broker outages of
-# 20 s, workers killed and resumed): at one worker per core it kept the 2 cores half idle (97% of
-# 200%, 162 s); twice as many took 115 s (ADR 0035, addendum "the installer").
-PG_TEST_WORKERS ?= $(shell echo $$(( $$(nproc) * 2 )))
 FAST_TEST_WORKERS ?= $(shell echo $$(( $$(nproc) * 2 )))
 HOST ?= 127.0.0.1
 PORT ?= 8000
@@ -73,10 +69,9 @@ run: install
 # again (about half of a collection's CPU); __pycache__/ is ignored by git.
 PYTEST = PYTHONDONTWRITEBYTECODE= $(PY) -m pytest
 PYTEST_PHASES = $(PYTEST) -n $(FAST_TEST_WORKERS) -m "not slow" $(PYTEST_ARGS) && \
-	{ $(PYTEST) -n $(SLOW_WORKERS) --dist loadgroup -m slow $(PYTEST_ARGS); rc=$$?; \
+	{ $(PYTEST) -n $(TEST_WORKERS) --dist loadgroup -m slow $(PYTEST_ARGS); rc=$$?; \
 	  [ $$rc -eq 0 ] || [ $$rc -eq 5 ]; }
 
-test: SLOW_WORKERS = $(TEST_WORKERS)
 test: install-dev
 	$(PYTEST_PHASES)
 
@@ -85,7 +80,6 @@ SCHEMATHESIS_EXAMPLES ?= 100
 schemathesis: install-dev
 	$(PY) scripts/schemathesis_live.py --max-examples $(SCHEMATHESIS_EXAMPLES)
 
-test-postgres: SLOW_WORKERS = $(PG_TEST_WORKERS)
 test-postgres: install-dev
 	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/arbiter}; export DATABASE_URL; $(PYTEST_PHASES)
 
