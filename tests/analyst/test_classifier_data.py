@@ -44,5 +44,12 @@ def test_the_shipped_classifier_reads_the_held_out_complaints_at_its_measured_fi
         confidences.append((prediction["product"].confidence, right))
     # 77.0% and 40.0%, as evaluate --split heldout reports them (its product ECE 0.085). Trained on
     # the sample only it read 149 products and 62 issues of these 200, with ECE 0.19.
-    assert (len(HELDOUT), products, issues) == (200, 154, 80)
+    # The issue count depends on the machine, not only on the code: the same commit, data and pinned
+    # libraries read 80 issues on the VMs where it was measured and 81 on a VM without AVX-512 (AMD
+    # Zen 3), in every process there. Neither the hash seed, OpenMP's thread count, OpenBLAS's kernel
+    # (Haswell or Katmai), numpy without AVX2/FMA, nor changing C by 3e-7 moved it on that VM; five
+    # held-out issues are within 0.0025 of their runner-up, and numpy's AVX-512 loops (used where the
+    # CPU has them) are the difference left. So the figure may move by that one complaint, no more.
+    assert (len(HELDOUT), products) == (200, 154)
+    assert issues in (80, 81)
     assert expected_calibration_error(confidences) < 0.11
