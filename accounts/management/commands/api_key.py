@@ -8,15 +8,16 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.utils import timezone
 
 from accounts.models import ApiKey, Role, Tenant
 from accounts.services import api_key_create, api_key_revoke
+from core.commands import DatabaseCommand
 from core.errors import DomainError
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = "Create, revoke or list API keys for integrations."
 
     def add_arguments(self, parser):

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db import connections
 
 from analyst.evaluation import (
@@ -31,6 +31,7 @@ from analyst.signal_sets import (
     SIGNAL_LABELS,
     SIGNAL_SETS,
 )
+from core.commands import DatabaseCommand
 
 
 def use_private_sqlite_copy(directory: str) -> Path | None:
@@ -57,7 +58,7 @@ def use_private_sqlite_copy(directory: str) -> Path | None:
     return copy
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = "Evaluate the agents on labelled CFPB complaints (throwaway cases, rolled back)."
 
     def add_arguments(self, parser):

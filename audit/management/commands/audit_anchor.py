@@ -1,9 +1,9 @@
-from django.core.management.base import BaseCommand
 
 from audit.anchors import anchor_path, anchor_write
+from core.commands import DatabaseCommand
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = ("Append a signed anchor of every audit stream head to ARBITER_AUDIT_ANCHOR_DIR/anchors.jsonl "
             "(outside the database); audit_verify checks the ledger against the latest one.")
 

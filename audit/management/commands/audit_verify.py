@@ -1,8 +1,9 @@
 import time
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from audit.verify import verify_ledger
+from core.commands import DatabaseCommand
 
 
 def _natural(chain_break) -> tuple:
@@ -11,7 +12,7 @@ def _natural(chain_break) -> tuple:
     return (kind, int(rest) if rest.isdigit() else 0, rest)
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = ("Walk every audit hash chain and name the first event that does not match, and check the ledger "
             "against the latest signed anchor. --since resumes each stream from its last verified head (a "
             "nightly check then costs what was appended). A broken stream's verified head is never moved.")

@@ -19,11 +19,12 @@ scope with --tenant), and it writes nothing."""
 from __future__ import annotations
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from accounts.models import Tenant
 from cases.models import Case, CaseEvent
 from cases.reducer import REPLAYED_FIELDS, ReplayError, apply_event, case_state
+from core.commands import DatabaseCommand
 
 
 def replay_events(case: Case, events) -> tuple[dict, list[str]]:
@@ -78,7 +79,7 @@ def replay_all(cases):
         yield case, problems
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = ("Rebuild a case from its events and report every field that differs from the stored row "
             "(exit status 1 on any difference). --all checks every case.")
 

@@ -4,16 +4,17 @@ Settles a notice whose delivery is unknown (or stuck `sending`) after reading th
 with the Message-ID found there, or --failed (it can then be sent again). Audited with the reason,
 through cases.services.notice_settle. Exits 1 with the reason when refused; nothing changes then."""
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from accounts.models import User
 from cases.models import Notice
 from cases.services import notice_settle
 from core.actors import Actor
+from core.commands import DatabaseCommand
 from core.errors import DomainError
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = "Settle a notice whose email delivery is unknown: mark it sent (Message-ID) or failed (retryable)."
 
     def add_arguments(self, parser):

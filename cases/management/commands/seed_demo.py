@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
 
-from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from accounts.models import Tenant, User
@@ -38,6 +37,7 @@ from cases.services import (
     proposal_create,
 )
 from cases.services.deadlines import deadline_policy_current
+from core.commands import DatabaseCommand
 
 DEMO_DATA = Path(__file__).resolve().parents[2] / "demo_data" / "cfpb_complaints_sample.csv"
 DEFAULT_PASSWORD = "arbiter-demo"
@@ -142,7 +142,7 @@ def case_fields_from_row(row: dict[str, str]) -> dict:
     }
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = ("Create the demo tenants, users (password from DEMO_PASSWORD, default arbiter-demo) and cases "
             "from real CFPB complaints. Safe to run again: it creates only what is missing.")
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import time
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from accounts.models import Tenant
 from core.actors import Actor
+from core.commands import DatabaseCommand
 from core.errors import DomainError
 from intake.models import ComplaintImport
 from intake.services import (
@@ -23,7 +24,7 @@ ACTOR_NAME = "import_complaints"
 BAR_WIDTH = 30
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = ("Import a CFPB complaint export (CSV) into a tenant: one case per complaint, with its events, audit "
             "records and due dates. Complaints imported before are skipped. --dry-run writes nothing.")
 

@@ -3,13 +3,14 @@
 Runs the drift checks registered in ops.drift.CHECKS, prints each finding with the objects it
 involves, and exits 1 when it found drift (0 when none), so it can gate a deploy or page someone."""
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from accounts.models import Tenant
+from core.commands import DatabaseCommand
 from ops.drift import CHECKS, run_drift_checks
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = "Report where projections (artifacts, runs, memory, pending decisions) drifted from the domain."
 
     def add_arguments(self, parser):

@@ -1,12 +1,13 @@
 """`manage.py dashboard_refresh [--tenant SLUG]`: rebuild the dashboard's facts now."""
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from accounts.models import Tenant
+from core.commands import DatabaseCommand
 from reports.services import dashboard_refresh, dashboard_refresh_all
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = "Rebuild the supervisor's dashboard facts (all tenants, or one)."
 
     def add_arguments(self, parser):

@@ -12,9 +12,10 @@ outage delays it and the command still succeeds in starting it."""
 import time
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from cases.models import Case
+from core.commands import DatabaseCommand
 from core.errors import DomainError
 from outbox.selectors import worker_status
 from runs.management.common import actor_from, add_actor_argument, drive_here, write_outcome
@@ -22,7 +23,7 @@ from runs.models import AgentRun, RunStatus
 from runs.services import run_start
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = "Analyse a case with the agents (proposals and drafts only; nothing in the case changes)."
 
     def add_arguments(self, parser):

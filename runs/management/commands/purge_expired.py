@@ -7,9 +7,9 @@ runs the same function daily (runs.tasks.retention_purge_task). Exits 1 if a ten
 (it was rolled back; the log says why)."""
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
 from django.utils import timezone
 
+from core.commands import DatabaseCommand
 from runs.retention import Cutoffs, has_purged, retention_purge
 
 
@@ -27,7 +27,7 @@ def describe(counts: dict[str, int]) -> str:
     return ", ".join(parts)
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = "Purge expired checkpoints, model-call contexts and memory; audit events are never purged."
 
     def add_arguments(self, parser):

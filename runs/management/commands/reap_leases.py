@@ -1,12 +1,12 @@
 """manage.py reap_leases: re-enqueue runs whose worker died or whose next step was lost (what the
 beat task reap_expired_leases_task does every ARBITER_REAP_INTERVAL_SECONDS)."""
 
-from django.core.management.base import BaseCommand
 
+from core.commands import DatabaseCommand
 from runs.executor import lease_reap_expired
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = "Re-enqueue runs with an expired lease, and queued runs that may start."
 
     def handle(self, *args, **options):

@@ -1,13 +1,14 @@
 """manage.py run_cancel <run-id> [--reason TEXT]"""
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from core.commands import DatabaseCommand
 from core.errors import DomainError
 from runs.management.common import actor_from, add_actor_argument, get_run
 from runs.services import run_cancel
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = "Cancel a run; one in the middle of a step stops when that step ends."
 
     def add_arguments(self, parser):

@@ -1,13 +1,14 @@
 """manage.py run_fork <run-id> --from-step N [--provider NAME] [--inline]"""
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from core.commands import DatabaseCommand
 from core.errors import DomainError
 from runs.management.common import actor_from, add_actor_argument, drive_here, get_run, write_outcome
 from runs.services import run_fork
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = "Start a new run from a run's checkpoint after step N; both runs stay inspectable."
 
     def add_arguments(self, parser):

@@ -1,14 +1,15 @@
 """manage.py run_resume <run-id> [--inline]: continue a run from its last checkpoint."""
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from core.commands import DatabaseCommand
 from core.errors import DomainError
 from runs.management.common import actor_from, add_actor_argument, drive_here, get_run, write_outcome
 from runs.models import RunStatus
 from runs.services import run_resume
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = "Resume a waiting, failed or stalled run from its last checkpoint."
 
     def add_arguments(self, parser):
