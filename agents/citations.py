@@ -152,6 +152,21 @@ def signals_in_words(words: list[str]) -> str:
     return "; ".join(lowered(w) for w in dict.fromkeys(words) if w)
 
 
+def evidence_quote(signals: list[dict]) -> str:
+    """The quotation that follows "Risk … because of: …": the first quoted signal's exact words
+    (whitespace folded). When more than one signal is named, the sentence says which one the quote
+    shows ("The evidence of repeated contact: “…”"): it may not be the first one listed, and a reader
+    would take it for the evidence of all of them. "" when no signal has a quote."""
+    quoted = next((s for s in signals if isinstance(s, dict) and s.get("quote")), None)
+    if quoted is None:
+        return ""
+    quote = " ".join(str(quoted["quote"]).split())
+    named = {str(s.get("code") or signal_words(s)) for s in signals if isinstance(s, dict)}
+    if len(named) > 1 and quoted.get("code") in CODE_WORDS:
+        return f"The evidence of {code_words(quoted['code'])}: “{quote}”"
+    return f"The evidence says: “{quote}”"
+
+
 # --- codes in words ----------------------------------------------------------------------------
 # Policy rules and risk signals have short codes (cases/policy.py, analyst/signals.py). A
 # person reads the words first; the code appears only in a detail section, next to its words.

@@ -8,7 +8,7 @@ import math
 import re
 from datetime import timedelta
 
-from agents.citations import code_with_words, code_words, signal_words, signals_in_words
+from agents.citations import code_with_words, code_words, evidence_quote, signal_words, signals_in_words
 from agents.signals import FLOORS, LEVELS, POINTS, Signal, detect_signals, raise_to, score
 from agents.text import date_mentions, money_amounts, shorten, split_sentences
 from analyst.classifier import get_classifier
@@ -115,10 +115,10 @@ def risk_assessor(context: dict) -> dict:
     # What a person reads first: the level and what it rests on, in words, with one quotation;
     # the scoring table's codes and points follow in a detail paragraph, each code spelled out.
     words = [signal_words(signal.as_dict()) for signal in signals]
-    quoted = next((signal.quote for signal in signals if signal.quote), "")
+    quoted = evidence_quote([signal.as_dict() for signal in signals])
     if words:
         first = f"Risk {level} because of: {signals_in_words(words)}."
-        first += f" The evidence says: “{quoted}”" if quoted else ""
+        first += f" {quoted}" if quoted else ""
     elif evidence:
         first = f"Risk {level}: no risk signal was found in the evidence."
     else:
@@ -432,7 +432,7 @@ def _adjudication_text(*, step, why, classified, respondent, request, level, ris
         first.append(f"{'In their words' if asks else 'The consumer writes'}: “{asked_in_words}”")
     first.append(f"Risk {level}" + (f" because of: {signals_in_words(words)}." if words else ": no risk signal was found."))
     if quote:
-        first.append(f"The evidence says: “{quote}”")
+        first.append(evidence_quote([s for s in signals if isinstance(s, dict)]))
     topics = list(dict.fromkeys(str(d.get("topic") or "").split(":")[0].strip() for d in disputes))
     first.append(f"{'A notice to the consumer is due' if policy.get('notice_due') else 'No notice is due'}; "
                  + (f"the agents disagree on the {' and the '.join(t for t in topics if t) or 'analysis'} (see the details)."

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from agents.citations import code_with_words, signal_words, signals_in_words, spell_out_codes
+from agents.citations import code_with_words, evidence_quote, signal_words, signals_in_words, spell_out_codes
 from agents.signals import FLOORS, LEVELS, POINTS, detect_signals, raise_to
 from agents.text import (
     clean_narrative,
@@ -119,7 +119,7 @@ def risk_first_paragraph(level: str, signals: list[dict], floor_codes: list[str]
     """"Risk high because of: identity theft (...). The evidence says: “…”" from the signals
     (their quotes verified by the graph)."""
     words = list(dict.fromkeys(w for w in (signal_words(s) for s in signals if isinstance(s, dict)) if w))
-    quote = next((str(s["quote"]) for s in signals if isinstance(s, dict) and s.get("quote")), "")
+    quote = evidence_quote(signals)
     if words:
         first = f"Risk {level} because of: {signals_in_words(words)}."
     else:
@@ -128,7 +128,7 @@ def risk_first_paragraph(level: str, signals: list[dict], floor_codes: list[str]
         first += (f" Policy sets a minimum of {level} risk for "
                   f"{' and '.join(code_with_words(c).split(' (', 1)[-1].rstrip(')') for c in floor_codes)}.")
     if quote:
-        first += f" The evidence says: “{' '.join(quote.split())}”"
+        first += f" {quote}"
     return first
 
 

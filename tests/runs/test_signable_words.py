@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from agents.citations import has_internal_code, signal_words, signals_in_words
+from agents.citations import evidence_quote, has_internal_code, signal_words, signals_in_words
 from agents.graphs.guards import ADDRESSED_TO_REVIEWER, first_paragraph, readable, risk_first_paragraph
 from agents.text import echoes, is_instruction, split_sentences
 from analyst.registry import AGENTS
@@ -214,6 +214,24 @@ def test_the_graph_s_proposals_and_notice_on_real_complaints_pass_the_rubric(ana
         assert notice.check_flags == []
 
 
+def test_the_quote_after_several_reasons_says_which_one_it_shows():
+    """"Risk high because of: servicemember; repeated contact. The evidence says: “…”" read as if the
+    quote showed all of them (or the first); with more than one reason it names its own."""
+    tagged = {"code": "SCRA", "description": "Case tagged Servicemember (case record).", "quote": ""}
+    calls = {"code": "REPEAT-CONTACT", "description": "Repeated contact: “I called them five times”",
+             "quote": "I called  them five times"}
+    assert evidence_quote([calls]) == "The evidence says: “I called them five times”"
+    assert evidence_quote([tagged, calls]) == "The evidence of repeated contact: “I called them five times”"
+    assert evidence_quote([tagged]) == ""
+    context = {"evidence": [{"id": 1, "title": "Narrative", "text": "They used predatory tactics on me. I called "
+                                                                     "them five times about it."}],
+               "case": {"company": "Example Bank", "tags": "Servicemember"}, "prior": {}}
+    first = AGENTS["risk_assessor"][0](context)["rationale"].split("\n\n")[0]
+    assert first == ("Risk medium because of: the company is accused of misconduct; repeated contact (5 times); "
+                     "case tagged Servicemember (case record). The evidence of misconduct by the company: "
+                     "“They used predatory tactics on me.”")
+
+
 def test_a_signal_is_named_in_words_not_by_the_detector_s_fragment():
     theft = {"code": "FRAUD-ID", "description": "Identity theft (opened without my): “this account was opened "
                                                 "without my knowledge”", "quote": "this account was opened without my knowledge"}
@@ -237,11 +255,12 @@ def test_a_risk_rationale_says_its_first_paragraph_once(analyst):
         drive(services.run_start(actor=analyst, case=case))
         for rationale in Proposal.objects.filter(case=case, kind="risk_level").values_list("rationale", flat=True):
             first, rest = first_paragraph(rationale)
-            assert first.split(" The evidence says:")[0] not in rest, rationale
+            reasons = re.split(r" The evidence (?:says|of [^:“]+):", first)[0]
+            assert reasons not in rest, rationale
             assert "  " not in rationale, rationale
             if "because of:" in first:
                 seen += 1
-                named = first.split("because of:", 1)[1].split(". The evidence says:")[0]
+                named = reasons.split("because of:", 1)[1]
                 assert "(" not in named or "above $1,000" in named or "case record" in named, rationale
     assert seen >= 3  # the sample has complaints with signals
 
