@@ -124,10 +124,29 @@ _DANGLING_END = re.compile(r"(?:[\s,;:(\-]|\b(?:and|or|but|nor|so|to|of|the|a|an
                            r"for|by|from|as|at|because|while|if|my|their|his|her|its|our|your)\b)+$", re.IGNORECASE)
 
 
+# Sentences typed without a space after their full stop ("…not gotten a response.My name is …") reach
+# the detectors as one: a word of two lower-case letters or more, a full stop, a capitalised word.
+_GLUED = re.compile(r"(?<=[a-z]{2}[.!?])(?=[A-Z][a-z])")
+_SHORTEST_PART = 25
+
+
+def _glued_part(sentence: str, centre: int) -> tuple[str, int]:
+    """The glued-on sentence that holds `centre` (and `centre` within it), so a quote shows the words
+    of the match and not its neighbours'; the whole sentence when that part would be shorter than a
+    phrase."""
+    starts = [0, *(m.start() for m in _GLUED.finditer(sentence)), len(sentence)]
+    for start, end in zip(starts, starts[1:], strict=False):
+        if start <= centre < end:
+            part = sentence[start:end].strip()
+            return (part, centre - start) if len(part) >= _SHORTEST_PART else (sentence, centre)
+    return sentence, centre
+
+
 def quote_of(sentence: str, match: re.Match | None = None) -> str:
     """Exact words of the sentence (a substring, never edited): the whole sentence when short,
     else a window of whole words around the match that ends on a word that closes a phrase; a
-    salutation opening the sentence is left out."""
+    salutation opening the sentence is left out, and so are sentences glued on without a space
+    (around a match)."""
     centre = match.start() if match is not None else 0
     opening = _SALUTATION.match(sentence)
     if opening and (match is None or centre >= opening.end()):
@@ -140,6 +159,8 @@ def quote_of(sentence: str, match: re.Match | None = None) -> str:
             sentence, centre = sentence[inner.end():], centre - inner.end()
         elif centre < inner.start():
             sentence = sentence[:inner.start()].rstrip()
+    if match is not None:
+        sentence, centre = _glued_part(sentence, centre)
     if len(sentence) <= MAX_QUOTE:
         return sentence
     start = max(0, centre - MAX_QUOTE // 3)

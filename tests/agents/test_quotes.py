@@ -53,3 +53,25 @@ def test_a_pasted_letter_s_heading_and_body_are_quoted_apart_at_its_salutation()
     # "dear" inside a sentence that is no salutation changes nothing
     sentence = "My dear mother, who is 80, was charged twice."
     assert quote_of(sentence, re.search("charged", sentence)) == sentence
+
+
+GLUED = ("I have mailed off letters to the credit bureaus continuously and thus far I have not gotten a response.My "
+         "name is XXXX XXXX and I am filing this complaint for falsely reporting misleading information.There is "
+         "no third party involved.Please review the uploaded letters.")
+
+
+def test_sentences_glued_without_a_space_are_quoted_apart_around_the_match():
+    """Read in ten analyses of the blind set: a misconduct finding quoted all four glued sentences."""
+    assert quote_of(GLUED, re.search("falsely", GLUED)) == \
+        "My name is XXXX XXXX and I am filing this complaint for falsely reporting misleading information."
+    assert quote_of(GLUED, re.search("continuously", GLUED)) == \
+        "I have mailed off letters to the credit bureaus continuously and thus far I have not gotten a response."
+    # Without a match (the sentence model's reading) the whole sentence is the evidence.
+    assert quote_of(GLUED) == GLUED
+
+
+def test_a_glued_part_shorter_than_a_phrase_and_abbreviations_are_not_cut_off():
+    short = "I disputed it twice.No.They kept the charge on my statement and never answered my letters."
+    assert quote_of(short, re.search("twice", short)) == short  # "I disputed it twice." is under 25 characters
+    dotted = "The U.S.Bank branch and the bank's e.g.Statement pages say the payment was received on time."
+    assert quote_of(dotted, re.search("payment", dotted)) == dotted
