@@ -167,6 +167,22 @@ def evidence_quote(signals: list[dict]) -> str:
     return f"The evidence says: “{quote}”"
 
 
+def dispute_in_words(dispute: dict) -> str:
+    """A dispute between the agents as one line for a person: "Dispute on the product (narrative and
+    company prior): <positions>. <resolution>". The positions ("narrative: reads like X", "company
+    prior: usually Y") are left out when the resolution already says each of them in a sentence —
+    they would be read twice."""
+    topic = str(dispute.get("topic") or "analysis")
+    head, _, aspect = topic.partition(":")
+    title = f"Dispute on the {head.strip()}" + (f" ({aspect.strip()})" if aspect.strip() else "")
+    positions = [str(p) for p in dispute.get("positions") or [] if str(p).strip()]
+    resolution = " ".join(str(dispute.get("resolution") or "").split())
+    said = resolution.lower()
+    if resolution and positions and all(p.split(":", 1)[-1].strip().lower() in said for p in positions):
+        return f"{title}: {resolution}"
+    return " ".join(part for part in (f"{title}: {' vs. '.join(positions)}.", resolution) if part)
+
+
 # --- codes in words ----------------------------------------------------------------------------
 # Policy rules and risk signals have short codes (cases/policy.py, analyst/signals.py). A
 # person reads the words first; the code appears only in a detail section, next to its words.

@@ -8,7 +8,14 @@ import math
 import re
 from datetime import timedelta
 
-from agents.citations import code_with_words, code_words, evidence_quote, signal_words, signals_in_words
+from agents.citations import (
+    code_with_words,
+    code_words,
+    dispute_in_words,
+    evidence_quote,
+    signal_words,
+    signals_in_words,
+)
 from agents.signals import FLOORS, LEVELS, POINTS, Signal, detect_signals, raise_to, score
 from agents.text import date_mentions, money_amounts, shorten, split_sentences
 from analyst.classifier import get_classifier
@@ -440,7 +447,7 @@ def _adjudication_text(*, step, why, classified, respondent, request, level, ris
     rules = sorted(code for code in applied if code)
     detail = ["Details:", ("Policy rules that apply: " + ", ".join(code_with_words(c) for c in rules) + "."
                            if rules else "No policy rule applies.")]
-    detail += [f"Dispute on {d['topic']}: {' vs. '.join(d['positions'])}. {d['resolution']}" for d in disputes]
+    detail += [dispute_in_words(d) for d in disputes]
     return shorten(" ".join(first), 1800).replace("\n", " ") + "\n\n" + shorten(" ".join(detail), 2100)
 
 

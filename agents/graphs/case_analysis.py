@@ -17,7 +17,7 @@ import re
 from django.utils import timezone
 
 from agents import taxonomy
-from agents.citations import EvidenceTexts, verify_citations
+from agents.citations import EvidenceTexts, dispute_in_words, verify_citations
 from agents.graphs.guards import (
     CaseText,
     below_threshold,
@@ -246,8 +246,7 @@ def adjudicator(ctx: NodeContext) -> NodeResult:
         ctx.artifact(kind="dispute", content=dispute.model_dump(mode="json"), findings=sides)
         # Kept and shown: each dispute is also a finding, so it appears with the case's findings.
         ctx.finding(type="dispute", confidence=out.confidence, data=dispute.model_dump(mode="json"),
-                    summary=(f"Dispute on {dispute.topic}: {' vs. '.join(dispute.positions)}. "
-                             f"{dispute.resolution}")[:2000])
+                    summary=dispute_in_words(dispute.model_dump(mode="json"))[:2000])
     if contradiction is not None and not risk_dispute_written:
         ctx.artifact(kind="dispute", findings=[assessed.pk, contradiction], content={
             "topic": "risk level",

@@ -68,4 +68,4 @@ def test_the_adjudicator_s_first_paragraph_says_what_the_agents_disagree_on():
     first, details = rationale.split("\n\n", 1)
     assert "the agents disagree on the product" in first and "(see the details)" in first
     assert "dispute between the agents" not in first
-    assert "Dispute on product: narrative and company prior: narrative: reads like Student loan" in details
+    assert "Dispute on the product (narrative and company prior): The narrative reads like Student loan" in details

@@ -343,7 +343,7 @@ def test_a_low_confidence_triage_is_disputed_and_the_dispute_is_kept(analyst, se
     assert triage.summary.startswith("Needs an analyst") and triage.data["needs_analyst"] is True
     dispute = Artifact.objects.get(run=run, kind="dispute", content__topic="triage confidence")
     assert dispute.content["resolution"].startswith("Needs an analyst")
-    assert Finding.objects.filter(run=run, type="dispute", summary__startswith="Dispute on triage confidence").exists()
+    assert Finding.objects.filter(run=run, type="dispute", summary__startswith="Dispute on the triage confidence").exists()
 
 
 def test_the_evaluation_model_and_the_shipped_model_never_share_a_cache(settings, tmp_path, shipped_classifier):

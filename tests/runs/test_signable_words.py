@@ -14,7 +14,13 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from agents.citations import evidence_quote, has_internal_code, signal_words, signals_in_words
+from agents.citations import (
+    dispute_in_words,
+    evidence_quote,
+    has_internal_code,
+    signal_words,
+    signals_in_words,
+)
 from agents.graphs.guards import ADDRESSED_TO_REVIEWER, first_paragraph, readable, risk_first_paragraph
 from agents.text import echoes, is_instruction, split_sentences
 from analyst.registry import AGENTS
@@ -212,6 +218,25 @@ def test_the_graph_s_proposals_and_notice_on_real_complaints_pass_the_rubric(ana
         counts = _rubric(case, {"subject": notice.subject, "body": notice.body}, rationales, evidence)
         assert not any(counts.values()), (counts, notice.body, rationales)
         assert notice.check_flags == []
+
+
+def test_a_dispute_s_positions_are_not_said_twice():
+    """Read in the details of 55 of 200 held-out analyses: "Dispute on product: narrative and company
+    prior: narrative: reads like X vs. company prior: usually Y. The narrative reads like X; complaints
+    against C are usually Y. …" — the positions, then the same in a sentence."""
+    prior = {"topic": "product: narrative and company prior",
+             "positions": ["narrative: reads like Checking or savings account", "company prior: usually Credit card"],
+             "resolution": "The narrative reads like Checking or savings account; complaints against Example Bank "
+                           "are usually Credit card. The two disagree, so the product needs a person's check."}
+    assert dispute_in_words(prior) == ("Dispute on the product (narrative and company prior): " + prior["resolution"])
+    # A resolution that does not say both sides keeps them.
+    record = {"topic": "product", "positions": ["case record: Mortgage", "narrative: reads as Vehicle loan or lease"],
+              "resolution": "Case record kept (the consumer chose it); an analyst should confirm whether the product "
+                            "is Vehicle loan or lease."}
+    assert dispute_in_words(record) == ("Dispute on the product: case record: Mortgage vs. narrative: reads as Vehicle "
+                                        "loan or lease. " + record["resolution"])
+    assert dispute_in_words({"topic": "risk level", "positions": ["risk_assessor: low", "adjudicator: high"],
+                             "resolution": ""}) == "Dispute on the risk level: risk_assessor: low vs. adjudicator: high."
 
 
 def test_the_quote_after_several_reasons_says_which_one_it_shows():
