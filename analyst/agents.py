@@ -399,8 +399,9 @@ def _adjudicated_transition(context: dict, case: dict, evidence, applied: set, l
     if status == "under_review" and not sufficient:
         disputes.append({
             "topic": "evidence",
-            "positions": ["lifecycle: mark_ready is the next step", f"evidence check: insufficient ({sufficiency})"],
-            "resolution": "request_evidence is recommended instead of mark_ready.",
+            "positions": ["lifecycle: marking the case ready for decision is the next step",
+                          f"evidence check: insufficient ({sufficiency})"],
+            "resolution": "Requesting evidence is recommended instead of marking the case ready for decision.",
         })
     if transition == "triage" and triage_out and triage_out.get("needs_analyst"):
         disputes.append({

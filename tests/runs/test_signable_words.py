@@ -239,6 +239,22 @@ def test_a_dispute_s_positions_are_not_said_twice():
                              "resolution": ""}) == "Dispute on the risk level: risk_assessor: low vs. adjudicator: high."
 
 
+def test_the_evidence_dispute_names_the_steps_in_words(analyst):
+    """Read on the demo's case page: "Dispute on the evidence: lifecycle: mark_ready is the next step vs.
+    evidence check: insufficient (…). request_evidence is recommended instead of mark_ready." — the
+    transitions' internal names in a finding a person reads."""
+    row = next(r for r in _rows(191) if "identity theft" in r["Consumer complaint narrative"].lower())
+    case = _case(analyst, row, late=False)
+    case_services.case_transition(actor=analyst, case=case, transition="triage")
+    case_services.case_transition(actor=analyst, case=case, transition="start_review")
+    run = drive(services.run_start(actor=analyst, case=case))
+    summaries = list(Finding.objects.filter(run=run, type="dispute").values_list("summary", flat=True))
+    evidence = [s for s in summaries if s.startswith("Dispute on the evidence")]
+    assert evidence, summaries
+    assert "Requesting evidence is recommended instead of marking the case ready for decision." in evidence[0]
+    assert not re.search(r"\b[a-z]+_[a-z]+\b", evidence[0]), evidence[0]
+
+
 def test_the_quote_after_several_reasons_says_which_one_it_shows():
     """"Risk high because of: servicemember; repeated contact. The evidence says: “…”" read as if the
     quote showed all of them (or the first); with more than one reason it names its own."""
