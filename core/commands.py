@@ -22,11 +22,17 @@ def unapplied_migrations(alias: str = DEFAULT_DB_ALIAS) -> list[str]:
     return [f"{migration.app_label}.{migration.name}" for migration, _backwards in plan]
 
 
+def _described(settings: dict) -> str:
+    """“arbiter” on 127.0.0.1:5432, or “/path/to/arbiter.sqlite3”: which database, as the operator set it."""
+    where = ":".join(str(part) for part in (settings.get("HOST"), settings.get("PORT")) if part)
+    return f"“{settings.get('NAME')}”" + (f" on {where}" if where else "")
+
+
 def require_migrated(alias: str = DEFAULT_DB_ALIAS) -> None:
     """Raise CommandError, saying what to do, unless the database answers and is fully migrated."""
     if alias in _migrated:
         return
-    name = connections[alias].settings_dict.get("NAME")
+    name = _described(connections[alias].settings_dict)
     try:
         missing = unapplied_migrations(alias)
     except DatabaseError as exc:

@@ -89,7 +89,7 @@ def test_evaluate_before_migrate_says_so_in_one_line_and_creates_no_table(tmp_pa
                             env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
-    assert result.stderr.startswith(f"CommandError: The database {database} lacks ")
+    assert result.stderr.startswith(f"CommandError: The database “{database}” lacks ")
     assert "Run `python manage.py migrate` first" in result.stderr
     tables = sqlite3.connect(database).execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
     assert tables == []
